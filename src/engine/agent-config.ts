@@ -1,0 +1,128 @@
+/**
+ * The agent config: the JSON document (PascalCase keys, Go field names) that the upstream
+ * agent reads and writes as `<machine>-applied-config.json`. One zod schema validates it at
+ * every boundary (RPC params, files on disk, the sim default); defaults are filled here and
+ * nowhere else.
+ */
+import { z } from 'zod';
+
+export const DEFAULT_CONTAINERD_VERSION = '2.0.4';
+export const DEFAULT_RUNC_VERSION = '1.1.12';
+export const DEFAULT_CNI_VERSION = '1.5.1';
+export const DEFAULT_OCI_IMAGE = 'ghcr.io/azure/agent-ubuntu2404:v20260427';
+
+const VERSION_RE = /^v?\d+\.\d+\.\d+(?:[-+][0-9A-Za-z.-]+)?$/;
+const DNS_SUBDOMAIN_RE = /^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$/;
+const BOOTSTRAP_TOKEN_RE = /^[a-z0-9]{6}\.[a-z0-9]{16}$/;
+const TAINT_RE = /^[A-Za-z0-9./_-]+(=[A-Za-z0-9._-]*)?:(NoSchedule|PreferNoSchedule|NoExecute)$/;
+const LABEL_KEY_RE = /^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*\/)?[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$/;
+const LABEL_VALUE_RE = /^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$/;
+
+/** A semantic version, accepted with or without a leading `v`, stored without it. */
+export const versionSchema = z
+  .string()
+  .regex(VERSION_RE, 'expected a version like 1.34.0 (a leading v is allowed)')
+  .transform((v) => v.replace(/^v/, ''));
+
+const downloadOverrideSchema = z.strictObject({
+  BaseURL: z.url({ protocol: /^https?$/ }).optional(),
+  URL: z.string().min(1).optional(),
+  Version: versionSchema.optional(),
+});
+export type DownloadOverride = z.infer<typeof downloadOverrideSchema>;
+
+const execCredentialSchema = z.looseObject({
+  command: z.string().min(1),
+  args: z.array(z.string()).optional(),
+  env: z.array(z.strictObject({ name: z.string(), value: z.string() })).optional(),
+  apiVersion: z.string().optional(),
+});
+
+function makeAgentConfigSchema(object: typeof z.strictObject | typeof z.looseObject) {
+  return object({
+    MachineName: z.string().max(253).regex(DNS_SUBDOMAIN_RE, 'expected a DNS subdomain name such as worker-01'),
+    Cluster: z.strictObject({
+      CaCertBase64: z
+        .base64('expected the base64 of the cluster CA PEM')
+        .refine((s) => Buffer.from(s, 'base64').toString('utf8').includes('-----BEGIN CERTIFICATE-----'), {
+          message: 'expected the base64 of a PEM certificate (no BEGIN CERTIFICATE line found)',
+        }),
+      ClusterDNS: z.union([z.ipv4(), z.ipv6()], { error: 'expected the kube-dns ClusterIP address' }),
+      Version: versionSchema,
+    }),
+    Kubelet: z.strictObject({
+      ApiServer: z
+        .string()
+        .min(1)
+        .transform((s) => (/^https?:\/\//.test(s) ? s : `https://${s}`))
+        .pipe(z.url({ protocol: /^https?$/ })),
+      Auth: z
+        .strictObject({
+          BootstrapToken: z
+            .string()
+            .regex(BOOTSTRAP_TOKEN_RE, 'expected a bootstrap token <6 chars>.<16 chars> of [a-z0-9]')
+            .optional(),
+          ExecCredential: execCredentialSchema.optional(),
+        })
+        .refine((a) => (a.BootstrapToken === undefined) !== (a.ExecCredential === undefined), {
+          message: 'exactly one of BootstrapToken and ExecCredential is required',
+        }),
+      Labels: z
+        .record(
+          z.string().regex(LABEL_KEY_RE, 'expected a label key'),
+          z.string().max(63).regex(LABEL_VALUE_RE, 'expected a label value'),
+        )
+        .default({}),
+      RegisterWithTaints: z.array(z.string().regex(TAINT_RE, 'expected a taint key=value:Effect')).default([]),
+    }),
+    CRI: z
+      .strictObject({
+        Containerd: z.strictObject({ Version: versionSchema }).default({ Version: DEFAULT_CONTAINERD_VERSION }),
+        Runc: z.strictObject({ Version: versionSchema }).default({ Version: DEFAULT_RUNC_VERSION }),
+      })
+      .default({
+        Containerd: { Version: DEFAULT_CONTAINERD_VERSION },
+        Runc: { Version: DEFAULT_RUNC_VERSION },
+      }),
+    CNI: z.strictObject({ PluginVersion: versionSchema }).default({ PluginVersion: DEFAULT_CNI_VERSION }),
+    OCIImage: z.string().min(1).default(DEFAULT_OCI_IMAGE),
+    Downloads: z
+      .strictObject({
+        Kubernetes: downloadOverrideSchema.optional(),
+        Containerd: downloadOverrideSchema.optional(),
+        Runc: downloadOverrideSchema.optional(),
+        CNI: downloadOverrideSchema.optional(),
+        Crictl: downloadOverrideSchema.optional(),
+      })
+      .optional(),
+  });
+}
+
+/** Strict schema for configs handed to agentd (RPC, files the operator writes): unknown keys are errors. */
+export const agentConfigSchema = makeAgentConfigSchema(z.strictObject);
+/**
+ * Lenient top level for applied configs written by the upstream agent, which may carry fields
+ * agentd does not know; they are kept, not dropped, when the file is read.
+ */
+export const appliedConfigFileSchema = makeAgentConfigSchema(z.looseObject);
+
+/** A validated agent config with every default filled in. */
+export type AgentConfig = z.output<typeof agentConfigSchema>;
+/** What a caller may send: defaults may be omitted, versions may carry a leading v. */
+export type AgentConfigInput = z.input<typeof agentConfigSchema>;
+
+export const REDACTED = '[REDACTED]';
+
+/** A deep copy of the config with secrets (bootstrap token, exec credential env values) replaced. */
+export function redactAgentConfig<T extends AgentConfig>(config: T): T {
+  const copy = structuredClone(config);
+  if (copy.Kubelet.Auth.BootstrapToken !== undefined) copy.Kubelet.Auth.BootstrapToken = REDACTED;
+  const exec = copy.Kubelet.Auth.ExecCredential;
+  if (exec?.env) exec.env = exec.env.map((e) => ({ name: e.name, value: REDACTED }));
+  return copy;
+}
+
+/** The exact bytes agentd writes for an applied config: pretty JSON, two spaces, trailing newline. */
+export function serializeAgentConfig(config: AgentConfig): string {
+  return `${JSON.stringify(config, null, 2)}\n`;
+}
