@@ -7,6 +7,12 @@
 
 /** Catalogue of application error codes: string code → JSON-RPC numeric code and a summary. */
 export const ERROR_CODES = {
+  PARSE_ERROR: { rpc: -32700, summary: 'The request body is not valid JSON.' },
+  INVALID_REQUEST: {
+    rpc: -32600,
+    summary: 'The body is not a JSON-RPC 2.0 request (or batch), or its content type is not JSON.',
+  },
+  METHOD_NOT_FOUND: { rpc: -32601, summary: 'There is no method of that name (see rpc.discover).' },
   INVALID_PARAMS: { rpc: -32602, summary: 'The request parameters do not match the method schema.' },
   INTERNAL: { rpc: -32603, summary: 'An unexpected internal error; the log has the details.' },
   BUSY: { rpc: 1001, summary: 'Another mutating operation holds the node; data.operation names it.' },
@@ -16,7 +22,10 @@ export const ERROR_CODES = {
   INVALID_CONFIG: { rpc: 1005, summary: 'A configuration (agent config, daemon config) failed validation.' },
   COMMAND_FAILED: { rpc: 1006, summary: 'A host command exited non-zero or could not be run.' },
   CHECKSUM_MISMATCH: { rpc: 1007, summary: 'A file or download does not match its expected SHA-256.' },
-  DOWNLOAD_FAILED: { rpc: 1008, summary: 'An artifact could not be downloaded (HTTP error, truncated body, network).' },
+  DOWNLOAD_FAILED: {
+    rpc: 1008,
+    summary: 'An artifact could not be downloaded (HTTP error, truncated body, network).',
+  },
   IMAGE_PULL_FAILED: { rpc: 1009, summary: 'The OCI rootfs image could not be resolved or pulled.' },
   UNSAFE_ARCHIVE: { rpc: 1010, summary: 'An archive entry would escape the target or is not allowed.' },
   UNSUPPORTED: { rpc: 1011, summary: 'The request needs something this host or build does not support.' },
@@ -24,11 +33,18 @@ export const ERROR_CODES = {
   TIMEOUT: { rpc: 1013, summary: 'A step did not finish within its timeout.' },
   CANCELLED: { rpc: 1014, summary: 'The operation or step was cancelled.' },
   VERIFY_FAILED: { rpc: 1015, summary: 'The machine did not become healthy (kubelet not active).' },
-  KUBE_UNAVAILABLE: { rpc: 1016, summary: 'The Kubernetes API server could not be reached or refused the call.' },
+  KUBE_UNAVAILABLE: {
+    rpc: 1016,
+    summary: 'The Kubernetes API server could not be reached or refused the call.',
+  },
   KUBE_CONFLICT: { rpc: 1017, summary: 'A Kubernetes write kept conflicting with other writers.' },
   DRAIN_FAILED: { rpc: 1018, summary: 'Pods could not be evicted from the node before the timeout.' },
-  RECOVERY_FAILED: { rpc: 1019, summary: 'Startup recovery could not bring the node to one verified machine.' },
+  RECOVERY_FAILED: {
+    rpc: 1019,
+    summary: 'Startup recovery could not bring the node to one verified machine.',
+  },
   UNAVAILABLE: { rpc: 1020, summary: 'The daemon is not ready (startup recovery has not finished).' },
+  PAYLOAD_TOO_LARGE: { rpc: 1021, summary: 'The request body exceeds the size limit.' },
 } as const;
 
 export type ErrorCode = keyof typeof ERROR_CODES;
@@ -104,7 +120,8 @@ export class CommandFailedError extends AgentError {
     readonly stderrTail: string,
     options: AgentErrorOptions & { reason?: string } = {},
   ) {
-    const why = options.reason ?? (exitCode === null ? 'did not exit normally' : `exited with code ${exitCode}`);
+    const why =
+      options.reason ?? (exitCode === null ? 'did not exit normally' : `exited with code ${exitCode}`);
     super('COMMAND_FAILED', `${command}: ${why}${stderrTail ? `: ${stderrTail}` : ''}`, {
       ...options,
       data: { ...options.data, command, exitCode, stderr: stderrTail },

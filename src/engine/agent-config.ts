@@ -15,7 +15,8 @@ const VERSION_RE = /^v?\d+\.\d+\.\d+(?:[-+][0-9A-Za-z.-]+)?$/;
 const DNS_SUBDOMAIN_RE = /^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$/;
 const BOOTSTRAP_TOKEN_RE = /^[a-z0-9]{6}\.[a-z0-9]{16}$/;
 const TAINT_RE = /^[A-Za-z0-9./_-]+(=[A-Za-z0-9._-]*)?:(NoSchedule|PreferNoSchedule|NoExecute)$/;
-const LABEL_KEY_RE = /^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*\/)?[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$/;
+const LABEL_KEY_RE =
+  /^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*\/)?[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$/;
 const LABEL_VALUE_RE = /^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$/;
 
 /** A semantic version, accepted with or without a leading `v`, stored without it. */
@@ -40,7 +41,10 @@ const execCredentialSchema = z.looseObject({
 
 function makeAgentConfigSchema(object: typeof z.strictObject | typeof z.looseObject) {
   return object({
-    MachineName: z.string().max(253).regex(DNS_SUBDOMAIN_RE, 'expected a DNS subdomain name such as worker-01'),
+    MachineName: z
+      .string()
+      .max(253)
+      .regex(DNS_SUBDOMAIN_RE, 'expected a DNS subdomain name such as worker-01'),
     Cluster: z.strictObject({
       CaCertBase64: z
         .base64('expected the base64 of the cluster CA PEM')
@@ -73,11 +77,15 @@ function makeAgentConfigSchema(object: typeof z.strictObject | typeof z.looseObj
           z.string().max(63).regex(LABEL_VALUE_RE, 'expected a label value'),
         )
         .default({}),
-      RegisterWithTaints: z.array(z.string().regex(TAINT_RE, 'expected a taint key=value:Effect')).default([]),
+      RegisterWithTaints: z
+        .array(z.string().regex(TAINT_RE, 'expected a taint key=value:Effect'))
+        .default([]),
     }),
     CRI: z
       .strictObject({
-        Containerd: z.strictObject({ Version: versionSchema }).default({ Version: DEFAULT_CONTAINERD_VERSION }),
+        Containerd: z
+          .strictObject({ Version: versionSchema })
+          .default({ Version: DEFAULT_CONTAINERD_VERSION }),
         Runc: z.strictObject({ Version: versionSchema }).default({ Version: DEFAULT_RUNC_VERSION }),
       })
       .default({

@@ -35,7 +35,8 @@ export function createHostPaths(root: string): HostPaths {
     machineDir: (m: MachineName) => resolve(`/var/lib/machines/${m}`),
     nspawnFile: (m: MachineName) => resolve(`/etc/systemd/nspawn/${m}.nspawn`),
     nspawnDropInDir: (m: MachineName) => resolve(`/etc/systemd/system/systemd-nspawn@${m}.service.d`),
-    nspawnDropIn: (m: MachineName) => resolve(`/etc/systemd/system/systemd-nspawn@${m}.service.d/override.conf`),
+    nspawnDropIn: (m: MachineName) =>
+      resolve(`/etc/systemd/system/systemd-nspawn@${m}.service.d/override.conf`),
     agentConfigDir,
     appliedConfig: (m: MachineName) => path.join(agentConfigDir, `${m}-applied-config.json`),
     appliedConfigSidecar: (m: MachineName) => path.join(agentConfigDir, `${m}-applied-config.json.sha256`),

@@ -1,0 +1,62 @@
+import type { MethodTypes } from '../../rpc/methods/index.js';
+import type { CliContext } from '../context.js';
+import { formatAge, table, toneOf } from '../output.js';
+
+type Status = MethodTypes['status']['result'];
+
+export async function runStatus(ctx: CliContext): Promise<void> {
+  const status = await ctx.client().call('status');
+  ctx.out.result(status, () => renderStatus(status, ctx, Date.now()));
+}
+
+export function renderStatus(s: Status, ctx: CliContext, now: number): string {
+  const p = ctx.out.paint.bind(ctx.out);
+  const lines: string[] = [];
+  const up = formatAge(now - Date.parse(s.daemon.startedAt));
+  lines.push(
+    `agentd ${s.daemon.version}  pid ${s.daemon.pid}  up ${up}  ${p(s.daemon.state, toneOf(s.daemon.state))}`,
+  );
+  const node = s.node;
+  const applied = node.applied
+    ? `kubernetes ${node.applied.kubernetesVersion}  image ${node.applied.image}  config ${node.applied.hash.slice(0, 12)}`
+    : 'not joined';
+  lines.push(
+    `node      active ${node.activeMachine ? p(node.activeMachine, 'bold') : p('none', 'dim')}  ${applied}`,
+  );
+  if (node.cordoned !== null)
+    lines.push(`          ${node.cordoned ? p('cordoned', 'warn') : 'schedulable'}`);
+  lines.push('');
+  lines.push(
+    table([
+      ['MACHINE', 'STATE', 'KUBELET', ''],
+      ...node.machines.map((m) => [
+        m.name,
+        p(m.state, toneOf(m.state)),
+        p(m.kubelet, toneOf(m.kubelet)),
+        m.name === node.activeMachine ? '(active)' : '',
+      ]),
+    ]),
+  );
+  lines.push('');
+  const op = s.operation;
+  lines.push(
+    op
+      ? `operation ${op.id}  ${op.kind}  ${p(op.state, toneOf(op.state))}  phase ${op.phases.find((ph) => ph.state === 'running')?.name ?? '-'}`
+      : 'operation none',
+  );
+  const last = s.lastOperation;
+  if (last) {
+    const when = last.finishedAt ? `${formatAge(now - Date.parse(last.finishedAt))} ago` : '';
+    lines.push(
+      `last      ${last.id}  ${last.kind}  ${p(last.state, toneOf(last.state))}  ${when}${last.error ? `  ${last.error.message}` : ''}`,
+    );
+  }
+  if (s.watcher) {
+    const w = s.watcher;
+    lines.push(
+      `watcher   ${w.machineName ?? '-'}  ${w.connected ? p('connected', 'good') : p('disconnected', 'warn')}${w.lastError ? `  last error: ${w.lastError}` : ''}`,
+    );
+  }
+  for (const warning of node.warnings) lines.push(p(`warning: ${warning}`, 'warn'));
+  return lines.join('\n');
+}

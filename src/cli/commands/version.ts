@@ -1,0 +1,28 @@
+import { VERSION } from '../../version.js';
+import type { CliContext } from '../context.js';
+import { toCliError } from '../context.js';
+
+/** `agentctl version`: client and daemon versions; the daemon part is null when unreachable. */
+export async function runVersion(ctx: CliContext): Promise<void> {
+  let daemon: { version: string; pid: number } | null = null;
+  let daemonError: string | null = null;
+  try {
+    const s = await ctx.client().call('status');
+    daemon = { version: s.daemon.version, pid: s.daemon.pid };
+  } catch (err) {
+    daemonError = toCliError(err, ctx.options.socket).message;
+  }
+  const value = {
+    client: { version: VERSION, node: process.version },
+    daemon,
+    ...(daemonError ? { daemonError } : {}),
+  };
+  ctx.out.result(value, () =>
+    [
+      `agentctl ${VERSION} (node ${process.version})`,
+      daemon
+        ? `agentd   ${daemon.version} (pid ${daemon.pid})`
+        : `agentd   unreachable: ${daemonError ?? ''}`,
+    ].join('\n'),
+  );
+}

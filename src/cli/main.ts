@@ -1,0 +1,36 @@
+/**
+ * agentctl entry: parse, run one command, map every failure to a documented exit code.
+ */
+import { CommanderError } from 'commander';
+import { toCliError } from './context.js';
+import { CliError, EXIT } from './exit-codes.js';
+import { defaultSocket } from './paths.js';
+import { buildProgram, type ProgramIo } from './program.js';
+
+export async function runCli(argv: string[], io: ProgramIo): Promise<number> {
+  const program = buildProgram(io).exitOverride();
+  program.configureOutput({
+    writeOut: (s) => io.stdout.write(s),
+    writeErr: (s) => io.stderr.write(s),
+  });
+  const json = argv.includes('--json');
+  try {
+    await program.parseAsync(argv);
+    return EXIT.OK;
+  } catch (err) {
+    if (err instanceof CommanderError) {
+      // Help and --version exit 0; every usage error is 2 (commander would say 1).
+      return err.exitCode === 0 ? EXIT.OK : EXIT.USAGE;
+    }
+    const socketIdx = argv.indexOf('--socket');
+    const socket = socketIdx >= 0 ? (argv[socketIdx + 1] ?? '') : defaultSocket(io.env, io.cwd);
+    const cliErr = err instanceof CliError ? err : toCliError(err, socket);
+    if (json) {
+      io.stdout.write(
+        `${JSON.stringify({ error: { message: cliErr.message, exitCode: cliErr.exitCode, ...cliErr.details } }, null, 2)}\n`,
+      );
+    }
+    io.stderr.write(`agentctl: ${cliErr.message}\n`);
+    return cliErr.exitCode;
+  }
+}

@@ -1,0 +1,120 @@
+/**
+ * The daemon's configuration: one zod schema, defaults filled here and nowhere else, merged
+ * from flags > `AGENTD_*` env > YAML file > defaults. A bad value is reported with the option,
+ * where it came from, what was expected and what was received.
+ */
+import { z } from 'zod';
+import { parseDuration } from './duration.js';
+
+export const DEFAULT_SOCKET = '/run/agentd/agentd.sock';
+export const DEFAULT_PID_FILE = '/run/agentd/agentd.pid';
+export const DEFAULT_STATE_DIR = '/var/lib/agentd';
+export const DEFAULT_CONFIG_FILE = '/etc/agentd/config.yaml';
+export const DEFAULT_CRD_GROUP = 'unbounded-cloud.io';
+/** Where `--sim` puts everything not given explicitly, relative to the working directory. */
+export const SIM_DIR = '.agentd';
+
+const durationMs = z.union([
+  z.number().nonnegative(),
+  z.string().transform((s, ctx) => {
+    const ms = parseDuration(s);
+    if (ms === null) {
+      ctx.addIssue({ code: 'custom', message: 'expected a duration such as 30s, 5m or 1500ms' });
+      return z.NEVER;
+    }
+    return ms;
+  }),
+]);
+
+const octalMode = z.union([
+  z.number().int().min(0).max(0o777),
+  z
+    .string()
+    .regex(/^0?[0-7]{3}$/, 'expected an octal mode such as 0660')
+    .transform((s) => parseInt(s, 8)),
+]);
+
+const hostPort = z
+  .string()
+  .regex(/^(\[[0-9a-fA-F:]+\]|[A-Za-z0-9.-]+):\d{1,5}$/, {
+    message: 'expected HOST:PORT such as 127.0.0.1:9101',
+    abort: true,
+  })
+  .refine((s) => Number(s.slice(s.lastIndexOf(':') + 1)) <= 65535, 'port must be at most 65535');
+
+const boolish = z.union([
+  z.boolean(),
+  z
+    .enum(['1', 'true', 'yes', 'on', '0', 'false', 'no', 'off'])
+    .transform((s) => ['1', 'true', 'yes', 'on'].includes(s)),
+]);
+
+/** Every daemon option, as it may appear in the YAML file (camelCase keys). */
+export const daemonConfigSchema = z.strictObject({
+  socket: z.string().min(1).optional(),
+  socketMode: octalMode.default(0o660),
+  socketGroup: z.union([z.string().min(1), z.number().int().nonnegative()]).optional(),
+  pidFile: z.string().min(1).optional(),
+  stateDir: z.string().min(1).optional(),
+  root: z.string().min(1).optional(),
+  host: z.enum(['systemd', 'sim']).optional(),
+  sim: boolish.default(false),
+  metricsAddress: hostPort.optional(),
+  kubeconfig: z.string().min(1).optional(),
+  machineName: z.string().min(1).optional(),
+  watch: boolish.optional(),
+  crdGroup: z
+    .string()
+    .regex(
+      /^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)+$/,
+      'expected an API group such as unbounded-cloud.io',
+    )
+    .default(DEFAULT_CRD_GROUP),
+  shutdownGrace: durationMs.default(30_000),
+  logLevel: z.enum(['trace', 'debug', 'info', 'warn', 'error', 'fatal', 'silent']).default('info'),
+  logFormat: z.enum(['json', 'pretty']).optional(),
+});
+
+export type DaemonConfigInput = z.input<typeof daemonConfigSchema>;
+
+/** The resolved configuration the daemon runs with: every path absolute, every default filled. */
+export interface DaemonConfig {
+  configFile: string | null;
+  socket: string;
+  socketMode: number;
+  socketGroup: string | number | null;
+  pidFile: string;
+  stateDir: string;
+  root: string;
+  host: 'systemd' | 'sim';
+  sim: boolean;
+  metricsAddress: { host: string; port: number } | null;
+  kubeconfig: string | null;
+  machineName: string | null;
+  /** null: on when Kubernetes credentials exist. */
+  watch: boolean | null;
+  crdGroup: string;
+  shutdownGraceMs: number;
+  logLevel: string;
+  logFormat: 'json' | 'pretty';
+}
+
+/** Option metadata: the flag and env names used in messages and help. */
+export const DAEMON_OPTIONS: Record<keyof DaemonConfigInput, { flag: string; env: string }> = {
+  socket: { flag: '--socket', env: 'AGENTD_SOCKET' },
+  socketMode: { flag: '--socket-mode', env: 'AGENTD_SOCKET_MODE' },
+  socketGroup: { flag: '--socket-group', env: 'AGENTD_SOCKET_GROUP' },
+  pidFile: { flag: '--pid-file', env: 'AGENTD_PID_FILE' },
+  stateDir: { flag: '--state-dir', env: 'AGENTD_STATE_DIR' },
+  root: { flag: '--root', env: 'AGENTD_ROOT' },
+  host: { flag: '--host', env: 'AGENTD_HOST' },
+  sim: { flag: '--sim', env: 'AGENTD_SIM' },
+  metricsAddress: { flag: '--metrics-address', env: 'AGENTD_METRICS_ADDRESS' },
+  kubeconfig: { flag: '--kubeconfig', env: 'AGENTD_KUBECONFIG' },
+  machineName: { flag: '--machine-name', env: 'AGENTD_MACHINE_NAME' },
+  watch: { flag: '--watch', env: 'AGENTD_WATCH' },
+  crdGroup: { flag: '--crd-group', env: 'AGENTD_CRD_GROUP' },
+  shutdownGrace: { flag: '--shutdown-grace', env: 'AGENTD_SHUTDOWN_GRACE' },
+  logLevel: { flag: '--log-level', env: 'AGENTD_LOG_LEVEL' },
+  logFormat: { flag: '--log-format', env: 'AGENTD_LOG_FORMAT' },
+};

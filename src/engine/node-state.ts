@@ -1,0 +1,48 @@
+/**
+ * Which machine is active. The journal/state file under `--state-dir` is the source of truth;
+ * a node taken over from the upstream agent (no state file yet) is read from its applied
+ * configs only when exactly one exists — never "the first file found".
+ */
+import { readFile } from 'node:fs/promises';
+import path from 'node:path';
+import { z } from 'zod';
+import { writeFileAtomic } from '../host/fs-atomic.js';
+import { MACHINE_NAMES, type MachineName } from '../host/types.js';
+
+const nodeStateSchema = z.object({
+  activeMachine: z.enum(MACHINE_NAMES).nullable(),
+  updatedAt: z.string(),
+});
+export type NodeStateFile = z.infer<typeof nodeStateSchema>;
+
+export function nodeStatePath(stateDir: string): string {
+  return path.join(stateDir, 'node.json');
+}
+
+/** The recorded active machine, or undefined when no state file exists yet. */
+export async function readNodeState(stateDir: string): Promise<NodeStateFile | undefined> {
+  let text: string;
+  try {
+    text = await readFile(nodeStatePath(stateDir), 'utf8');
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code === 'ENOENT') return undefined;
+    throw err;
+  }
+  const parsed = nodeStateSchema.safeParse(JSON.parse(text));
+  if (!parsed.success) throw new Error(`${nodeStatePath(stateDir)}: not a valid node state file`);
+  return parsed.data;
+}
+
+export async function writeNodeState(
+  stateDir: string,
+  activeMachine: MachineName | null,
+  now: Date,
+): Promise<void> {
+  const doc: NodeStateFile = { activeMachine, updatedAt: now.toISOString() };
+  await writeFileAtomic(nodeStatePath(stateDir), `${JSON.stringify(doc, null, 2)}\n`, {
+    mode: 0o600,
+    dirMode: 0o700,
+  });
+}
+
+export { MACHINE_NAMES };

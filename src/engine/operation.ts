@@ -1,0 +1,82 @@
+/**
+ * Operations: what `update`, `reset`, `drain` and `uncordon` create, persist and report.
+ * These types are the engine's; `src/rpc/schemas.ts` describes the same shapes for the wire.
+ */
+import type { MachineName } from '../host/types.js';
+
+export const OPERATION_STATES = [
+  'pending',
+  'running',
+  'succeeded',
+  'failed',
+  'rolled_back',
+  'cancelled',
+  'interrupted',
+] as const;
+export type OperationState = (typeof OPERATION_STATES)[number];
+export const FINAL_STATES: ReadonlySet<OperationState> = new Set([
+  'succeeded',
+  'failed',
+  'rolled_back',
+  'cancelled',
+  'interrupted',
+]);
+
+export const OPERATION_KINDS = ['update', 'reset', 'drain', 'uncordon'] as const;
+export type OperationKind = (typeof OPERATION_KINDS)[number];
+
+export const PHASE_STATES = ['pending', 'running', 'succeeded', 'failed', 'skipped', 'cancelled'] as const;
+export type PhaseState = (typeof PHASE_STATES)[number];
+
+/** An error as recorded in an operation: the stable code, the message and its data. */
+export interface ErrorInfo {
+  code: string;
+  message: string;
+  data?: Record<string, unknown>;
+}
+
+export interface PhaseRecord {
+  name: string;
+  state: PhaseState;
+  startedAt: string | null;
+  finishedAt: string | null;
+  error: ErrorInfo | null;
+}
+
+export interface Operation {
+  id: string;
+  kind: OperationKind;
+  state: OperationState;
+  reason: string | null;
+  requestedBy: string;
+  idempotencyKey: string | null;
+  createdAt: string;
+  startedAt: string | null;
+  finishedAt: string | null;
+  from: MachineName | null;
+  to: MachineName | null;
+  phases: PhaseRecord[];
+  result: Record<string, unknown> | null;
+  error: ErrorInfo | null;
+}
+
+/** Summary of the applied config of the active machine, as `status` reports it. */
+export interface AppliedSummary {
+  kubernetesVersion: string;
+  image: string;
+  hash: string;
+}
+
+export interface MachineStatus {
+  name: MachineName;
+  state: 'running' | 'stopped' | 'absent';
+  kubelet: 'active' | 'inactive' | 'failed' | 'unknown';
+}
+
+export interface NodeStatus {
+  activeMachine: MachineName | null;
+  applied: AppliedSummary | null;
+  machines: MachineStatus[];
+  cordoned: boolean | null;
+  warnings: string[];
+}

@@ -1,0 +1,68 @@
+/**
+ * The PID file: written by agentd at start, read by `agentctl stop`. A PID only counts when
+ * the process behind it is really agentd (PIDs are reused), so both sides check
+ * `/proc/<pid>/cmdline` before trusting or signalling it.
+ */
+import { readFileSync } from 'node:fs';
+import { readFile, rm } from 'node:fs/promises';
+import path from 'node:path';
+import { writeFileAtomic } from './fs-atomic.js';
+
+export type PidFileState =
+  | { kind: 'absent' }
+  | { kind: 'garbage'; content: string }
+  | { kind: 'dead'; pid: number }
+  | { kind: 'foreign'; pid: number; cmdline: string }
+  | { kind: 'agentd'; pid: number; cmdline: string };
+
+/** The command line of a live process, or null when it does not exist. */
+export function processCmdline(pid: number, procDir = '/proc'): string | null {
+  try {
+    return readFileSync(path.join(procDir, String(pid), 'cmdline'), 'utf8')
+      .replace(/\0+$/, '')
+      .split('\0')
+      .join(' ');
+  } catch {
+    return null;
+  }
+}
+
+/** True when the command line is agentd's: the binary or its script is named agentd(.js). */
+export function isAgentdCmdline(cmdline: string): boolean {
+  return cmdline
+    .split(' ')
+    .slice(0, 3)
+    .some((arg) => /(^|\/)agentd(\.js)?$/.test(arg));
+}
+
+/** Read and classify a PID file. Never throws for a missing or malformed file. */
+export async function inspectPidFile(file: string, procDir = '/proc'): Promise<PidFileState> {
+  let text: string;
+  try {
+    text = await readFile(file, 'utf8');
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code === 'ENOENT') return { kind: 'absent' };
+    throw err;
+  }
+  const trimmed = text.trim();
+  if (!/^\d{1,10}$/.test(trimmed) || Number(trimmed) <= 1)
+    return { kind: 'garbage', content: trimmed.slice(0, 64) };
+  const pid = Number(trimmed);
+  const cmdline = processCmdline(pid, procDir);
+  if (cmdline === null) return { kind: 'dead', pid };
+  return isAgentdCmdline(cmdline) ? { kind: 'agentd', pid, cmdline } : { kind: 'foreign', pid, cmdline };
+}
+
+export async function writePidFile(file: string, pid: number): Promise<void> {
+  await writeFileAtomic(file, `${pid}\n`, { mode: 0o644 });
+}
+
+/** Remove the PID file only if it still names `pid` (a newer daemon may own it now). */
+export async function removePidFile(file: string, pid: number): Promise<void> {
+  try {
+    if ((await readFile(file, 'utf8')).trim() !== String(pid)) return;
+  } catch {
+    return;
+  }
+  await rm(file, { force: true });
+}

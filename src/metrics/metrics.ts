@@ -1,0 +1,143 @@
+/**
+ * Every Prometheus metric agentd exports, declared once. Parts receive the `Metrics` object
+ * through their options; `docs/metrics.md` lists these names (a test keeps them in step).
+ */
+import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
+
+const DURATION_BUCKETS = [0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600, 1200];
+const RPC_BUCKETS = [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1, 5, 30];
+
+export function createMetrics(options: { version: string; collectDefaults?: boolean }) {
+  const registry = new Registry();
+  if (options.collectDefaults !== false) collectDefaultMetrics({ register: registry });
+  const r = [registry];
+  const metrics = {
+    registry,
+    buildInfo: new Gauge({
+      name: 'agentd_build_info',
+      help: 'Build information; always 1.',
+      labelNames: ['version', 'node_version'],
+      registers: r,
+    }),
+    ready: new Gauge({
+      name: 'agentd_ready',
+      help: '1 once startup recovery is done and the daemon serves.',
+      registers: r,
+    }),
+    rpcRequests: new Counter({
+      name: 'agentd_rpc_requests_total',
+      help: 'JSON-RPC calls by method and result code (ok, or the error code).',
+      labelNames: ['method', 'code'],
+      registers: r,
+    }),
+    rpcDuration: new Histogram({
+      name: 'agentd_rpc_request_duration_seconds',
+      help: 'JSON-RPC call latency by method.',
+      labelNames: ['method'],
+      buckets: RPC_BUCKETS,
+      registers: r,
+    }),
+    operations: new Counter({
+      name: 'agentd_operations_total',
+      help: 'Finished operations by kind and result state.',
+      labelNames: ['kind', 'result'],
+      registers: r,
+    }),
+    operationDuration: new Histogram({
+      name: 'agentd_operation_duration_seconds',
+      help: 'Operation wall time by kind and result state.',
+      labelNames: ['kind', 'result'],
+      buckets: DURATION_BUCKETS,
+      registers: r,
+    }),
+    phaseDuration: new Histogram({
+      name: 'agentd_phase_duration_seconds',
+      help: 'Update phase wall time by phase and result.',
+      labelNames: ['phase', 'result'],
+      buckets: DURATION_BUCKETS,
+      registers: r,
+    }),
+    taskDuration: new Histogram({
+      name: 'agentd_task_duration_seconds',
+      help: 'Task runner task wall time by task name and result.',
+      labelNames: ['task', 'result'],
+      buckets: DURATION_BUCKETS,
+      registers: r,
+    }),
+    downWindow: new Histogram({
+      name: 'agentd_down_window_seconds',
+      help: 'Time the node did not serve during a switch-over: source stop begins until the target is verified.',
+      buckets: DURATION_BUCKETS,
+      registers: r,
+    }),
+    activeMachine: new Gauge({
+      name: 'agentd_active_machine',
+      help: '1 for the active machine (kube1 or kube2), 0 for the other.',
+      labelNames: ['machine'],
+      registers: r,
+    }),
+    appliedInfo: new Gauge({
+      name: 'agentd_applied_config_info',
+      help: 'The applied configuration of the active machine; always 1.',
+      labelNames: ['machine', 'kubernetes_version', 'image', 'hash'],
+      registers: r,
+    }),
+    lastSuccess: new Gauge({
+      name: 'agentd_last_success_timestamp_seconds',
+      help: 'Unix time of the last successful operation by kind.',
+      labelNames: ['kind'],
+      registers: r,
+    }),
+    downloadBytes: new Counter({
+      name: 'agentd_download_bytes_total',
+      help: 'Bytes downloaded (artifacts and image blobs).',
+      labelNames: ['kind'],
+      registers: r,
+    }),
+    downloadCacheHits: new Counter({
+      name: 'agentd_download_cache_hits_total',
+      help: 'Downloads served from the content-addressed cache.',
+      labelNames: ['kind'],
+      registers: r,
+    }),
+    downloadRetries: new Counter({
+      name: 'agentd_download_retries_total',
+      help: 'Download attempts retried after a 5xx or connection error.',
+      labelNames: ['kind'],
+      registers: r,
+    }),
+    watchEvents: new Counter({
+      name: 'agentd_watch_events_total',
+      help: 'Machine CR watch events received by type.',
+      labelNames: ['type'],
+      registers: r,
+    }),
+    watchRestarts: new Counter({
+      name: 'agentd_watch_restarts_total',
+      help: 'Machine CR watch restarts by reason (error, gone, closed).',
+      labelNames: ['reason'],
+      registers: r,
+    }),
+    watchDecodeErrors: new Counter({
+      name: 'agentd_watch_decode_errors_total',
+      help: 'Watch events that could not be decoded as a Machine.',
+      registers: r,
+    }),
+    reconciles: new Counter({
+      name: 'agentd_reconcile_total',
+      help: 'Machine reconciles by result (success, error, requeue).',
+      labelNames: ['result'],
+      registers: r,
+    }),
+    reconcileTime: new Histogram({
+      name: 'agentd_reconcile_time_seconds',
+      help: 'Machine reconcile wall time.',
+      buckets: DURATION_BUCKETS,
+      registers: r,
+    }),
+  };
+  metrics.buildInfo.set({ version: options.version, node_version: process.version }, 1);
+  return metrics;
+}
+
+export type Metrics = ReturnType<typeof createMetrics>;

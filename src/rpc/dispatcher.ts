@@ -1,0 +1,175 @@
+/**
+ * JSON-RPC 2.0 dispatch on top of json-rpc-2.0's JSONRPCServer: request validation the library
+ * does not do (non-object batch members, bad ids, positional params), params validation with
+ * the method's zod schema, the draining/readiness gate for mutating methods, per-call metrics
+ * and one log line per call.
+ */
+import {
+  JSONRPCServer,
+  createJSONRPCErrorResponse,
+  type JSONRPCRequest,
+  type JSONRPCResponse,
+  type JSONRPCID,
+} from 'json-rpc-2.0';
+import type { Logger } from 'pino';
+import { DrainingError, InvalidParamsError, UnavailableError } from '../errors.js';
+import type { Metrics } from '../metrics/metrics.js';
+import { makeWireError, toWireError, wireCodeOf } from './error-map.js';
+import type { CallContext, MethodDescriptor } from './method.js';
+import type { RpcServices } from './services.js';
+
+export type RpcResponse = JSONRPCResponse | JSONRPCResponse[] | null;
+
+export interface DispatcherOptions {
+  methods: readonly MethodDescriptor[];
+  services: RpcServices;
+  metrics: Metrics;
+  logger: Logger;
+  /** Mutating calls are refused with DRAINING while this returns true. */
+  isDraining: () => boolean;
+  /** Mutating calls are refused with UNAVAILABLE until this returns true. */
+  isReady: () => boolean;
+  now?: () => number;
+}
+
+export interface Dispatcher {
+  /** Dispatch an already parsed body (single request or batch). */
+  handle(body: unknown, caller: string): Promise<RpcResponse>;
+  /** Dispatch raw text; invalid JSON answers a parse error. */
+  handleText(text: string, caller: string): Promise<RpcResponse>;
+}
+
+function isValidId(id: unknown): id is JSONRPCID {
+  return typeof id === 'string' || (typeof id === 'number' && Number.isFinite(id)) || id === null;
+}
+
+function errorResponse(
+  id: JSONRPCID,
+  code: Parameters<typeof makeWireError>[0],
+  message: string,
+  data = {},
+): JSONRPCResponse {
+  const e = makeWireError(code, message, data);
+  return createJSONRPCErrorResponse(id, e.code, e.message, e.data);
+}
+
+/** Screen one batch member; returns an error response for anything that is not a request. */
+function screen(member: unknown): JSONRPCResponse | null {
+  if (typeof member !== 'object' || member === null || Array.isArray(member)) {
+    return errorResponse(null, 'INVALID_REQUEST', 'invalid request: expected a JSON-RPC request object');
+  }
+  const r = member as Record<string, unknown>;
+  const id = 'id' in r && isValidId(r.id) ? r.id : null;
+  if ('id' in r && !isValidId(r.id)) {
+    return errorResponse(null, 'INVALID_REQUEST', 'invalid request: id must be a string, a number or null');
+  }
+  if (r.jsonrpc !== '2.0') {
+    return errorResponse(
+      id,
+      'INVALID_REQUEST',
+      `invalid request: jsonrpc must be "2.0", got ${JSON.stringify(r.jsonrpc)}`,
+    );
+  }
+  if (typeof r.method !== 'string')
+    return errorResponse(id, 'INVALID_REQUEST', 'invalid request: method must be a string');
+  if ('params' in r && (typeof r.params !== 'object' || r.params === null)) {
+    return errorResponse(id, 'INVALID_REQUEST', 'invalid request: params must be an object or an array');
+  }
+  return null;
+}
+
+export function createDispatcher(options: DispatcherOptions): Dispatcher {
+  const { metrics, logger } = options;
+  const now = options.now ?? (() => performance.now());
+  const server = new JSONRPCServer<CallContext>({ errorListener: () => undefined });
+  const known = new Set(options.methods.map((m) => m.name));
+
+  server.mapErrorToJSONRPCErrorResponse = (id, err: unknown) => {
+    const { error, internal } = toWireError(err);
+    if (internal) logger.error({ err }, 'internal error in a JSON-RPC method');
+    return createJSONRPCErrorResponse(id, error.code, error.message, error.data);
+  };
+  server.handleMethodNotFound = async (request: JSONRPCRequest) =>
+    request.id === undefined
+      ? null
+      : errorResponse(
+          request.id,
+          'METHOD_NOT_FOUND',
+          `no such method: ${request.method} (see rpc.discover)`,
+          {
+            method: request.method,
+          },
+        );
+
+  for (const method of options.methods) {
+    server.addMethod(method.name, async (rawParams: unknown, ctx: CallContext) => {
+      if (Array.isArray(rawParams)) {
+        throw new InvalidParamsError(
+          `${method.name}: params must be an object of named parameters, not an array`,
+          [],
+        );
+      }
+      const parsed = method.params.safeParse(rawParams ?? {});
+      if (!parsed.success) {
+        const issues = parsed.error.issues.map((i) => ({
+          path: i.path.join('.'),
+          message: i.message,
+          code: i.code,
+        }));
+        const first = issues[0];
+        throw new InvalidParamsError(
+          `${method.name}: invalid params${first ? `: ${first.path || '(params)'}: ${first.message}` : ''}`,
+          issues,
+        );
+      }
+      if (method.mutating) {
+        if (options.isDraining()) throw new DrainingError();
+        if (!options.isReady())
+          throw new UnavailableError('agentd is still recovering; retry once /readyz answers 200');
+      }
+      return method.handler(parsed.data, ctx);
+    });
+  }
+
+  async function single(member: unknown, ctx: CallContext): Promise<JSONRPCResponse | null> {
+    const started = now();
+    const bad = screen(member);
+    const request = member as JSONRPCRequest;
+    const response = bad ?? (await server.receive(request, ctx));
+    const method = bad ? '(invalid)' : known.has(request.method) ? request.method : '(unknown)';
+    const code = response && 'error' in response && response.error ? wireCodeOf(response.error) : 'ok';
+    const seconds = (now() - started) / 1000;
+    metrics.rpcRequests.inc({ method, code });
+    metrics.rpcDuration.observe({ method }, seconds);
+    logger.info(
+      { rpc: method, code, caller: ctx.caller, durationMs: Math.round(seconds * 1e5) / 100 },
+      'rpc',
+    );
+    return response;
+  }
+
+  const handle = async (body: unknown, caller: string): Promise<RpcResponse> => {
+    const ctx: CallContext = { caller, services: options.services };
+    if (Array.isArray(body)) {
+      if (body.length === 0) return errorResponse(null, 'INVALID_REQUEST', 'invalid request: empty batch');
+      const responses = (await Promise.all(body.map((m) => single(m, ctx)))).filter(
+        (r): r is JSONRPCResponse => r !== null,
+      );
+      return responses.length === 0 ? null : responses;
+    }
+    return single(body, ctx);
+  };
+
+  return {
+    handle,
+    async handleText(text, caller) {
+      let body: unknown;
+      try {
+        body = JSON.parse(text);
+      } catch (err) {
+        return errorResponse(null, 'PARSE_ERROR', `parse error: ${(err as Error).message}`);
+      }
+      return handle(body, caller);
+    },
+  };
+}

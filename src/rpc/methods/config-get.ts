@@ -1,0 +1,27 @@
+import { z } from 'zod';
+import { NotFoundError } from '../../errors.js';
+import { defineMethod } from '../method.js';
+import { machineNameSchema } from '../schemas.js';
+
+export const configGet = defineMethod({
+  name: 'config.get',
+  summary: 'The applied config of the active machine, secrets redacted.',
+  description:
+    'Returns the agent config (PascalCase, as in the applied-config file) with the bootstrap token and exec-credential env values replaced by [REDACTED]. NOT_FOUND on a node that has not joined.',
+  mutating: false,
+  errors: ['NOT_FOUND', 'CHECKSUM_MISMATCH', 'INVALID_CONFIG'],
+  params: z.strictObject({}),
+  result: z
+    .object({
+      machine: machineNameSchema,
+      hash: z.string().meta({ description: 'SHA-256 of the applied-config file.' }),
+      verified: z.boolean().meta({ description: 'False when the .sha256 sidecar was missing.' }),
+      config: z.record(z.string(), z.unknown()).meta({ description: 'The agent config, redacted.' }),
+    })
+    .meta({ id: 'AppliedConfig' }),
+  handler: async (_params, { services }) => {
+    const applied = await services.engine.appliedConfig();
+    if (!applied) throw new NotFoundError('applied config (the node has not joined yet)');
+    return applied;
+  },
+});

@@ -1,0 +1,27 @@
+/**
+ * The one table of JSON-RPC methods. Adding a method: write `methods/<name>.ts`, add it here,
+ * run `npm run generate`, document it in docs/api.md.
+ */
+import type { z } from 'zod';
+import type { MethodDescriptor } from '../method.js';
+import { configGet } from './config-get.js';
+import { rpcDiscover } from './rpc-discover.js';
+import { status } from './status.js';
+
+export const METHODS = {
+  status,
+  'config.get': configGet,
+  'rpc.discover': rpcDiscover,
+} as const;
+
+export type MethodName = keyof typeof METHODS;
+
+/** Params and result types of every method, for the typed client (types only: no runtime import). */
+export type MethodTypes = {
+  [K in MethodName]: {
+    params: z.input<(typeof METHODS)[K]['params']>;
+    result: z.output<(typeof METHODS)[K]['result']>;
+  };
+};
+
+export const METHOD_LIST: readonly MethodDescriptor[] = Object.values(METHODS) as readonly MethodDescriptor[];

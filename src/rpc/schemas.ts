@@ -1,0 +1,71 @@
+/**
+ * Wire schemas shared by several methods (operation, node status). They document the engine's
+ * types for the OpenRPC document and for the typed client.
+ */
+import { z } from 'zod';
+import { OPERATION_KINDS, OPERATION_STATES, PHASE_STATES } from '../engine/operation.js';
+import { MACHINE_NAMES } from '../host/types.js';
+
+export const machineNameSchema = z.enum(MACHINE_NAMES).meta({ description: 'A machine slot.' });
+
+export const errorInfoSchema = z
+  .object({
+    code: z.string().meta({ description: 'Stable error code (see docs/errors.md).' }),
+    message: z.string(),
+    data: z.record(z.string(), z.unknown()).optional(),
+  })
+  .meta({ id: 'ErrorInfo', description: 'An error recorded in an operation or phase.' });
+
+export const phaseSchema = z
+  .object({
+    name: z.string(),
+    state: z.enum(PHASE_STATES),
+    startedAt: z.string().nullable(),
+    finishedAt: z.string().nullable(),
+    error: errorInfoSchema.nullable(),
+  })
+  .meta({ id: 'Phase', description: 'One phase of an operation.' });
+
+export const operationSchema = z
+  .object({
+    id: z.string(),
+    kind: z.enum(OPERATION_KINDS),
+    state: z.enum(OPERATION_STATES),
+    reason: z.string().nullable(),
+    requestedBy: z.string(),
+    idempotencyKey: z.string().nullable(),
+    createdAt: z.string(),
+    startedAt: z.string().nullable(),
+    finishedAt: z.string().nullable(),
+    from: machineNameSchema.nullable(),
+    to: machineNameSchema.nullable(),
+    phases: z.array(phaseSchema),
+    result: z.record(z.string(), z.unknown()).nullable(),
+    error: errorInfoSchema.nullable(),
+  })
+  .meta({
+    id: 'Operation',
+    description: 'A mutating operation (update, reset, drain, uncordon) and its progress.',
+  });
+
+export const nodeStatusSchema = z
+  .object({
+    activeMachine: machineNameSchema.nullable(),
+    applied: z
+      .object({ kubernetesVersion: z.string(), image: z.string(), hash: z.string() })
+      .nullable()
+      .meta({ description: 'Summary of the active machine applied config; null on a node not joined yet.' }),
+    machines: z.array(
+      z.object({
+        name: machineNameSchema,
+        state: z.enum(['running', 'stopped', 'absent']),
+        kubelet: z.enum(['active', 'inactive', 'failed', 'unknown']),
+      }),
+    ),
+    cordoned: z
+      .boolean()
+      .nullable()
+      .meta({ description: 'Whether the node is cordoned; null when unknown.' }),
+    warnings: z.array(z.string()),
+  })
+  .meta({ id: 'NodeStatus' });

@@ -1,0 +1,149 @@
+/**
+ * The HTTP surface (DESIGN §3) on fastify. The admin socket gets every route; the optional TCP
+ * metrics listener gets only /metrics, /healthz and /readyz (never /rpc).
+ */
+import Fastify, { type FastifyError, type FastifyInstance } from 'fastify';
+import type { Logger } from 'pino';
+import type { EngineEvent, EventBus } from '../engine/events.js';
+import type { Metrics } from '../metrics/metrics.js';
+import type { Dispatcher } from '../rpc/dispatcher.js';
+import { makeWireError } from '../rpc/error-map.js';
+
+/** Largest accepted /rpc body. A full agent config is a few KiB. */
+export const RPC_BODY_LIMIT = 1024 * 1024;
+
+export interface Readiness {
+  ready: boolean;
+  reasons: string[];
+}
+
+export interface ProbeRoutesOptions {
+  metrics: Metrics;
+  readiness: () => Readiness;
+  logger: Logger;
+}
+
+export interface AppOptions extends ProbeRoutesOptions {
+  dispatcher: Dispatcher;
+  events: EventBus;
+  openapi: () => Record<string, unknown>;
+  /** Snapshot sent first on every event stream, so a follower starts from the current state. */
+  currentOperationEvents: (operationId: string | null) => EngineEvent[];
+  sseHeartbeatMs?: number;
+}
+
+function baseApp(logger: Logger): FastifyInstance {
+  const app = Fastify({
+    logger: false,
+    bodyLimit: RPC_BODY_LIMIT,
+    return503OnClosing: true,
+    forceCloseConnections: true,
+  });
+  app.addHook('onResponse', (req, reply, done) => {
+    const level = req.url.startsWith('/rpc') ? 'debug' : 'trace';
+    logger[level](
+      {
+        http: req.method,
+        url: req.url,
+        status: reply.statusCode,
+        durationMs: Math.round(reply.elapsedTime * 100) / 100,
+      },
+      'http',
+    );
+    done();
+  });
+  return app;
+}
+
+function registerProbeRoutes(app: FastifyInstance, o: ProbeRoutesOptions): void {
+  app.get('/healthz', async () => ({ status: 'ok' }));
+  app.get('/readyz', async (_req, reply) => {
+    const r = o.readiness();
+    return reply
+      .code(r.ready ? 200 : 503)
+      .send(r.ready ? { status: 'ready' } : { status: 'not ready', reasons: r.reasons });
+  });
+  app.get('/metrics', async (_req, reply) => {
+    const body = await o.metrics.registry.metrics();
+    return reply.type(o.metrics.registry.contentType).send(body);
+  });
+}
+
+function sseFrame(seq: number, event: EngineEvent): string {
+  return `id: ${seq}\nevent: ${event.type}\ndata: ${JSON.stringify(event)}\n\n`;
+}
+
+function eventOperationId(event: EngineEvent): string {
+  return event.type === 'operation' ? event.operation.id : event.operationId;
+}
+
+export function createAdminApp(o: AppOptions): FastifyInstance {
+  const app = baseApp(o.logger);
+  app.removeAllContentTypeParsers();
+  app.addContentTypeParser(
+    ['application/json', 'application/json-rpc'],
+    { parseAs: 'string' },
+    (_req, body, done) => done(null, body),
+  );
+  app.setErrorHandler((err: FastifyError, _req, reply) => {
+    if (err.statusCode === 413 || err.code === 'FST_ERR_CTP_BODY_TOO_LARGE') {
+      const e = makeWireError('PAYLOAD_TOO_LARGE', `request body exceeds ${RPC_BODY_LIMIT} bytes`, {
+        limit: RPC_BODY_LIMIT,
+      });
+      return reply.code(413).send({ jsonrpc: '2.0', id: null, error: e });
+    }
+    if (err.statusCode === 415 || err.code === 'FST_ERR_CTP_INVALID_MEDIA_TYPE') {
+      const e = makeWireError('INVALID_REQUEST', 'content-type must be application/json');
+      return reply.code(415).send({ jsonrpc: '2.0', id: null, error: e });
+    }
+    if (err.statusCode !== undefined && err.statusCode < 500) {
+      const e = makeWireError('INVALID_REQUEST', err.message);
+      return reply.code(err.statusCode).send({ jsonrpc: '2.0', id: null, error: e });
+    }
+    o.logger.error({ err }, 'unhandled HTTP error');
+    return reply
+      .code(500)
+      .send({ jsonrpc: '2.0', id: null, error: makeWireError('INTERNAL', 'internal error') });
+  });
+
+  app.post('/rpc', async (req, reply) => {
+    const caller = String(req.headers['x-agentd-caller'] ?? req.headers['user-agent'] ?? 'http').slice(0, 64);
+    const response = await o.dispatcher.handleText(typeof req.body === 'string' ? req.body : '', caller);
+    if (response === null) return reply.code(204).send();
+    return reply.type('application/json').send(JSON.stringify(response));
+  });
+
+  registerProbeRoutes(app, o);
+  app.get('/openapi.json', async () => o.openapi());
+
+  app.get('/v1/events', (req, reply) => {
+    const filter = (req.query as { operation?: string }).operation ?? null;
+    reply.hijack();
+    const res = reply.raw;
+    res.writeHead(200, {
+      'content-type': 'text/event-stream; charset=utf-8',
+      'cache-control': 'no-cache',
+      connection: 'keep-alive',
+    });
+    res.write(': agentd event stream\n\n');
+    for (const event of o.currentOperationEvents(filter)) res.write(sseFrame(0, event));
+    const unsubscribe = o.events.subscribe((seq, event) => {
+      if (filter === null || eventOperationId(event) === filter) res.write(sseFrame(seq, event));
+    });
+    const heartbeat = setInterval(() => res.write(': keep-alive\n\n'), o.sseHeartbeatMs ?? 15_000);
+    const close = (): void => {
+      clearInterval(heartbeat);
+      unsubscribe();
+    };
+    req.raw.once('close', close);
+    res.once('close', close);
+  });
+  return app;
+}
+
+/** The TCP metrics listener: probes and metrics only. */
+export function createMetricsApp(o: ProbeRoutesOptions): FastifyInstance {
+  const app = baseApp(o.logger);
+  registerProbeRoutes(app, o);
+  return app;
+}

@@ -1,0 +1,188 @@
+/**
+ * The daemon's lifecycle: startup in dependency order, and the one shutdown function whose
+ * order DESIGN §9 fixes. Collaborators come in through options with production defaults.
+ */
+import { rm } from 'node:fs/promises';
+import type { FastifyInstance } from 'fastify';
+import type { Logger } from 'pino';
+import type { DaemonConfig } from '../config/daemon-config.js';
+import { Engine } from '../engine/engine.js';
+import { EventBus } from '../engine/events.js';
+import { describeError } from '../errors.js';
+import { systemClock } from '../host/clock.js';
+import { createHostPaths } from '../host/paths.js';
+import { inspectPidFile, removePidFile, writePidFile } from '../host/pid-file.js';
+import type { Clock } from '../host/types.js';
+import { createMetrics, type Metrics } from '../metrics/metrics.js';
+import { createDispatcher, type Dispatcher } from '../rpc/dispatcher.js';
+import { METHOD_LIST } from '../rpc/methods/index.js';
+import { buildOpenRpcDocument } from '../rpc/openrpc.js';
+import type { DaemonInfo, DaemonState, RpcServices, WatcherStatus } from '../rpc/services.js';
+import { PreconditionFailedError } from '../errors.js';
+import { VERSION } from '../version.js';
+import { createAdminApp, createMetricsApp, type Readiness } from './app.js';
+import { createHost, type Host } from './host-wiring.js';
+import { buildOpenApiDocument } from './openapi.js';
+import { listenUnix, prepareSocketPath, resolveGroup } from './socket.js';
+
+export interface DaemonDeps {
+  logger: Logger;
+  clock?: Clock;
+  /** Replace the host wiring (tests). */
+  host?: Host;
+  env?: NodeJS.ProcessEnv;
+}
+
+export interface Daemon {
+  readonly config: DaemonConfig;
+  readonly engine: Engine;
+  readonly metrics: Metrics;
+  readonly dispatcher: Dispatcher;
+  info(): DaemonInfo;
+  /** Resolves when shutdown has finished (after `stop`). */
+  readonly stopped: Promise<void>;
+  stop(reason: string): Promise<void>;
+}
+
+/** Start agentd: PID file, socket, HTTP, recovery, then ready. Throws with a clear error on any failure. */
+export async function startDaemon(config: DaemonConfig, deps: DaemonDeps): Promise<Daemon> {
+  const { logger } = deps;
+  const clock = deps.clock ?? systemClock;
+  const startedAt = new Date(clock.now()).toISOString();
+  let state: DaemonState = 'starting';
+  const readinessReasons: string[] = ['startup recovery has not finished'];
+
+  // 1. The PID file first: it is the lock that keeps two daemons off one node.
+  const pidState = await inspectPidFile(config.pidFile);
+  if (pidState.kind === 'agentd' && pidState.pid !== process.pid) {
+    throw new PreconditionFailedError(
+      `agentd is already running as pid ${pidState.pid} (PID file ${config.pidFile}); stop it first with agentctl stop`,
+    );
+  }
+  if (pidState.kind === 'garbage' || pidState.kind === 'dead' || pidState.kind === 'foreign') {
+    logger.warn({ pidFile: config.pidFile, found: pidState }, 'replacing a stale PID file');
+  }
+  // 2. The socket path: refuse a live daemon before writing anything of ours.
+  await prepareSocketPath(config.socket);
+  const gid = config.socketGroup === null ? null : await resolveGroup(config.socketGroup);
+  await writePidFile(config.pidFile, process.pid);
+
+  const cleanupFiles = async (): Promise<void> => {
+    await rm(config.socket, { force: true }).catch(() => undefined);
+    await removePidFile(config.pidFile, process.pid);
+  };
+
+  let admin: FastifyInstance | null = null;
+  let metricsApp: FastifyInstance | null = null;
+  let host: Host | null = null;
+  try {
+    const metrics = createMetrics({ version: VERSION });
+    const events = new EventBus();
+    const paths = createHostPaths(config.root);
+    host = deps.host ?? (await createHost(config, { logger, clock, env: deps.env ?? process.env }));
+    const engine = new Engine({
+      paths,
+      stateDir: config.stateDir,
+      machines: host.machines,
+      clock,
+      logger: logger.child({ component: 'engine' }),
+      metrics,
+      events,
+    });
+    const info = (): DaemonInfo => ({ version: VERSION, pid: process.pid, startedAt, state });
+    let openrpc: Record<string, unknown> | null = null;
+    let openapi: Record<string, unknown> | null = null;
+    const watcherStatus = (): WatcherStatus | null => null;
+    const services: RpcServices = {
+      engine,
+      daemonInfo: info,
+      watcherStatus,
+      openrpc: () => (openrpc ??= buildOpenRpcDocument(METHOD_LIST, VERSION)),
+    };
+    const dispatcher = createDispatcher({
+      methods: METHOD_LIST,
+      services,
+      metrics,
+      logger: logger.child({ component: 'rpc' }),
+      isDraining: () => state === 'draining',
+      isReady: () => state === 'ready',
+    });
+    const readiness = (): Readiness =>
+      state === 'ready'
+        ? { ready: true, reasons: [] }
+        : { ready: false, reasons: state === 'draining' ? ['shutting down'] : readinessReasons };
+    admin = createAdminApp({
+      dispatcher,
+      events,
+      metrics,
+      logger,
+      readiness,
+      openapi: () => (openapi ??= buildOpenApiDocument(VERSION)),
+      currentOperationEvents: () => [],
+    });
+    await admin.ready();
+    await listenUnix(admin.server, config.socket, config.socketMode, gid);
+    if (config.metricsAddress) {
+      metricsApp = createMetricsApp({ metrics, readiness, logger });
+      await metricsApp.listen({ host: config.metricsAddress.host, port: config.metricsAddress.port });
+    }
+    logger.info(
+      {
+        socket: config.socket,
+        metricsAddress: config.metricsAddress,
+        root: config.root,
+        host: config.host,
+        version: VERSION,
+      },
+      'agentd serving',
+    );
+
+    // Recovery before ready: mutating calls get UNAVAILABLE until the node has one verified machine.
+    state = 'recovering';
+    await engine.refreshNode();
+    state = 'ready';
+    readinessReasons.length = 0;
+    metrics.ready.set(1);
+    logger.info('agentd ready');
+
+    let resolveStopped!: () => void;
+    const stopped = new Promise<void>((r) => (resolveStopped = r));
+    let stopping: Promise<void> | null = null;
+
+    /**
+     * Shutdown, in this order (DESIGN §9):
+     * 1. draining: new mutating calls get DRAINING, so nothing new starts;
+     * 2. (the watcher stops here, so it issues no new calls);
+     * 3. in-flight work gets up to --shutdown-grace to reach a safe point (the journal covers the rest);
+     * 4. the HTTP servers close (open event streams are ended);
+     * 5. the socket and the PID file go last, so `agentctl stop` sees the daemon until it is gone.
+     */
+    const stop = (reason: string): Promise<void> => {
+      stopping ??= (async () => {
+        logger.info({ reason, graceMs: config.shutdownGraceMs }, 'agentd shutting down');
+        state = 'draining';
+        metrics.ready.set(0);
+        const deadline = clock.now() + config.shutdownGraceMs;
+        await engine.shutdown(Math.max(0, deadline - clock.now()));
+        await admin?.close().catch((err: unknown) => logger.warn({ err }, 'closing the admin server'));
+        await metricsApp
+          ?.close()
+          .catch((err: unknown) => logger.warn({ err }, 'closing the metrics listener'));
+        await host?.close();
+        await cleanupFiles();
+        logger.info('agentd stopped');
+        resolveStopped();
+      })();
+      return stopping;
+    };
+
+    return { config, engine, metrics, dispatcher, info, stopped, stop };
+  } catch (err) {
+    logger.error({ err: describeError(err) }, 'agentd failed to start');
+    await admin?.close().catch(() => undefined);
+    await metricsApp?.close().catch(() => undefined);
+    await host?.close().catch(() => undefined);
+    await cleanupFiles();
+    throw err;
+  }
+}

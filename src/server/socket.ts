@@ -1,0 +1,151 @@
+/**
+ * The admin socket: created with its final mode from the first instant (umask during bind),
+ * chowned to `--socket-group`, and never stolen from a live daemon — a leftover file is
+ * removed only after a connection attempt proves nobody listens.
+ */
+import { access, chmod, chown, lstat, mkdir, readFile, rm, stat } from 'node:fs/promises';
+import { constants } from 'node:fs';
+import type { Server } from 'node:http';
+import net from 'node:net';
+import path from 'node:path';
+import { InvalidConfigError, PreconditionFailedError } from '../errors.js';
+
+async function exists(p: string): Promise<boolean> {
+  try {
+    await stat(p);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+/** Resolve `--socket-group` (a name from /etc/group, or a numeric GID). */
+export async function resolveGroup(group: string | number, groupFile = '/etc/group'): Promise<number> {
+  if (typeof group === 'number' || /^\d+$/.test(group)) return Number(group);
+  const text = await readFile(groupFile, 'utf8').catch(() => '');
+  for (const line of text.split('\n')) {
+    const [name, , gid] = line.split(':');
+    if (name === group && gid !== undefined) return Number(gid);
+  }
+  throw new InvalidConfigError(`--socket-group: no group named ${JSON.stringify(group)} in ${groupFile}`);
+}
+
+function probe(socketPath: string, timeoutMs: number): Promise<'listening' | 'dead'> {
+  return new Promise((resolve, reject) => {
+    const sock = net.connect(socketPath);
+    const timer = setTimeout(() => {
+      sock.destroy();
+      // Something accepted the path but does not answer: treat it as alive, never steal it.
+      resolve('listening');
+    }, timeoutMs);
+    sock.once('connect', () => {
+      clearTimeout(timer);
+      sock.destroy();
+      resolve('listening');
+    });
+    sock.once('error', (err: NodeJS.ErrnoException) => {
+      clearTimeout(timer);
+      if (err.code === 'ECONNREFUSED' || err.code === 'ENOENT') resolve('dead');
+      else reject(err);
+    });
+  });
+}
+
+/**
+ * Make `socketPath` ready to bind: create the runtime directory when its parent exists (it is
+ * ours to create), refuse when another daemon listens, remove a dead leftover socket.
+ */
+export async function prepareSocketPath(socketPath: string): Promise<void> {
+  const dir = path.dirname(socketPath);
+  if (!(await exists(dir))) {
+    if (!(await exists(path.dirname(dir)))) {
+      throw new InvalidConfigError(
+        `--socket ${socketPath}: directory ${dir} does not exist, and neither does its parent ${path.dirname(dir)}`,
+      );
+    }
+    try {
+      await mkdir(dir, { mode: 0o755 });
+    } catch (err) {
+      throw new InvalidConfigError(
+        `--socket ${socketPath}: cannot create directory ${dir}: ${(err as Error).message}`,
+        {
+          cause: err,
+        },
+      );
+    }
+  }
+  try {
+    await access(dir, constants.W_OK);
+  } catch (err) {
+    throw new InvalidConfigError(
+      `--socket ${socketPath}: directory ${dir} is not writable: ${(err as Error).message}`,
+      {
+        cause: err,
+      },
+    );
+  }
+  let st;
+  try {
+    st = await lstat(socketPath);
+  } catch {
+    return;
+  }
+  if (!st.isSocket()) {
+    throw new InvalidConfigError(
+      `--socket ${socketPath}: the path exists and is not a socket; refusing to remove it`,
+    );
+  }
+  if ((await probe(socketPath, 1000)) === 'listening') {
+    throw new PreconditionFailedError(
+      `another process (probably agentd) is listening on ${socketPath}; stop it first (agentctl stop) or use another --socket`,
+    );
+  }
+  await rm(socketPath, { force: true });
+}
+
+/** Listen on the unix socket with `mode` in force at bind time, then chown to the group. */
+export async function listenUnix(
+  server: Server,
+  socketPath: string,
+  mode: number,
+  gid: number | null,
+): Promise<void> {
+  // The umask applies to the bind(2) inside listen(), which happens synchronously here, so the
+  // socket never exists with wider permissions than `mode`.
+  const previous = process.umask(0o777 & ~mode);
+  const listening = new Promise<void>((resolve, reject) => {
+    const onError = (err: NodeJS.ErrnoException): void => {
+      reject(
+        err.code === 'EACCES' || err.code === 'EROFS' || err.code === 'EPERM'
+          ? new InvalidConfigError(`--socket ${socketPath}: cannot create the socket: ${err.message}`, {
+              cause: err,
+            })
+          : err,
+      );
+    };
+    server.once('error', onError);
+    server.once('listening', () => {
+      server.off('error', onError);
+      resolve();
+    });
+  });
+  try {
+    server.listen(socketPath);
+  } finally {
+    process.umask(previous);
+  }
+  await listening;
+  await chmod(socketPath, mode);
+  if (gid !== null) {
+    try {
+      await chown(socketPath, -1, gid);
+    } catch (err) {
+      throw new InvalidConfigError(
+        `--socket-group: cannot give ${socketPath} to group ${gid}: ${(err as Error).message}`,
+        {
+          cause: err,
+        },
+      );
+    }
+  }
+}
