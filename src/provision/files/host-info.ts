@@ -1,0 +1,97 @@
+/**
+ * What a machine copies from its host: hostname, DNS resolver configuration and the device
+ * nodes (KVM, NVIDIA) to bind into it. Read under `--root`, so tests and `--sim` use their
+ * own files.
+ */
+import { readFile, readdir, stat } from 'node:fs/promises';
+import os from 'node:os';
+import { PreconditionFailedError } from '../../errors.js';
+import type { HostPaths } from '../../host/paths.js';
+import { resolvePathInRootfs, wrapFsError } from './rootfs-path.js';
+
+/** The host facts the OS and nspawn files are made from. */
+export interface HostInfo {
+  /** The host's name; the machine shares the host network namespace, so it uses the same one. */
+  readonly hostname: string;
+  /** Contents for the machine's `/etc/resolv.conf` (the real upstream servers, not the resolved stub). */
+  readonly resolvConf: string;
+  /** Absolute host device paths to bind into the machine, sorted (`/dev/kvm`, `/dev/nvidia0`, …). */
+  readonly devices: readonly string[];
+}
+
+/** systemd-resolved's stub listener: useless inside a machine whose resolved is masked. */
+const RESOLVED_STUB_RE = /^\s*nameserver\s+127\.0\.0\.53\s*$/m;
+/** NVIDIA device nodes (`nvidia0`, `nvidiactl`, `nvidia-uvm`, `nvidia-caps`, …); nothing else is bound. */
+const NVIDIA_DEVICE_RE = /^nvidia[A-Za-z0-9_-]*$/;
+
+/** Read a host file under the root, or undefined when it does not exist. */
+async function readHostFile(paths: HostPaths, hostPath: string): Promise<string | undefined> {
+  try {
+    const file = await resolvePathInRootfs(paths.root, hostPath.slice(1));
+    return await readFile(file, 'utf8');
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code === 'ENOENT') return undefined;
+    throw wrapFsError(`read host ${paths.resolve(hostPath)}`, err);
+  }
+}
+
+async function exists(file: string): Promise<boolean> {
+  return stat(file).then(
+    () => true,
+    () => false,
+  );
+}
+
+async function readHostname(paths: HostPaths): Promise<string> {
+  const text = await readHostFile(paths, '/etc/hostname');
+  // hostname(5): the first line that is neither empty nor a comment. An empty file means
+  // "no static hostname", as when the file is missing: use the running one then.
+  const line = text
+    ?.split('\n')
+    .map((l) => l.trim())
+    .find((l) => l !== '' && !l.startsWith('#'));
+  const hostname = line ?? os.hostname();
+  if (!/^[A-Za-z0-9]([A-Za-z0-9.-]{0,252})$/.test(hostname)) {
+    throw new PreconditionFailedError(
+      `host ${paths.resolve('/etc/hostname')}: expected a hostname of letters, digits, "-" and ".", got ${JSON.stringify(hostname)}`,
+    );
+  }
+  return hostname;
+}
+
+async function readResolvConf(paths: HostPaths): Promise<string> {
+  const etc = await readHostFile(paths, '/etc/resolv.conf');
+  if (etc === undefined) {
+    throw new PreconditionFailedError(
+      `host ${paths.resolve('/etc/resolv.conf')}: missing; the machine needs the host's DNS configuration`,
+    );
+  }
+  if (!RESOLVED_STUB_RE.test(etc)) return etc;
+  // The stub still answers from the machine (same network namespace), so it is kept when
+  // resolved does not publish the upstream servers.
+  return (await readHostFile(paths, '/run/systemd/resolve/resolv.conf')) ?? etc;
+}
+
+async function listDevices(paths: HostPaths): Promise<string[]> {
+  const devices: string[] = [];
+  if (await exists(paths.resolve('/dev/kvm'))) devices.push('/dev/kvm');
+  let entries: string[];
+  try {
+    entries = await readdir(paths.resolve('/dev'));
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code === 'ENOENT') return devices;
+    throw wrapFsError(`list host devices in ${paths.resolve('/dev')}`, err);
+  }
+  const nvidia = entries.filter((e) => NVIDIA_DEVICE_RE.test(e)).sort();
+  return [...devices, ...nvidia.map((e) => `/dev/${e}`)];
+}
+
+/** Read the host facts a machine needs: hostname, resolv.conf and devices to bind. */
+export async function readHostInfo(paths: HostPaths): Promise<HostInfo> {
+  const [hostname, resolvConf, devices] = await Promise.all([
+    readHostname(paths),
+    readResolvConf(paths),
+    listDevices(paths),
+  ]);
+  return Object.freeze({ hostname, resolvConf, devices: Object.freeze(devices) });
+}
