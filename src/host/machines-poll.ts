@@ -1,0 +1,55 @@
+/**
+ * Polling on the injected clock for the machine lifecycle: probe, sleep one interval, until a
+ * deadline, with cancellation turned into `CancelledError`.
+ */
+import { AgentError, CancelledError } from '../errors.js';
+import type { Clock } from './types.js';
+
+/** True for the error of a cancelled step (which polls must pass on, never swallow). */
+export function isCancelled(err: unknown): boolean {
+  return err instanceof AgentError && err.code === 'CANCELLED';
+}
+
+/** Throw `CancelledError` for `what` when `signal` is aborted. */
+export function throwIfCancelled(signal: AbortSignal | undefined, what: string): void {
+  if (signal?.aborted) throw new CancelledError(what, { cause: signal.reason });
+}
+
+/** Sleep on `clock`; an abort becomes `CancelledError` for `what`. */
+export async function sleepOrCancel(
+  clock: Clock,
+  ms: number,
+  signal: AbortSignal | undefined,
+  what: string,
+): Promise<void> {
+  try {
+    await clock.sleep(ms, signal);
+  } catch (err) {
+    throw new CancelledError(what, { cause: err });
+  }
+}
+
+export interface PollOptions {
+  clock: Clock;
+  /** Clock time after which the poll gives up. */
+  deadline: number;
+  intervalMs: number;
+  signal?: AbortSignal;
+  /** What is being waited for, for the cancellation message. */
+  what: string;
+}
+
+/**
+ * Call `probe` until it returns true (→ true) or the deadline passes (→ false). The probe runs
+ * at least once, and once more at the deadline, so a short timeout still gets a last look.
+ */
+export async function pollUntil(options: PollOptions, probe: () => Promise<boolean>): Promise<boolean> {
+  const { clock, deadline, intervalMs, signal, what } = options;
+  for (;;) {
+    throwIfCancelled(signal, what);
+    if (await probe()) return true;
+    const remaining = deadline - clock.now();
+    if (remaining <= 0) return false;
+    await sleepOrCancel(clock, Math.min(intervalMs, remaining), signal, what);
+  }
+}

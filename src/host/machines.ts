@@ -1,0 +1,358 @@
+/**
+ * The lifecycle of the nspawn machines `kube1`/`kube2`: start, start services, verify, stop,
+ * remove, inspect — with exactly the host commands of UPSTREAM.md's host-command table, all
+ * through the `CommandRunner`, and every wait on the injected clock.
+ */
+import { rm, stat } from 'node:fs/promises';
+import pino from 'pino';
+import type { Logger } from 'pino';
+import {
+  AgentError,
+  CommandFailedError,
+  describeError,
+  PreconditionFailedError,
+  TimeoutError,
+  VerifyFailedError,
+} from '../errors.js';
+import { systemClock } from './clock.js';
+import { createHttpKubeletHealthCheck } from './machines-health.js';
+import type { KubeletHealthCheck } from './machines-health.js';
+import { isCancelled, pollUntil, sleepOrCancel } from './machines-poll.js';
+import type { HostPaths } from './paths.js';
+import type { Clock, CommandResult, CommandRunner, MachineName, RunOptions } from './types.js';
+
+export type { KubeletHealthCheck } from './machines-health.js';
+
+/** How long the lifecycle steps may take (all in ms, all on the injected clock). */
+export interface MachineTimeouts {
+  /** `start`: the machine registered and answering `systemd-run` (default 120 s). */
+  startMs: number;
+  /** `verify`: kubelet active and healthy (default 180 s). */
+  verifyMs: number;
+  /** `stop`: the machine gone from machined before `machinectl terminate` (default 90 s). */
+  stopMs: number;
+  /** Between two probes of a poll (default 1 s); also the base of the remove backoff. */
+  pollIntervalMs: number;
+  /** Each single host command (default 90 s). */
+  commandMs: number;
+  /** `machinectl remove` attempts before the directory is removed directly (default 3). */
+  removeAttempts: number;
+}
+
+export const DEFAULT_MACHINE_TIMEOUTS: Readonly<MachineTimeouts> = Object.freeze({
+  startMs: 120_000,
+  verifyMs: 180_000,
+  stopMs: 90_000,
+  pollIntervalMs: 1_000,
+  commandMs: 90_000,
+  removeAttempts: 3,
+});
+
+/** kubelet as `status` shows it. */
+export type KubeletState = 'active' | 'inactive' | 'failed' | 'unknown';
+
+/** What `inspect` found out about one machine. */
+export interface MachineInspection {
+  name: MachineName;
+  /** machined knows the machine (`machinectl show` succeeds). */
+  registered: boolean;
+  /** It answers `systemd-run --machine=<m> --pipe --wait /bin/true`. */
+  running: boolean;
+  kubelet: KubeletState;
+}
+
+export interface VerifyOptions {
+  /** Default: `timeouts.verifyMs`. */
+  timeoutMs?: number;
+  signal?: AbortSignal;
+}
+
+/** Drives one machine slot through its lifecycle. */
+export interface MachineManager {
+  /** Enable and start the machine (clearing a stale registration), then wait until it answers. */
+  start(m: MachineName, signal?: AbortSignal): Promise<void>;
+  /** `enable --now` containerd, then kubelet, inside the machine. */
+  startServices(m: MachineName, signal?: AbortSignal): Promise<void>;
+  /** Wait until kubelet is active and healthy; `VerifyFailedError` with the last state seen otherwise. */
+  verify(m: MachineName, options?: VerifyOptions): Promise<void>;
+  /** Stop kubelet, containerd, then the machine. Stopping a machine that is not running succeeds. */
+  stop(m: MachineName, signal?: AbortSignal): Promise<void>;
+  /** Remove the machine's rootfs (`machinectl remove`, else the directory). An absent machine succeeds. */
+  remove(m: MachineName, signal?: AbortSignal): Promise<void>;
+  /** `systemctl daemon-reload` (after nspawn files or unit drop-ins changed). */
+  daemonReload(signal?: AbortSignal): Promise<void>;
+  /** What the host says about the machine; never throws for a missing machine. */
+  inspect(m: MachineName, signal?: AbortSignal): Promise<MachineInspection>;
+}
+
+export interface MachineManagerOptions {
+  runner: CommandRunner;
+  paths: HostPaths;
+  clock?: Clock;
+  logger?: Logger;
+  /** Default: GET http://127.0.0.1:10248/healthz (2 s timeout). The sim passes `SimHost.kubeletHealthy`. */
+  kubeletHealth?: KubeletHealthCheck;
+  timeouts?: Partial<MachineTimeouts>;
+}
+
+/** Probes made by `inspect` should answer fast: it serves `status`. */
+const INSPECT_COMMAND_MS = 10_000;
+/** After `machinectl terminate`, how many poll intervals to wait for the registration to go. */
+const TERMINATE_GRACE_POLLS = 10;
+const SERVICES = ['containerd.service', 'kubelet.service'] as const;
+
+const nspawnUnit = (m: MachineName): string => `systemd-nspawn@${m}.service`;
+const inMachine = (m: MachineName, ...command: string[]): string[] => [
+  `--machine=${m}`,
+  '--pipe',
+  '--wait',
+  ...command,
+];
+
+/** Create the machine manager. */
+export function createMachineManager(options: MachineManagerOptions): MachineManager {
+  const { runner, paths } = options;
+  const clock = options.clock ?? systemClock;
+  const log = (options.logger ?? pino({ enabled: false })).child({ component: 'machines' });
+  const kubeletHealth = options.kubeletHealth ?? createHttpKubeletHealthCheck();
+  const t: MachineTimeouts = { ...DEFAULT_MACHINE_TIMEOUTS, ...options.timeouts };
+
+  const run = (file: string, args: string[], runOptions: RunOptions = {}): Promise<CommandResult> =>
+    runner.run(file, args, { timeoutMs: t.commandMs, ...runOptions });
+
+  // A probe that answers only yes or no: failures to run it count as "no", except cancellation.
+  async function succeeds(file: string, args: string[], runOptions: RunOptions = {}): Promise<boolean> {
+    try {
+      return (await run(file, args, { ...runOptions, reject: false })).exitCode === 0;
+    } catch (err) {
+      if (isCancelled(err)) throw err;
+      log.debug({ err: describeError(err) }, 'probe failed');
+      return false;
+    }
+  }
+
+  const isRegistered = (m: MachineName, signal?: AbortSignal, timeoutMs?: number): Promise<boolean> =>
+    succeeds('machinectl', ['show', m], { signal, timeoutMs });
+
+  async function waitUntilUnregistered(
+    m: MachineName,
+    deadline: number,
+    signal: AbortSignal | undefined,
+  ): Promise<boolean> {
+    const what = `wait for machine ${m} to leave machined`;
+    return pollUntil(
+      { clock, deadline, intervalMs: t.pollIntervalMs, signal, what },
+      async () => !(await isRegistered(m, signal)),
+    );
+  }
+
+  async function start(m: MachineName, signal?: AbortSignal): Promise<void> {
+    const what = `start machine ${m}`;
+    const deadline = clock.now() + t.startMs;
+    log.info({ machine: m }, 'starting machine');
+    await run('machinectl', ['enable', m], { signal });
+    try {
+      await run('machinectl', ['start', m], { signal });
+    } catch (err) {
+      if (!isAlreadyExists(err)) throw err;
+      // A registration outlived its container (crash, failed unit): clear it and start afresh.
+      log.warn({ machine: m }, 'machine is already registered; clearing the stale registration');
+      await run('systemctl', ['reset-failed', nspawnUnit(m)], { signal, reject: false });
+      await run('machinectl', ['terminate', m], { signal, reject: false });
+      if (!(await waitUntilUnregistered(m, deadline, signal))) {
+        throw new TimeoutError(`${what}: wait for the stale registration to go away`, t.startMs, {
+          data: { machine: m },
+        });
+      }
+      await run('machinectl', ['start', m], { signal });
+    }
+    const answered = await pollUntil({ clock, deadline, intervalMs: t.pollIntervalMs, signal, what }, () =>
+      succeeds('systemd-run', inMachine(m, '/bin/true'), { signal }),
+    );
+    if (!answered) {
+      throw new TimeoutError(`${what}: the machine did not answer systemd-run`, t.startMs, {
+        data: { machine: m },
+      });
+    }
+    log.info({ machine: m }, 'machine is running');
+  }
+
+  async function startServices(m: MachineName, signal?: AbortSignal): Promise<void> {
+    for (const unit of SERVICES) {
+      log.info({ machine: m, unit }, 'starting service');
+      await run('systemd-run', inMachine(m, 'systemctl', 'enable', '--now', unit), { signal });
+    }
+  }
+
+  async function verify(m: MachineName, verifyOptions: VerifyOptions = {}): Promise<void> {
+    const { signal } = verifyOptions;
+    const timeoutMs = verifyOptions.timeoutMs ?? t.verifyMs;
+    const what = `verify machine ${m}`;
+    let lastState = 'not checked yet';
+    const healthy = await pollUntil(
+      { clock, deadline: clock.now() + timeoutMs, intervalMs: t.pollIntervalMs, signal, what },
+      async () => {
+        try {
+          const res = await run('systemd-run', inMachine(m, 'systemctl', 'is-active', 'kubelet.service'), {
+            signal,
+            reject: false,
+          });
+          const word = res.stdout.trim();
+          if (word !== 'active') {
+            lastState = `kubelet.service is ${word || `unknown (exit code ${res.exitCode}: ${res.stderr.trim()})`}`;
+            return false;
+          }
+        } catch (err) {
+          if (isCancelled(err)) throw err;
+          lastState = `is-active failed: ${describeError(err)}`;
+          return false;
+        }
+        if (await kubeletHealth(m, signal)) return true;
+        lastState = 'kubelet.service is active but its health endpoint does not answer ok';
+        return false;
+      },
+    );
+    if (!healthy) {
+      throw new VerifyFailedError(
+        `${what}: kubelet not healthy after ${timeoutMs} ms (last state: ${lastState})`,
+        {
+          data: { machine: m, timeoutMs, lastState },
+        },
+      );
+    }
+    log.info({ machine: m }, 'kubelet is active and healthy');
+  }
+
+  async function stop(m: MachineName, signal?: AbortSignal): Promise<void> {
+    const deadline = clock.now() + t.stopMs;
+    log.info({ machine: m }, 'stopping machine');
+    // kubelet before containerd, so kubelet does not see its runtime vanish under it.
+    for (const unit of ['kubelet.service', 'containerd.service']) {
+      // Fails when the machine is not running, which is fine: then nothing runs in it.
+      await succeeds('systemd-run', inMachine(m, 'systemctl', 'stop', unit), { signal });
+    }
+    await tolerate(m, 'machinectl disable', () => run('machinectl', ['disable', m], { signal }));
+    await tolerate(m, 'systemctl stop', () => run('systemctl', ['stop', nspawnUnit(m)], { signal }));
+    if (await waitUntilUnregistered(m, deadline, signal)) {
+      log.info({ machine: m }, 'machine stopped');
+      return;
+    }
+    log.warn({ machine: m }, 'machine is still registered after stopping its unit; terminating it');
+    await run('machinectl', ['terminate', m], { signal, reject: false });
+    const graceDeadline = clock.now() + t.pollIntervalMs * TERMINATE_GRACE_POLLS;
+    if (!(await waitUntilUnregistered(m, graceDeadline, signal))) {
+      throw new TimeoutError(`stop machine ${m}: still registered after machinectl terminate`, t.stopMs, {
+        data: { machine: m },
+      });
+    }
+  }
+
+  // Best-effort steps of stop: a failure is logged, the next step still runs.
+  async function tolerate(m: MachineName, step: string, fn: () => Promise<unknown>): Promise<void> {
+    try {
+      await fn();
+    } catch (err) {
+      if (isCancelled(err)) throw err;
+      log.warn({ machine: m, step, err: describeError(err) }, 'stop step failed; continuing');
+    }
+  }
+
+  async function remove(m: MachineName, signal?: AbortSignal): Promise<void> {
+    const dir = paths.machineDir(m);
+    if (!(await exists(dir))) {
+      log.info({ machine: m }, 'machine directory is absent; nothing to remove');
+      return;
+    }
+    for (let attempt = 0; attempt < t.removeAttempts; attempt++) {
+      let res: CommandResult | undefined;
+      try {
+        res = await run('machinectl', ['remove', m], { signal, reject: false });
+      } catch (err) {
+        if (isCancelled(err)) throw err;
+        log.warn({ machine: m, err: describeError(err) }, 'machinectl remove failed');
+      }
+      if (res?.exitCode === 0 && !(await exists(dir))) {
+        log.info({ machine: m }, 'machine removed');
+        return;
+      }
+      if (res && /no image/i.test(res.stderr)) break; // machined does not see it as an image: retrying will not help
+      if (attempt + 1 < t.removeAttempts) {
+        await sleepOrCancel(clock, t.pollIntervalMs * 2 ** attempt, signal, `remove machine ${m}`);
+      }
+    }
+    // Never pull the rootfs out from under a container that still runs.
+    if (await isRegistered(m, signal)) {
+      throw new PreconditionFailedError(
+        `remove machine ${m}: it is still registered with machined; stop it first`,
+        {
+          data: { machine: m },
+        },
+      );
+    }
+    log.warn({ machine: m, dir }, 'machinectl remove did not remove the machine; removing its directory');
+    try {
+      await rm(dir, { recursive: true, force: true });
+    } catch (err) {
+      throw new AgentError('INTERNAL', `remove machine ${m}: remove ${dir}: ${describeError(err)}`, {
+        cause: err,
+        data: { machine: m, dir },
+      });
+    }
+  }
+
+  async function daemonReload(signal?: AbortSignal): Promise<void> {
+    await run('systemctl', ['daemon-reload'], { signal });
+  }
+
+  async function inspect(m: MachineName, signal?: AbortSignal): Promise<MachineInspection> {
+    const quick: RunOptions = { signal, timeoutMs: Math.min(t.commandMs, INSPECT_COMMAND_MS), reject: false };
+    const seen: MachineInspection = { name: m, registered: false, running: false, kubelet: 'inactive' };
+    try {
+      seen.registered = (await run('machinectl', ['show', m], quick)).exitCode === 0;
+      if (!seen.registered) return seen;
+      seen.running = (await run('systemd-run', inMachine(m, '/bin/true'), quick)).exitCode === 0;
+      if (!seen.running) return seen;
+      const res = await run('systemd-run', inMachine(m, 'systemctl', 'is-active', 'kubelet.service'), quick);
+      seen.kubelet = kubeletStateOf(res.stdout.trim());
+      return seen;
+    } catch (err) {
+      if (isCancelled(err)) throw err;
+      log.warn({ machine: m, err: describeError(err) }, 'inspect failed');
+      return { ...seen, kubelet: 'unknown' };
+    }
+  }
+
+  return { start, startServices, verify, stop, remove, daemonReload, inspect };
+}
+
+/** `machinectl start` refused because machined still holds a registration of that name. */
+function isAlreadyExists(err: unknown): boolean {
+  return err instanceof CommandFailedError && /already exists/i.test(`${err.stderrTail}\n${err.message}`);
+}
+
+/** Map `systemctl is-active` output onto the states `status` reports. */
+export function kubeletStateOf(isActiveWord: string): KubeletState {
+  switch (isActiveWord) {
+    case 'active':
+    case 'reloading':
+      return 'active';
+    case 'inactive':
+    case 'deactivating':
+      return 'inactive';
+    // kubelet.service is Type=simple with Restart=always: `activating` means it crashed and waits to restart.
+    case 'activating':
+    case 'failed':
+      return 'failed';
+    default:
+      return 'unknown';
+  }
+}
+
+async function exists(p: string): Promise<boolean> {
+  try {
+    await stat(p);
+    return true;
+  } catch {
+    return false;
+  }
+}

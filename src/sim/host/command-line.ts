@@ -1,0 +1,112 @@
+/**
+ * The grammar of the simulated host: exactly the command lines of UPSTREAM.md's host-command
+ * table (what `src/host/machines.ts` issues). Anything else is not a command of the sim.
+ */
+import { MACHINE_NAMES } from '../../host/types.js';
+import type { MachineName } from '../../host/types.js';
+import { SIM_UNITS } from './state.js';
+import type { SimUnitName } from './state.js';
+
+/** `machinectl <verb> <m>`. */
+export type MachinectlVerb = 'enable' | 'disable' | 'start' | 'terminate' | 'show' | 'remove';
+const MACHINECTL_VERBS: readonly MachinectlVerb[] = [
+  'enable',
+  'disable',
+  'start',
+  'terminate',
+  'show',
+  'remove',
+];
+
+/** A command run inside a machine through `systemd-run --machine=<m> --pipe --wait`. */
+export type InMachineAction =
+  | { type: 'true' }
+  | { type: 'enable-now'; unit: SimUnitName }
+  | { type: 'stop'; unit: SimUnitName }
+  | { type: 'is-active'; unit: 'kubelet.service' };
+
+/** A parsed command line the sim accepts. */
+export type SimCommand =
+  | { kind: 'machinectl'; verb: MachinectlVerb; machine: MachineName }
+  | { kind: 'daemon-reload' }
+  | { kind: 'nspawn-unit'; verb: 'reset-failed' | 'stop'; machine: MachineName }
+  | { kind: 'in-machine'; machine: MachineName; action: InMachineAction };
+
+/** The machine a command acts on (latency faults apply per machine), or undefined. */
+export function commandMachine(cmd: SimCommand): MachineName | undefined {
+  return cmd.kind === 'daemon-reload' ? undefined : cmd.machine;
+}
+
+function asMachine(word: string | undefined): MachineName | undefined {
+  return (MACHINE_NAMES as readonly (string | undefined)[]).includes(word)
+    ? (word as MachineName)
+    : undefined;
+}
+
+function asUnit(word: string | undefined): SimUnitName | undefined {
+  return (SIM_UNITS as readonly (string | undefined)[]).includes(word) ? (word as SimUnitName) : undefined;
+}
+
+const NSPAWN_UNIT = /^systemd-nspawn@(.+)\.service$/;
+
+/** Parse `file args…` into a sim command, or undefined when the sim does not accept that line. */
+export function parseSimCommand(file: string, args: readonly string[]): SimCommand | undefined {
+  switch (file) {
+    case 'machinectl':
+      return parseMachinectl(args);
+    case 'systemctl':
+      return parseHostSystemctl(args);
+    case 'systemd-run':
+      return parseSystemdRun(args);
+    default:
+      return undefined;
+  }
+}
+
+function parseMachinectl(args: readonly string[]): SimCommand | undefined {
+  if (args.length !== 2) return undefined;
+  const verb = MACHINECTL_VERBS.find((v) => v === args[0]);
+  const machine = asMachine(args[1]);
+  return verb && machine ? { kind: 'machinectl', verb, machine } : undefined;
+}
+
+function parseHostSystemctl(args: readonly string[]): SimCommand | undefined {
+  if (args.length === 1 && args[0] === 'daemon-reload') return { kind: 'daemon-reload' };
+  if (args.length !== 2 || (args[0] !== 'reset-failed' && args[0] !== 'stop')) return undefined;
+  const machine = asMachine(NSPAWN_UNIT.exec(args[1] ?? '')?.[1]);
+  return machine ? { kind: 'nspawn-unit', verb: args[0], machine } : undefined;
+}
+
+function parseSystemdRun(args: readonly string[]): SimCommand | undefined {
+  const [machineFlag, pipe, wait, ...inner] = args;
+  const machine = asMachine(/^--machine=(.*)$/.exec(machineFlag ?? '')?.[1]);
+  if (!machine || pipe !== '--pipe' || wait !== '--wait') return undefined;
+  const action = parseInMachine(inner);
+  return action ? { kind: 'in-machine', machine, action } : undefined;
+}
+
+function parseInMachine(inner: readonly string[]): InMachineAction | undefined {
+  if (inner.length === 1 && inner[0] === '/bin/true') return { type: 'true' };
+  if (inner[0] !== 'systemctl') return undefined;
+  if (inner.length === 4 && inner[1] === 'enable' && inner[2] === '--now') {
+    const unit = asUnit(inner[3]);
+    return unit ? { type: 'enable-now', unit } : undefined;
+  }
+  if (inner.length === 3 && inner[1] === 'stop') {
+    const unit = asUnit(inner[2]);
+    return unit ? { type: 'stop', unit } : undefined;
+  }
+  if (inner.length === 3 && inner[1] === 'is-active' && inner[2] === 'kubelet.service') {
+    return { type: 'is-active', unit: 'kubelet.service' };
+  }
+  return undefined;
+}
+
+/** The command line as one string, shell-quoted where needed (for results, logs and errors). */
+export function formatCommandLine(file: string, args: readonly string[]): string {
+  return [file, ...args].map(quoteArg).join(' ');
+}
+
+function quoteArg(arg: string): string {
+  return /^[\w@%+=:,./-]+$/.test(arg) ? arg : `'${arg.replaceAll("'", `'\\''`)}'`;
+}

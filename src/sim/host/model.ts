@@ -1,0 +1,300 @@
+/**
+ * What each accepted command does to the simulated host, the way systemd and machined would:
+ * machines are registered/running/stale, units inside them start only when their rootfs lets
+ * them, and output and exit codes follow the real tools closely enough for the engine's checks.
+ */
+import { rm, stat } from 'node:fs/promises';
+import path from 'node:path';
+import type { HostPaths } from '../../host/paths.js';
+import { MACHINE_NAMES } from '../../host/types.js';
+import type { MachineName } from '../../host/types.js';
+import { hasSimFault } from '../faults.js';
+import type { SimFault } from '../faults.js';
+import type { InMachineAction, MachinectlVerb, SimCommand } from './command-line.js';
+import {
+  checkContainerd,
+  checkKubelet,
+  enableUnit,
+  isUnitEnabled,
+  kubeletBinaryPresent,
+  pathExists,
+} from './rootfs.js';
+import { SIM_UNITS } from './state.js';
+import type { SimPersistedState, SimUnitName, SimUnitRecord } from './state.js';
+
+/** What a simulated command printed and how it exited. */
+export interface SimOutcome {
+  exitCode: number;
+  stdout: string;
+  stderr: string;
+}
+
+/** What the model needs besides the state: where the host files are and which faults apply. */
+export interface SimModelContext {
+  paths: HostPaths;
+  faults: readonly SimFault[];
+  /**
+   * Since when (epoch ms) the current faults are in force. `kubelet-inactive` models a bad new
+   * build: it affects kubelets installed at or after this time, so a machine provisioned before
+   * the faults were set (the source of an update) still comes back on rollback.
+   */
+  faultsSince?: () => Promise<number>;
+}
+
+const ok = (stdout = '', stderr = ''): SimOutcome => ({ exitCode: 0, stdout, stderr });
+const fail = (stderr: string, exitCode = 1): SimOutcome => ({ exitCode, stdout: '', stderr });
+
+function jobFailed(unit: string, note?: string): string {
+  return [
+    `Job for ${unit} failed because the control process exited with error code.`,
+    `See "systemctl status ${unit}" and "journalctl -xeu ${unit}" for details.`,
+    ...(note ? [`(sim: ${note})`] : []),
+  ].join('\n');
+}
+
+/** Apply one command to `state` (mutated in place) and report its output. */
+export async function applySimCommand(
+  ctx: SimModelContext,
+  state: SimPersistedState,
+  cmd: SimCommand,
+): Promise<SimOutcome> {
+  switch (cmd.kind) {
+    case 'daemon-reload':
+      state.daemonReloads += 1;
+      return ok();
+    case 'nspawn-unit':
+      return applyNspawnUnit(state, cmd.verb, cmd.machine);
+    case 'machinectl':
+      return applyMachinectl(ctx, state, cmd.verb, cmd.machine);
+    case 'in-machine':
+      return applyInMachine(ctx, state, cmd.machine, cmd.action);
+  }
+}
+
+function applyNspawnUnit(
+  state: SimPersistedState,
+  verb: 'reset-failed' | 'stop',
+  m: MachineName,
+): SimOutcome {
+  const rec = state.machines[m];
+  if (verb === 'reset-failed') {
+    rec.serviceFailed = false;
+    return ok();
+  }
+  // Stopping the unit ends a running container; a stale registration is machined's, not the unit's.
+  if (rec.registration === 'running') shutDown(state, m, 'none');
+  rec.serviceFailed = false;
+  return ok();
+}
+
+async function applyMachinectl(
+  ctx: SimModelContext,
+  state: SimPersistedState,
+  verb: MachinectlVerb,
+  m: MachineName,
+): Promise<SimOutcome> {
+  const rec = state.machines[m];
+  const unit = `systemd-nspawn@${m}.service`;
+  switch (verb) {
+    case 'enable': {
+      const changed = !rec.enabled;
+      rec.enabled = true;
+      return ok(
+        '',
+        changed
+          ? `Created symlink /etc/systemd/system/machines.target.wants/${unit} → /usr/lib/systemd/system/systemd-nspawn@.service.`
+          : '',
+      );
+    }
+    case 'disable': {
+      const changed = rec.enabled;
+      rec.enabled = false;
+      return ok('', changed ? `Removed "/etc/systemd/system/machines.target.wants/${unit}".` : '');
+    }
+    case 'show':
+      if (rec.registration === 'none') return fail(`Could not get path to machine: No machine '${m}' known`);
+      return ok(
+        [
+          `Name=${m}`,
+          'Class=container',
+          'Service=systemd-nspawn',
+          `Unit=${unit}`,
+          `RootDirectory=/var/lib/machines/${m}`,
+          `State=${rec.registration === 'running' ? 'running' : 'closing'}`,
+        ].join('\n'),
+      );
+    case 'terminate':
+      if (rec.registration === 'none') return fail(`Could not terminate machine: No machine '${m}' known`);
+      shutDown(state, m, 'none');
+      return ok();
+    case 'remove':
+      return removeImage(ctx, state, m);
+    case 'start':
+      return startMachine(ctx, state, m);
+  }
+}
+
+async function startMachine(
+  ctx: SimModelContext,
+  state: SimPersistedState,
+  m: MachineName,
+): Promise<SimOutcome> {
+  const rec = state.machines[m];
+  const unit = `systemd-nspawn@${m}.service`;
+  if (rec.registration === 'running') return ok(); // starting an active unit is a no-op
+  if (rec.registration === 'stale') {
+    rec.serviceFailed = true;
+    return fail(`${jobFailed(unit)}\nFailed to register machine: Machine '${m}' already exists`);
+  }
+  const dir = ctx.paths.machineDir(m);
+  if (!(await isDirectory(dir))) {
+    return fail(`Failed to start machine '${m}': no machine image '${m}' (${dir} does not exist)`);
+  }
+  const nspawn = ctx.paths.nspawnFile(m);
+  if (!(await pathExists(nspawn))) {
+    return fail(`Failed to start machine '${m}': settings file ${nspawn} does not exist`);
+  }
+  if (hasSimFault(ctx.faults, 'start-fails', m)) {
+    rec.serviceFailed = true;
+    return fail(jobFailed(unit, `fault start-fails:${m}`));
+  }
+  rec.registration = 'running';
+  rec.serviceFailed = false;
+  // Boot: the units enabled in the rootfs start, containerd first (kubelet is ordered after it).
+  for (const u of SIM_UNITS) {
+    rec.units[u] = (await isUnitEnabled(dir, u))
+      ? await evaluateUnit(ctx, state, m, u)
+      : { active: 'inactive' };
+  }
+  return ok();
+}
+
+async function removeImage(
+  ctx: SimModelContext,
+  state: SimPersistedState,
+  m: MachineName,
+): Promise<SimOutcome> {
+  const rec = state.machines[m];
+  if (rec.registration !== 'none')
+    return fail(`Could not remove image: Image '${m}' is in use by a running machine`);
+  const dir = ctx.paths.machineDir(m);
+  if (!(await isDirectory(dir))) return fail(`Could not remove image: No image '${m}' known`);
+  // Like machined's image removal: the image and its .nspawn settings file go together.
+  await rm(dir, { recursive: true, force: true });
+  await rm(ctx.paths.nspawnFile(m), { force: true });
+  for (const u of SIM_UNITS) rec.units[u] = { active: 'inactive' };
+  return ok();
+}
+
+async function applyInMachine(
+  ctx: SimModelContext,
+  state: SimPersistedState,
+  m: MachineName,
+  action: InMachineAction,
+): Promise<SimOutcome> {
+  const rec = state.machines[m];
+  if (rec.registration === 'none') return fail(`Failed to connect to bus: No machine '${m}' known`);
+  if (rec.registration === 'stale') return fail('Failed to connect to bus: Host is down');
+  switch (action.type) {
+    case 'true':
+      return ok();
+    case 'is-active': {
+      const active = rec.units[action.unit].active;
+      return { exitCode: active === 'active' ? 0 : 3, stdout: active, stderr: '' };
+    }
+    case 'stop':
+      rec.units[action.unit] = { active: 'inactive' };
+      return ok();
+    case 'enable-now': {
+      const rootfs = ctx.paths.machineDir(m);
+      await enableUnit(rootfs, action.unit);
+      if (rec.units[action.unit].active !== 'active') {
+        rec.units[action.unit] = await evaluateUnit(ctx, state, m, action.unit);
+      }
+      const after = rec.units[action.unit];
+      // A crash-looping kubelet (activating) still "starts": systemctl returns once it is forked.
+      return after.active === 'failed' ? fail(jobFailed(action.unit, after.reason)) : ok();
+    }
+  }
+}
+
+/**
+ * Give crash-looping kubelets (Restart=always keeps them `activating`) their next attempt: one
+ * becomes active once what held it back is gone (the other machine's kubelet freed the port,
+ * the rootfs was fixed).
+ */
+export async function settleSimState(ctx: SimModelContext, state: SimPersistedState): Promise<void> {
+  for (const m of MACHINE_NAMES) {
+    const rec = state.machines[m];
+    if (rec.registration === 'running' && rec.units['kubelet.service'].active === 'activating') {
+      rec.units['kubelet.service'] = await evaluateUnit(ctx, state, m, 'kubelet.service');
+    }
+  }
+}
+
+// Was the machine's kubelet installed while the current faults were in force?
+async function installedSince(rootfs: string, ctx: SimModelContext): Promise<boolean> {
+  if (!ctx.faultsSince) return true;
+  try {
+    const st = await stat(path.join(rootfs, 'usr/local/bin/kubelet'));
+    return Math.max(st.mtimeMs, st.ctimeMs) >= (await ctx.faultsSince());
+  } catch {
+    return true;
+  }
+}
+
+// The state a unit reaches when it is started now.
+async function evaluateUnit(
+  ctx: SimModelContext,
+  state: SimPersistedState,
+  m: MachineName,
+  unit: SimUnitName,
+): Promise<SimUnitRecord> {
+  const rootfs = ctx.paths.machineDir(m);
+  if (unit === 'containerd.service') {
+    const check = await checkContainerd(rootfs);
+    return check.ok ? { active: 'active' } : { active: 'failed', reason: check.reason };
+  }
+  if (!(await kubeletBinaryPresent(rootfs))) {
+    return { active: 'failed', reason: 'usr/local/bin/kubelet is missing or not executable' };
+  }
+  if (hasSimFault(ctx.faults, 'kubelet-inactive', m) && (await installedSince(rootfs, ctx))) {
+    return { active: 'activating', reason: `fault kubelet-inactive:${m}` };
+  }
+  const other = MACHINE_NAMES.find(
+    (o) =>
+      o !== m &&
+      state.machines[o].registration === 'running' &&
+      state.machines[o].units[unit].active === 'active',
+  );
+  if (other) {
+    // The machines share the host network namespace: only one kubelet can hold its ports.
+    return { active: 'activating', reason: `the kubelet of ${other} holds the host's kubelet ports` };
+  }
+  const check = await checkKubelet(rootfs);
+  return check.ok ? { active: 'active' } : { active: 'activating', reason: check.reason };
+}
+
+// The container is gone: its units are no longer running (enablement stays in the rootfs).
+function shutDown(state: SimPersistedState, m: MachineName, registration: 'none' | 'stale'): void {
+  const rec = state.machines[m];
+  rec.registration = registration;
+  for (const u of SIM_UNITS) rec.units[u] = { active: 'inactive' };
+}
+
+/**
+ * Leave a stale registration, as a crash does: machined still knows the machine, its container
+ * is gone and its unit failed (whether or not it was running before).
+ */
+export function crashSimMachine(state: SimPersistedState, m: MachineName): void {
+  shutDown(state, m, 'stale');
+  state.machines[m].serviceFailed = true;
+}
+
+async function isDirectory(p: string): Promise<boolean> {
+  try {
+    return (await stat(p)).isDirectory();
+  } catch {
+    return false;
+  }
+}

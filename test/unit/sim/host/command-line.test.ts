@@ -1,0 +1,83 @@
+import { describe, expect, it } from 'vitest';
+import { formatCommandLine, parseSimCommand } from '../../../../src/sim/host/command-line.js';
+
+const run = (m: string, ...cmd: string[]): string[] => [`--machine=${m}`, '--pipe', '--wait', ...cmd];
+
+describe('parseSimCommand', () => {
+  it.each<[string, string[], unknown]>([
+    ['machinectl', ['enable', 'kube1'], { kind: 'machinectl', verb: 'enable', machine: 'kube1' }],
+    ['machinectl', ['disable', 'kube2'], { kind: 'machinectl', verb: 'disable', machine: 'kube2' }],
+    ['machinectl', ['start', 'kube1'], { kind: 'machinectl', verb: 'start', machine: 'kube1' }],
+    ['machinectl', ['terminate', 'kube1'], { kind: 'machinectl', verb: 'terminate', machine: 'kube1' }],
+    ['machinectl', ['show', 'kube2'], { kind: 'machinectl', verb: 'show', machine: 'kube2' }],
+    ['machinectl', ['remove', 'kube2'], { kind: 'machinectl', verb: 'remove', machine: 'kube2' }],
+    ['systemctl', ['daemon-reload'], { kind: 'daemon-reload' }],
+    [
+      'systemctl',
+      ['reset-failed', 'systemd-nspawn@kube1.service'],
+      { kind: 'nspawn-unit', verb: 'reset-failed', machine: 'kube1' },
+    ],
+    [
+      'systemctl',
+      ['stop', 'systemd-nspawn@kube2.service'],
+      { kind: 'nspawn-unit', verb: 'stop', machine: 'kube2' },
+    ],
+    [
+      'systemd-run',
+      run('kube1', '/bin/true'),
+      { kind: 'in-machine', machine: 'kube1', action: { type: 'true' } },
+    ],
+    [
+      'systemd-run',
+      run('kube1', 'systemctl', 'enable', '--now', 'containerd.service'),
+      { kind: 'in-machine', machine: 'kube1', action: { type: 'enable-now', unit: 'containerd.service' } },
+    ],
+    [
+      'systemd-run',
+      run('kube2', 'systemctl', 'enable', '--now', 'kubelet.service'),
+      { kind: 'in-machine', machine: 'kube2', action: { type: 'enable-now', unit: 'kubelet.service' } },
+    ],
+    [
+      'systemd-run',
+      run('kube2', 'systemctl', 'stop', 'containerd.service'),
+      { kind: 'in-machine', machine: 'kube2', action: { type: 'stop', unit: 'containerd.service' } },
+    ],
+    [
+      'systemd-run',
+      run('kube1', 'systemctl', 'is-active', 'kubelet.service'),
+      { kind: 'in-machine', machine: 'kube1', action: { type: 'is-active', unit: 'kubelet.service' } },
+    ],
+  ])('accepts %s %j', (file, args, expected) => {
+    expect(parseSimCommand(file, args)).toEqual(expected);
+  });
+
+  it.each<[string, string[]]>([
+    ['machinectl', ['start', 'kube3']],
+    ['machinectl', ['start']],
+    ['machinectl', ['poweroff', 'kube1']],
+    ['machinectl', ['start', 'kube1', '--quiet']],
+    ['/usr/bin/machinectl', ['start', 'kube1']],
+    ['systemctl', ['daemon-reload', '--now']],
+    ['systemctl', ['restart', 'systemd-nspawn@kube1.service']],
+    ['systemctl', ['stop', 'systemd-nspawn@kube9.service']],
+    ['systemctl', ['stop', 'kubelet.service']],
+    ['systemd-run', ['--machine=kube1', '--wait', '--pipe', '/bin/true']],
+    ['systemd-run', run('kube1', '/bin/false')],
+    ['systemd-run', run('kube1', 'systemctl', 'enable', 'kubelet.service')],
+    ['systemd-run', run('kube1', 'systemctl', 'enable', '--now', 'docker.service')],
+    ['systemd-run', run('kube1', 'systemctl', 'is-active', 'containerd.service')],
+    ['systemd-run', run('kube1', 'systemctl', 'restart', 'kubelet.service')],
+    ['rm', ['-rf', '/']],
+  ])('rejects %s %j', (file, args) => {
+    expect(parseSimCommand(file, args)).toBeUndefined();
+  });
+});
+
+describe('formatCommandLine', () => {
+  it('quotes only what needs quoting', () => {
+    expect(formatCommandLine('systemd-run', run('kube1', '/bin/true'))).toBe(
+      'systemd-run --machine=kube1 --pipe --wait /bin/true',
+    );
+    expect(formatCommandLine('sh', ['-c', "echo 'x' y"])).toBe(`sh -c 'echo '\\''x'\\'' y'`);
+  });
+});
