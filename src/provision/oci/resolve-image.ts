@@ -1,0 +1,100 @@
+/**
+ * Resolving an image reference to its `linux/<arch>` manifest (manifest GETs only, no blob),
+ * for preflight and as the first step of a pull.
+ */
+import type { Dispatcher } from 'undici';
+import { ImagePullFailedError, InvalidConfigError } from '../../errors.js';
+import type { Clock } from '../../host/types.js';
+import { parseImageReference } from './image-reference.js';
+import type { ImageReference } from './image-reference.js';
+import { parseManifestDocument, selectPlatformManifest } from './manifest.js';
+import type { ImageManifest } from './manifest.js';
+import { RegistryClient } from './registry-client.js';
+import { OCI_ARCHES } from './types.js';
+import type { OciArch, OciLogger } from './types.js';
+
+/** Options shared by `resolveImage` and `pullImage`. */
+export interface ResolveImageOptions {
+  /** Which `linux/<arch>` manifest to choose from an index. */
+  arch: OciArch;
+  signal?: AbortSignal;
+  logger?: OciLogger;
+  /** Backoff timing between retries (default: the system clock). */
+  clock?: Clock;
+  /** Further attempts after a 5xx, 429 or connection error (default 4). */
+  retries?: number;
+  /** undici dispatcher (tests); default: a private Agent per call, closed afterwards. */
+  dispatcher?: Dispatcher;
+}
+
+/** What a reference resolves to. */
+export interface ResolvedImage {
+  /** Digest of what the reference names (the index for a multi-platform image). */
+  digest: string;
+  /** Digest of the `linux/<arch>` image manifest (equals `digest` for a single-platform image). */
+  manifestDigest: string;
+  /** Number of layers. */
+  layers: number;
+  /** Sum of the (compressed) layer sizes in bytes. */
+  size: number;
+}
+
+/** A resolved platform manifest (internal to the pull). */
+export interface PlatformManifest {
+  digest: string;
+  manifestDigest: string;
+  manifest: ImageManifest;
+  /** True when an index chose the platform; a bare manifest's platform is checked from its config. */
+  fromIndex: boolean;
+}
+
+/** Throw INVALID_CONFIG unless `options` has a valid arch and retry count. */
+export function validateResolveOptions(options: ResolveImageOptions): void {
+  if (!(OCI_ARCHES as readonly string[]).includes(options.arch)) {
+    throw new InvalidConfigError(
+      `arch: expected one of ${OCI_ARCHES.join(', ')}, got ${JSON.stringify(options.arch)}`,
+    );
+  }
+  if (options.retries !== undefined && (!Number.isInteger(options.retries) || options.retries < 0)) {
+    throw new InvalidConfigError(
+      `retries: expected a non-negative integer, got ${JSON.stringify(options.retries)}`,
+    );
+  }
+}
+
+/** Fetch the reference's manifest and, for an index, the `linux/<arch>` manifest it lists. */
+export async function resolvePlatformManifest(
+  client: RegistryClient,
+  ref: ImageReference,
+  arch: OciArch,
+): Promise<PlatformManifest> {
+  const top = await client.getManifest(ref.reference);
+  const doc = parseManifestDocument(top.body, top.contentType, client.label);
+  if (doc.kind === 'manifest')
+    return { digest: top.digest, manifestDigest: top.digest, manifest: doc, fromIndex: false };
+  const chosen = selectPlatformManifest(doc, arch, client.label);
+  const child = await client.getManifest(chosen.digest);
+  const what = `${client.label} (linux/${arch} manifest ${chosen.digest})`;
+  const childDoc = parseManifestDocument(child.body, child.contentType, what);
+  if (childDoc.kind !== 'manifest')
+    throw new ImagePullFailedError(`${what}: is an index inside an index, which is not supported`);
+  return { digest: top.digest, manifestDigest: child.digest, manifest: childDoc, fromIndex: true };
+}
+
+/** Resolve `ref` for `linux/<arch>` without downloading any blob (preflight). */
+export async function resolveImage(ref: string, options: ResolveImageOptions): Promise<ResolvedImage> {
+  validateResolveOptions(options);
+  const parsed = parseImageReference(ref);
+  const client = new RegistryClient(parsed, options);
+  try {
+    const resolved = await resolvePlatformManifest(client, parsed, options.arch);
+    return {
+      digest: resolved.digest,
+      manifestDigest: resolved.manifestDigest,
+      layers: resolved.manifest.layers.length,
+      size: resolved.manifest.layers.reduce((n, l) => n + l.size, 0),
+    };
+  } finally {
+    await client.close();
+  }
+}

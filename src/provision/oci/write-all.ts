@@ -1,0 +1,59 @@
+/** Writing buffers to a file descriptor completely (a write may be partial), with ENOSPC as NO_SPACE. */
+import fs from 'node:fs';
+import { promisify } from 'node:util';
+import { NoSpaceError } from '../../errors.js';
+
+const writevAsync = promisify(fs.writev);
+
+function total(buffers: readonly Buffer[]): number {
+  let n = 0;
+  for (const b of buffers) n += b.length;
+  return n;
+}
+
+/** What is left of `buffers` after `written` bytes went out. */
+function rest(buffers: readonly Buffer[], written: number): Buffer[] {
+  const out: Buffer[] = [];
+  let skip = written;
+  for (const b of buffers) {
+    if (skip >= b.length) skip -= b.length;
+    else {
+      out.push(skip > 0 ? b.subarray(skip) : b);
+      skip = 0;
+    }
+  }
+  return out;
+}
+
+function mapError(err: unknown, what: string): unknown {
+  if ((err as NodeJS.ErrnoException).code === 'ENOSPC') {
+    return new NoSpaceError(`write ${what}: no space left on device`, { cause: err });
+  }
+  return err;
+}
+
+/** Write every byte of `buffers` at the descriptor's position (thread pool). `what` names the file for errors. */
+export async function writeAll(fd: number, buffers: readonly Buffer[], what: string): Promise<void> {
+  let pending = buffers.filter((b) => b.length > 0);
+  try {
+    while (pending.length > 0) {
+      const { bytesWritten: written } = await writevAsync(fd, pending);
+      pending = written >= total(pending) ? [] : rest(pending, written);
+    }
+  } catch (err) {
+    throw mapError(err, what);
+  }
+}
+
+/** `writeAll` on the calling thread: for small writes, where a thread-pool hop costs more than the write. */
+export function writeAllSync(fd: number, buffers: readonly Buffer[], what: string): void {
+  let pending = buffers.filter((b) => b.length > 0);
+  try {
+    while (pending.length > 0) {
+      const written = fs.writevSync(fd, pending);
+      pending = written >= total(pending) ? [] : rest(pending, written);
+    }
+  } catch (err) {
+    throw mapError(err, what);
+  }
+}
