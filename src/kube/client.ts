@@ -1,0 +1,170 @@
+/**
+ * Builds the Kubernetes clients from the first credentials available, in the order of DESIGN.md
+ * §7: `--kubeconfig`, else the applied config's API server + CA + bootstrap token (or its exec
+ * credential plugin), else the pod's service account when running in a cluster. Nothing here
+ * logs or returns the token in a printable field.
+ */
+import { existsSync } from 'node:fs';
+import { isIPv6 } from 'node:net';
+import path from 'node:path';
+import { CoreV1Api, CustomObjectsApi, KubeConfig } from '@kubernetes/client-node';
+import type { AgentConfig } from '../engine/agent-config.js';
+import { describeError, InvalidConfigError } from '../errors.js';
+
+/** Where the credentials came from. */
+export type KubeCredentialSource = 'kubeconfig' | 'bootstrap-token' | 'exec-credential' | 'in-cluster';
+
+export interface CreateKubeClientsOptions {
+  /** `--kubeconfig FILE`: used when given; a file that cannot be loaded is an error. */
+  kubeconfigPath?: string;
+  /** The active machine's applied config (its API server, CA and kubelet credentials). */
+  appliedConfig?: AgentConfig | null;
+  /** Allow the in-cluster service account when `KUBERNETES_SERVICE_HOST` is set (default true). */
+  inCluster?: boolean;
+  /** `--crd-group`: the Machine CRD's API group, validated here and carried along. */
+  crdGroup: string;
+  /** Environment to read `KUBERNETES_SERVICE_HOST/PORT` from (default `process.env`). */
+  env?: NodeJS.ProcessEnv;
+  /** Service account directory (default `/var/run/secrets/kubernetes.io/serviceaccount`). */
+  serviceAccountDir?: string;
+}
+
+/** Ready-to-use clients and where their credentials came from. */
+export interface KubeClients {
+  kc: KubeConfig;
+  custom: CustomObjectsApi;
+  core: CoreV1Api;
+  source: KubeCredentialSource;
+  /** The API server URL (safe to log). */
+  server: string;
+  crdGroup: string;
+}
+
+/** No credentials were found; `reason` says what was looked for. */
+export interface KubeClientsUnavailable {
+  source: null;
+  reason: string;
+}
+
+export const SERVICE_ACCOUNT_DIR = '/var/run/secrets/kubernetes.io/serviceaccount';
+
+const GROUP_RE = /^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)+$/;
+
+function loadKubeconfig(file: string): KubeConfig {
+  const kc = new KubeConfig();
+  try {
+    kc.loadFromFile(file);
+  } catch (err) {
+    throw new InvalidConfigError(`--kubeconfig ${file}: cannot load it: ${describeError(err)}`, {
+      cause: err,
+      data: { option: 'kubeconfig', file },
+    });
+  }
+  if (kc.getCurrentCluster() === null || kc.getCurrentUser() === null) {
+    throw new InvalidConfigError(
+      `--kubeconfig ${file}: expected a current-context naming a cluster and a user, received current-context ${JSON.stringify(kc.getCurrentContext())}`,
+      { data: { option: 'kubeconfig', file } },
+    );
+  }
+  return kc;
+}
+
+function fromAppliedConfig(config: AgentConfig): { kc: KubeConfig; source: KubeCredentialSource } {
+  const auth = config.Kubelet.Auth;
+  const kc = new KubeConfig();
+  const user =
+    auth.BootstrapToken !== undefined
+      ? { name: 'agentd-bootstrap', token: auth.BootstrapToken }
+      : {
+          name: 'agentd-exec',
+          exec: {
+            command: auth.ExecCredential?.command,
+            args: auth.ExecCredential?.args ?? [],
+            env: auth.ExecCredential?.env ?? [],
+            apiVersion: auth.ExecCredential?.apiVersion ?? 'client.authentication.k8s.io/v1',
+            interactiveMode: 'Never',
+          },
+        };
+  kc.loadFromOptions({
+    clusters: [
+      {
+        name: 'agentd',
+        server: config.Kubelet.ApiServer,
+        caData: config.Cluster.CaCertBase64,
+        skipTLSVerify: false,
+      },
+    ],
+    users: [user],
+    contexts: [{ name: 'agentd', cluster: 'agentd', user: user.name }],
+    currentContext: 'agentd',
+  });
+  return { kc, source: auth.BootstrapToken !== undefined ? 'bootstrap-token' : 'exec-credential' };
+}
+
+/** Like client-node's `loadFromCluster`, but with the environment and directory injectable. */
+function fromServiceAccount(host: string, port: string, dir: string): KubeConfig {
+  const scheme = ['80', '8080', '8001'].includes(port) ? 'http' : 'https';
+  const server = `${scheme}://${isIPv6(host) ? `[${host}]` : host}:${port}`;
+  const kc = new KubeConfig();
+  kc.loadFromOptions({
+    clusters: [{ name: 'in-cluster', server, caFile: path.join(dir, 'ca.crt'), skipTLSVerify: false }],
+    users: [
+      {
+        name: 'in-cluster',
+        authProvider: { name: 'tokenFile', config: { tokenFile: path.join(dir, 'token') } },
+      },
+    ],
+    contexts: [{ name: 'in-cluster', cluster: 'in-cluster', user: 'in-cluster' }],
+    currentContext: 'in-cluster',
+  });
+  return kc;
+}
+
+/**
+ * Create the clients from the first credentials available, or say why there are none.
+ * Throws `InvalidConfigError` for a bad `--crd-group` or a `--kubeconfig` that cannot be loaded.
+ */
+export function createKubeClients(options: CreateKubeClientsOptions): KubeClients | KubeClientsUnavailable {
+  if (!GROUP_RE.test(options.crdGroup)) {
+    throw new InvalidConfigError(
+      `--crd-group: expected an API group such as unbounded-cloud.io, received ${JSON.stringify(options.crdGroup)}`,
+      { data: { option: 'crd-group', received: options.crdGroup } },
+    );
+  }
+  let kc: KubeConfig | undefined;
+  let source: KubeCredentialSource | undefined;
+  const env = options.env ?? process.env;
+  const host = env.KUBERNETES_SERVICE_HOST;
+  const dir = options.serviceAccountDir ?? SERVICE_ACCOUNT_DIR;
+  if (options.kubeconfigPath !== undefined) {
+    kc = loadKubeconfig(options.kubeconfigPath);
+    source = 'kubeconfig';
+  } else if (options.appliedConfig) {
+    ({ kc, source } = fromAppliedConfig(options.appliedConfig));
+  } else if (options.inCluster !== false && host) {
+    if (!existsSync(path.join(dir, 'token'))) {
+      return {
+        source: null,
+        reason: `KUBERNETES_SERVICE_HOST is set but there is no service account token in ${dir}`,
+      };
+    }
+    kc = fromServiceAccount(host, env.KUBERNETES_SERVICE_PORT ?? '443', dir);
+    source = 'in-cluster';
+  }
+  if (kc === undefined || source === undefined) {
+    return {
+      source: null,
+      reason:
+        'no Kubernetes credentials: no --kubeconfig, no applied config (the node has not joined yet)' +
+        (options.inCluster === false ? ', in-cluster disabled' : ', and KUBERNETES_SERVICE_HOST is not set'),
+    };
+  }
+  return {
+    kc,
+    custom: kc.makeApiClient(CustomObjectsApi),
+    core: kc.makeApiClient(CoreV1Api),
+    source,
+    server: kc.getCurrentCluster()?.server ?? '',
+    crdGroup: options.crdGroup,
+  };
+}

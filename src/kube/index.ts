@@ -1,0 +1,46 @@
+/** The Kubernetes side of agentd: client factory, Machine CR, node cordon/drain, Machine watch. */
+export { createKubeClients, SERVICE_ACCOUNT_DIR } from './client.js';
+export type {
+  CreateKubeClientsOptions,
+  KubeClients,
+  KubeClientsUnavailable,
+  KubeCredentialSource,
+} from './client.js';
+export { buildMachineForConfig, createMachineApi } from './machine.js';
+export type {
+  ConflictRetryOptions,
+  MachineApi,
+  MachineApiOptions,
+  MachineStatusMutation,
+} from './machine.js';
+export { buildStatusMergePatch, withNodeUpdatedCondition } from './machine-status.js';
+export type { MachineStatusUpdate, StatusMergePatch } from './machine-status.js';
+export {
+  CORDONED_BY_AGENTD_ANNOTATION,
+  cordonNode,
+  createNodeDrainer,
+  drainNode,
+  uncordonNode,
+} from './drain.js';
+export type {
+  CordonResult,
+  DrainOptions,
+  DrainResult,
+  NodeDrainer,
+  PodRef,
+  PodWithReason,
+  UncordonResult,
+} from './drain.js';
+export { createMachineWatch, isWatchExpired } from './watch.js';
+export type { MachineWatchEvent, MachineWatchHandle, MachineWatchOptions, WatchMachine } from './watch.js';
+export { isConflict, kubeStatusOf, toKubeError } from './api-errors.js';
+export type { KubeStatus } from './api-errors.js';
+export {
+  DEFAULT_CRD_GROUP,
+  MACHINE_PHASES,
+  MACHINE_VERSION,
+  NODE_UPDATED_CONDITION,
+  machineSchema,
+  parseKubeObject,
+} from './schemas.js';
+export type { Machine, MachineCondition, MachinePhase, MachineSpec, MachineStatus } from './schemas.js';

@@ -1,0 +1,175 @@
+/**
+ * Reading, self-registering and status-patching the node's Machine custom resource.
+ * Status writes are merge patches on the status subresource with the fresh resourceVersion as a
+ * precondition, retried from a fresh read on conflict with capped backoff.
+ */
+import { PatchStrategy, setHeaderOptions } from '@kubernetes/client-node';
+import type { CustomObjectsApi } from '@kubernetes/client-node';
+import type { AgentConfig } from '../engine/agent-config.js';
+import { CancelledError, KubeConflictError, NotFoundError, PreconditionFailedError } from '../errors.js';
+import { systemClock } from '../host/clock.js';
+import type { Clock } from '../host/types.js';
+import { isConflict, isObjectNotFound, kubeStatusOf, toKubeError } from './api-errors.js';
+import { buildStatusMergePatch } from './machine-status.js';
+import type { MachineStatusUpdate } from './machine-status.js';
+import {
+  DEFAULT_CRD_GROUP,
+  MACHINE_KIND,
+  MACHINE_PLURAL,
+  MACHINE_VERSION,
+  machineSchema,
+  parseKubeObject,
+} from './schemas.js';
+import type { Machine } from './schemas.js';
+
+const MERGE_PATCH = setHeaderOptions('Content-Type', PatchStrategy.MergePatch);
+
+export interface ConflictRetryOptions {
+  /** Attempts in all, the first included (default 5). */
+  attempts?: number;
+  /** Wait before the second attempt; doubles each time (default 100 ms). */
+  baseDelayMs?: number;
+  /** Cap of the wait between attempts (default 2000 ms). */
+  maxDelayMs?: number;
+}
+
+export interface MachineApiOptions {
+  custom: CustomObjectsApi;
+  /** API group of the Machine CRD (default `unbounded-cloud.io`). */
+  group?: string;
+  clock?: Clock;
+  conflictRetry?: ConflictRetryOptions;
+}
+
+/** Decides the status change from the freshly read Machine; `null` means "nothing to write". */
+export type MachineStatusMutation = (fresh: Machine) => MachineStatusUpdate | null;
+
+/** The Machine operations agentd needs, bound to one client and CRD group. */
+export interface MachineApi {
+  readonly group: string;
+  /** The Machine, or `null` when it does not exist. */
+  getMachine(name: string): Promise<Machine | null>;
+  /** Self-register: create the Machine for this node from its applied config. */
+  createMachine(config: AgentConfig): Promise<Machine>;
+  /** Get the node's Machine, creating it when missing (a concurrent create is not an error). */
+  ensureMachine(config: AgentConfig): Promise<{ machine: Machine; created: boolean }>;
+  /**
+   * Merge-patch agentd's own status fields. `mutate` runs on every fresh read (so again after a
+   * conflict); returns the Machine as written, or as read when `mutate` returned null.
+   */
+  patchMachineStatus(
+    name: string,
+    mutate: MachineStatusMutation,
+    options?: { signal?: AbortSignal },
+  ): Promise<Machine>;
+}
+
+/** The Machine a node registers itself with (UPSTREAM.md "Self-registration"). */
+export function buildMachineForConfig(
+  config: AgentConfig,
+  group: string = DEFAULT_CRD_GROUP,
+): Record<string, unknown> {
+  const token = config.Kubelet.Auth.BootstrapToken;
+  if (token === undefined) {
+    throw new PreconditionFailedError(
+      `self-registration of Machine ${config.MachineName} needs Kubelet.Auth.BootstrapToken (for spec.kubernetes.bootstrapTokenRef), but the applied config uses ExecCredential`,
+      { data: { machine: config.MachineName } },
+    );
+  }
+  const kubernetes: Record<string, unknown> = {
+    version: `v${config.Cluster.Version}`,
+    bootstrapTokenRef: { name: `bootstrap-token-${token.split('.')[0] ?? ''}` },
+  };
+  if (Object.keys(config.Kubelet.Labels).length > 0) kubernetes.nodeLabels = { ...config.Kubelet.Labels };
+  if (config.Kubelet.RegisterWithTaints.length > 0)
+    kubernetes.registerWithTaints = [...config.Kubelet.RegisterWithTaints];
+  return {
+    apiVersion: `${group}/${MACHINE_VERSION}`,
+    kind: MACHINE_KIND,
+    metadata: { name: config.MachineName },
+    spec: { kubernetes },
+  };
+}
+
+export function createMachineApi(options: MachineApiOptions): MachineApi {
+  const { custom } = options;
+  const group = options.group ?? DEFAULT_CRD_GROUP;
+  const clock = options.clock ?? systemClock;
+  const attempts = Math.max(1, options.conflictRetry?.attempts ?? 5);
+  const baseDelayMs = options.conflictRetry?.baseDelayMs ?? 100;
+  const maxDelayMs = options.conflictRetry?.maxDelayMs ?? 2000;
+  const resource = { group, version: MACHINE_VERSION, plural: MACHINE_PLURAL };
+  const parse = (value: unknown): Machine => parseKubeObject(machineSchema, MACHINE_KIND, value);
+
+  async function getMachine(name: string): Promise<Machine | null> {
+    let raw: unknown;
+    try {
+      raw = await custom.getClusterCustomObject({ ...resource, name });
+    } catch (err) {
+      if (isObjectNotFound(kubeStatusOf(err))) return null;
+      throw toKubeError(err, `get Machine ${name}`, { crdGroup: group, object: `Machine ${name}` });
+    }
+    return parse(raw);
+  }
+
+  async function createMachine(config: AgentConfig): Promise<Machine> {
+    const body = buildMachineForConfig(config, group);
+    try {
+      return parse(await custom.createClusterCustomObject({ ...resource, body }));
+    } catch (err) {
+      throw toKubeError(err, `create Machine ${config.MachineName}`, { crdGroup: group });
+    }
+  }
+
+  async function ensureMachine(config: AgentConfig): Promise<{ machine: Machine; created: boolean }> {
+    const name = config.MachineName;
+    const existing = await getMachine(name);
+    if (existing) return { machine: existing, created: false };
+    try {
+      return { machine: await createMachine(config), created: true };
+    } catch (err) {
+      // Someone (an operator, another agentd start) created it between our GET and POST.
+      if (err instanceof KubeConflictError && err.data.kubeReason === 'AlreadyExists') {
+        const machine = await getMachine(name);
+        if (machine) return { machine, created: false };
+      }
+      throw err;
+    }
+  }
+
+  async function patchMachineStatus(
+    name: string,
+    mutate: MachineStatusMutation,
+    opts: { signal?: AbortSignal } = {},
+  ): Promise<Machine> {
+    const what = `patch Machine ${name} status`;
+    for (let attempt = 1; ; attempt += 1) {
+      if (opts.signal?.aborted) throw new CancelledError(what);
+      const fresh = await getMachine(name);
+      if (fresh === null) throw new NotFoundError(`Machine ${name}`, { data: { machine: name } });
+      const update = mutate(fresh);
+      if (update === null) return fresh;
+      const body = buildStatusMergePatch(fresh, update, clock.now());
+      try {
+        return parse(await custom.patchClusterCustomObjectStatus({ ...resource, name, body }, MERGE_PATCH));
+      } catch (err) {
+        if (!isConflict(err)) throw toKubeError(err, what, { crdGroup: group, object: `Machine ${name}` });
+        if (attempt >= attempts) {
+          throw new KubeConflictError(
+            `${what}: still conflicting with other writers after ${attempts} attempts (last resourceVersion read ${fresh.metadata.resourceVersion})`,
+            { cause: err, data: { machine: name, attempts } },
+          );
+        }
+      }
+      // Another writer got in between our read and our patch: back off, re-read, re-apply.
+      const wait = Math.min(maxDelayMs, baseDelayMs * 2 ** (attempt - 1));
+      try {
+        await clock.sleep(wait, opts.signal);
+      } catch (err) {
+        throw new CancelledError(what, { cause: err });
+      }
+    }
+  }
+
+  return { group, getMachine, createMachine, ensureMachine, patchMachineStatus };
+}

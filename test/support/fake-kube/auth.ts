@@ -1,0 +1,40 @@
+/** Bearer-token authentication (401) and a small RBAC model for restricted tokens (403). */
+import type { IncomingMessage } from 'node:http';
+import { forbidden, unauthorized } from './status.js';
+import type { FakeRole, RequestInfo } from './types.js';
+
+export interface Identity {
+  user: string;
+  role: FakeRole;
+}
+
+export class TokenAuth {
+  private readonly tokens = new Map<string, Identity>();
+
+  set(token: string, role: FakeRole): void {
+    const user =
+      role === 'admin' ? 'system:admin' : (role.user ?? `system:bootstrap:${token.split('.')[0] ?? 'user'}`);
+    this.tokens.set(token, { user, role });
+  }
+
+  /** Who sent the request; a missing or unknown bearer token is a 401. */
+  authenticate(req: IncomingMessage): Identity {
+    const header = req.headers.authorization ?? '';
+    const m = /^Bearer\s+(\S+)$/i.exec(header);
+    const identity = m?.[1] === undefined ? undefined : this.tokens.get(m[1]);
+    if (identity === undefined) throw unauthorized();
+    return identity;
+  }
+
+  /** Check the request against the identity's rules; not allowed is a 403 naming verb and resource. */
+  authorize(identity: Identity, info: RequestInfo): void {
+    if (identity.role === 'admin') return;
+    const resource = info.subresource === undefined ? info.resource : `${info.resource}/${info.subresource}`;
+    const allowed = identity.role.rules.some(
+      (rule) =>
+        (rule.verbs.includes('*') || rule.verbs.includes(info.verb)) &&
+        (rule.resources.includes('*') || rule.resources.includes(resource)),
+    );
+    if (!allowed) throw forbidden(identity.user, info.verb, info.group, resource, info.name, info.namespace);
+  }
+}

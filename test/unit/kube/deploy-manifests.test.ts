@@ -1,0 +1,97 @@
+import { readFile } from 'node:fs/promises';
+import { afterEach, describe, expect, it } from 'vitest';
+import { CoreV1Api, CustomObjectsApi } from '@kubernetes/client-node';
+import { parseAllDocuments, parse } from 'yaml';
+import { agentConfigSchema } from '../../../src/engine/agent-config.js';
+import { createNodeDrainer } from '../../../src/kube/drain.js';
+import { createMachineApi } from '../../../src/kube/machine.js';
+import { MACHINE_PHASES } from '../../../src/kube/schemas.js';
+import { createMachineWatch } from '../../../src/kube/watch.js';
+import { makeAgentConfig } from '../../support/agent-config.js';
+import { createTestClock, startFakeKube } from '../../support/fake-kube.js';
+import type { FakeKube, FakeRule } from '../../support/fake-kube.js';
+
+const root = new URL('../../../deploy/', import.meta.url);
+
+interface Rule {
+  apiGroups: string[];
+  resources: string[];
+  verbs: string[];
+}
+
+async function clusterRoleRules(): Promise<Rule[]> {
+  const docs = parseAllDocuments(await readFile(new URL('rbac.yaml', root), 'utf8')).map(
+    (d) => d.toJS() as Record<string, unknown>,
+  );
+  const role = docs.find((d) => d.kind === 'ClusterRole') as { rules: Rule[] } | undefined;
+  if (!role) throw new Error('deploy/rbac.yaml has no ClusterRole');
+  return role.rules;
+}
+
+describe('deploy manifests', () => {
+  let kube: FakeKube | undefined;
+  afterEach(async () => {
+    await kube?.close();
+  });
+
+  it('defines the Machine CRD as UPSTREAM.md describes it', async () => {
+    const crd = parse(await readFile(new URL('machine-crd.yaml', root), 'utf8')) as {
+      metadata: { name: string };
+      spec: {
+        group: string;
+        scope: string;
+        names: { kind: string; plural: string; shortNames: string[] };
+        versions: Array<{
+          name: string;
+          subresources: unknown;
+          schema: { openAPIV3Schema: { properties: Record<string, unknown> } };
+        }>;
+      };
+    };
+    expect(crd.metadata.name).toBe('machines.unbounded-cloud.io');
+    expect(crd.spec).toMatchObject({
+      group: 'unbounded-cloud.io',
+      scope: 'Cluster',
+      names: { kind: 'Machine', plural: 'machines', shortNames: ['mach'] },
+    });
+    const [version] = crd.spec.versions;
+    expect(version?.name).toBe('v1alpha3');
+    expect(version?.subresources).toEqual({ status: {} });
+    const status = version?.schema.openAPIV3Schema.properties.status as {
+      properties: { phase: { enum: string[] } };
+    };
+    expect(status.properties.phase.enum).toEqual([...MACHINE_PHASES]);
+  });
+
+  it('grants exactly enough for registration, status writes, the watch and a drain', async () => {
+    const rules = await clusterRoleRules();
+    for (const rule of rules) expect(rule.apiGroups.length).toBeGreaterThan(0);
+    const role: FakeRule[] = rules.map((r) => ({ verbs: r.verbs, resources: r.resources }));
+    kube = await startFakeKube({ tokens: { agent: { user: 'system:bootstrap:abc123', rules: role } } });
+    const kc = kube.kubeConfig('agent');
+    const clock = createTestClock();
+    const machines = createMachineApi({ custom: kc.makeApiClient(CustomObjectsApi), clock });
+    const drainer = createNodeDrainer({ core: kc.makeApiClient(CoreV1Api), clock });
+    kube.addNode('worker-01');
+    kube.addPod({ name: 'web-1', nodeName: 'worker-01' });
+
+    const { machine } = await machines.ensureMachine(agentConfigSchema.parse(makeAgentConfig()));
+    await machines.patchMachineStatus('worker-01', () => ({ phase: 'Joining' }));
+    let doneErr: unknown = 'not called';
+    const handle = await createMachineWatch({ kc }).watchMachine(
+      'worker-01',
+      machine.metadata.resourceVersion,
+      () => undefined,
+      (err) => {
+        doneErr = err;
+      },
+    );
+    await kube.whenWatching(1);
+    handle.abort();
+    const result = await drainer.drainNode('worker-01', { timeoutMs: 10_000 });
+    expect(result.evicted).toEqual([{ namespace: 'default', name: 'web-1' }]);
+    expect(await drainer.uncordon('worker-01')).toMatchObject({ uncordoned: true });
+    expect(doneErr).toBe('not called');
+    expect(kube.requests.filter((r) => r.status === 403)).toEqual([]);
+  });
+});
