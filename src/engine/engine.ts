@@ -1,42 +1,63 @@
 /**
- * The update engine: the one owner of the node's state. RPC methods call it; it drives the
- * host through the machine manager and records everything in the state dir.
+ * The update engine: the one owner of the node's state. RPC methods call it; it runs one
+ * mutating operation at a time, drives the host through the machine manager and the
+ * provisioner, and records everything in the state dir (journal, history, node state).
  */
+import { stat } from 'node:fs/promises';
 import type { Logger } from 'pino';
-import { describeError, isAgentError } from '../errors.js';
+import {
+  BusyError,
+  CancelledError,
+  NotFoundError,
+  PreconditionFailedError,
+  describeError,
+  isAgentError,
+} from '../errors.js';
+import type { MachineManager } from '../host/machines.js';
 import type { HostPaths } from '../host/paths.js';
-import { MACHINE_NAMES, type Clock, type MachineName } from '../host/types.js';
+import { MACHINE_NAMES, alternateMachine, type Clock, type MachineName } from '../host/types.js';
 import type { Metrics } from '../metrics/metrics.js';
-import { redactAgentConfig, type AgentConfig } from './agent-config.js';
+import { redactAgentConfig, serializeAgentConfig, type AgentConfig } from './agent-config.js';
 import {
   createAppliedConfigStore,
+  sha256Hex,
   type AppliedConfigRecord,
   type AppliedConfigStore,
 } from './applied-config-store.js';
-import type { EventBus } from './events.js';
+import type { EngineEvent, EventBus } from './events.js';
+import { diffConfigs, resolveGoal, type GoalSet } from './goal.js';
 import { readNodeState } from './node-state.js';
-import type { MachineStatus, NodeStatus, Operation } from './operation.js';
-
-/** What the engine needs to know of a machine for `status` (the machine manager provides it). */
-export interface MachineInspector {
-  inspect(m: MachineName): Promise<{
-    registered: boolean;
-    running: boolean;
-    kubelet: 'active' | 'inactive' | 'failed' | 'unknown';
-  }>;
-}
+import {
+  FINAL_STATES,
+  type MachineStatus,
+  type NodeStatus,
+  type Operation,
+  type OperationKind,
+} from './operation.js';
+import { OperationRecorder, toErrorInfo } from './operation-recorder.js';
+import { OperationStore, newOperationId } from './operation-store.js';
+import type { PreflightCheck, Provisioner } from './provisioner.js';
+import { recover, type RecoveryReport } from './recovery.js';
+import { RESET_PHASES, runReset } from './reset.js';
+import { UPDATE_PHASES, runUpdate, type NodeDrainer, type UpdateOutcome } from './update.js';
 
 export interface EngineOptions {
   paths: HostPaths;
   stateDir: string;
-  machines: MachineInspector;
+  machines: MachineManager;
+  provisioner: Provisioner;
   clock: Clock;
   logger: Logger;
   metrics: Metrics;
   events: EventBus;
+  drainer?: NodeDrainer | null;
+  /** The base config on a node that has not joined (`--sim` generates one), or null. */
+  defaultConfig?: () => AgentConfig | null;
   appliedStore?: AppliedConfigStore;
+  verifyTimeoutMs?: number;
   /** How old the cached node snapshot may get before `status` refreshes it in the background. */
   statusMaxAgeMs?: number;
+  historyLimit?: number;
 }
 
 export interface EngineStatus {
@@ -45,24 +66,80 @@ export interface EngineStatus {
   lastOperation: Operation | null;
 }
 
+export interface UpdateRequest {
+  config?: AgentConfig;
+  set?: GoalSet;
+  force?: boolean;
+  drain?: boolean;
+  dryRun?: boolean;
+  wait?: boolean;
+  idempotencyKey?: string;
+  reason?: string;
+  requestedBy: string;
+}
+
+interface Running {
+  rec: OperationRecorder;
+  controller: AbortController;
+  done: Promise<Operation>;
+  /** False once the operation passed its point of no return (the source is stopping). */
+  cancellable: boolean;
+}
+
 export class Engine {
   readonly #o: EngineOptions;
   readonly #applied: AppliedConfigStore;
+  readonly #store: OperationStore;
   #node: NodeStatus = { activeMachine: null, applied: null, machines: [], cordoned: null, warnings: [] };
   #activeRecord: AppliedConfigRecord | null = null;
   #nodeAt = 0;
   #refreshing: Promise<void> | null = null;
+  #running: Running | null = null;
+  /** Taken synchronously while a request is being admitted, so two calls cannot both start. */
+  #admitting = false;
+  #lastRecovery: RecoveryReport | null = null;
 
   constructor(options: EngineOptions) {
     this.#o = options;
     this.#applied = options.appliedStore ?? createAppliedConfigStore(options.paths, options.logger);
+    this.#store = new OperationStore(options.stateDir, {
+      limit: options.historyLimit,
+      logger: options.logger,
+    });
+  }
+
+  get #deps() {
+    const o = this.#o;
+    return {
+      stateDir: o.stateDir,
+      machines: o.machines,
+      provisioner: o.provisioner,
+      applied: this.#applied,
+      clock: o.clock,
+      metrics: o.metrics,
+      drainer: o.drainer ?? null,
+      verifyTimeoutMs: o.verifyTimeoutMs,
+    };
+  }
+
+  /** Load history, run startup recovery, and read the node. Called once, before ready. */
+  async start(): Promise<RecoveryReport | null> {
+    await this.#store.load();
+    this.#lastRecovery = await recover({ ...this.#deps, store: this.#store, logger: this.#o.logger });
+    await this.refreshNode();
+    return this.#lastRecovery;
+  }
+
+  get lastRecovery(): RecoveryReport | null {
+    return this.#lastRecovery;
   }
 
   /** Status as the `status` method reports it; cheap (served from the cached snapshot). */
   status(): EngineStatus {
     const maxAge = this.#o.statusMaxAgeMs ?? 5000;
-    if (this.#o.clock.now() - this.#nodeAt > maxAge) void this.refreshNode();
-    return { node: this.#node, operation: null, lastOperation: null };
+    if (!this.#running && this.#o.clock.now() - this.#nodeAt > maxAge) void this.refreshNode();
+    const last = this.#store.list({ limit: 2 }).find((op) => op.id !== this.#running?.rec.op.id) ?? null;
+    return { node: this.#node, operation: this.#running ? this.#running.rec.op : null, lastOperation: last };
   }
 
   /** The active machine's applied config with secrets redacted, or null on a node not joined yet. */
@@ -83,14 +160,323 @@ export class Engine {
     };
   }
 
+  // ---- operations -------------------------------------------------------------------------
+
+  getOperation(id: string): Operation {
+    const op = this.#running?.rec.op.id === id ? this.#running.rec.op : this.#store.get(id);
+    if (!op) throw new NotFoundError(`operation ${id}`);
+    return op;
+  }
+
+  listOperations(filter: { limit?: number; state?: string }): Operation[] {
+    return this.#store.list(filter);
+  }
+
+  /** The operation once it ends, or as it is when `timeoutMs` passes. */
+  async waitOperation(id: string, timeoutMs: number | undefined): Promise<Operation> {
+    const op = this.getOperation(id);
+    const running = this.#running;
+    if (FINAL_STATES.has(op.state) || !running || running.rec.op.id !== id) return op;
+    if (timeoutMs === undefined) return running.done;
+    let timer: NodeJS.Timeout | undefined;
+    const timeout = new Promise<Operation>((resolve) => {
+      timer = setTimeout(() => resolve(structuredClone(running.rec.op)), timeoutMs);
+    });
+    try {
+      return await Promise.race([running.done, timeout]);
+    } finally {
+      clearTimeout(timer);
+    }
+  }
+
+  /** Cancel a running operation before its point of no return; it then undoes what it did. */
+  cancelOperation(id: string): Operation {
+    const op = this.getOperation(id);
+    const running = this.#running;
+    if (FINAL_STATES.has(op.state) || !running || running.rec.op.id !== id) {
+      throw new PreconditionFailedError(`operation ${id} already ended (${op.state})`, {
+        data: { state: op.state },
+      });
+    }
+    if (!running.cancellable) {
+      throw new PreconditionFailedError(
+        `operation ${id} is past its point of no return (the switch-over has begun); it can no longer be cancelled`,
+        { data: { phase: op.phases.find((p) => p.state === 'running')?.name ?? null } },
+      );
+    }
+    running.controller.abort(new CancelledError(`operation ${id}`));
+    return op;
+  }
+
+  async update(req: UpdateRequest): Promise<Operation> {
+    if (req.idempotencyKey) {
+      const seen = this.#findIdempotent(req.idempotencyKey);
+      if (seen) return req.wait ? this.waitOperation(seen.id, undefined) : seen;
+    }
+    if (!req.dryRun) this.#assertIdle();
+    this.#admitting = !req.dryRun;
+    try {
+      await this.refreshNode();
+      if (req.idempotencyKey) {
+        const seen = this.#findIdempotent(req.idempotencyKey);
+        if (seen) return seen;
+      }
+      const source = this.#node.activeMachine;
+      if (source === null && this.#hasAmbiguousMachines()) {
+        throw new PreconditionFailedError(
+          'the node has applied configs but no active machine (see status warnings); run reset, or recover the node by hand',
+        );
+      }
+      const applied = this.#activeRecord?.config ?? null;
+      const goal = resolveGoal(
+        { config: req.config, set: req.set },
+        applied,
+        this.#o.defaultConfig?.() ?? null,
+      );
+      const changes = diffConfigs(applied, goal);
+      if (req.drain && !this.#o.drainer) {
+        throw new PreconditionFailedError(
+          'drain needs Kubernetes credentials (--kubeconfig or an applied config with a bootstrap token)',
+        );
+      }
+      const target = source ? alternateMachine(source) : 'kube1';
+      const changed = changes.length > 0 || Boolean(req.force);
+      if (req.dryRun) return this.#dryRunOperation(req, source, target, goal, changes, changed);
+      if (!changed) return this.#recordNoop(req, source);
+      const op = this.#newOperation('update', req, source, target, UPDATE_PHASES);
+      op.result = { changes };
+      return await this.#launch(op, req.wait, (rec, signal, hooks) =>
+        runUpdate(
+          this.#deps,
+          rec,
+          { source, target, config: goal, drain: Boolean(req.drain) },
+          signal,
+          hooks,
+        ),
+      );
+    } finally {
+      this.#admitting = false;
+    }
+  }
+
+  async reset(req: { wait?: boolean; reason?: string; requestedBy: string }): Promise<Operation> {
+    this.#assertIdle();
+    this.#admitting = true;
+    try {
+      await this.refreshNode();
+      const source = this.#node.activeMachine;
+      const op = this.#newOperation('reset', req, source, null, RESET_PHASES);
+      return await this.#launch(op, req.wait, (rec) => runReset(this.#deps, rec, source), false);
+    } finally {
+      this.#admitting = false;
+    }
+  }
+
+  /** Preflight checks of a config (default: what an update with no params would apply). No side effects. */
+  async preflight(
+    config: AgentConfig | undefined,
+    signal: AbortSignal,
+  ): Promise<{ config: AgentConfig; checks: PreflightCheck[] }> {
+    await this.refreshNode();
+    const goal = resolveGoal(
+      { config },
+      this.#activeRecord?.config ?? null,
+      this.#o.defaultConfig?.() ?? null,
+    );
+    const checks = [
+      { name: 'config', ok: true, message: 'the agent config is valid' },
+      ...(await this.#o.provisioner.preflight(goal, signal)),
+    ];
+    return { config: redactAgentConfig(goal), checks };
+  }
+
+  /** Events a new follower of `/v1/events` gets first: the state of the operation it follows. */
+  currentOperationEvents(filter: string | null): EngineEvent[] {
+    const op = filter
+      ? this.#running?.rec.op.id === filter
+        ? this.#running.rec.op
+        : this.#store.get(filter)
+      : this.#running?.rec.op;
+    return op ? [{ type: 'operation', operation: structuredClone(op) }] : [];
+  }
+
   /**
-   * Let in-flight work reach a safe point within `graceMs` (shutdown). Resolves at once when
-   * nothing runs; what does not finish in time is left to the journal and startup recovery.
+   * Shutdown: an operation before its point of no return is cancelled (it undoes its work, a safe
+   * point); one past it gets up to `graceMs` to finish. What does not finish is left to recovery.
    */
   async shutdown(graceMs: number): Promise<void> {
-    void graceMs;
+    const running = this.#running;
+    if (running) {
+      if (running.cancellable) running.controller.abort(new CancelledError('agentd is shutting down'));
+      let timer: NodeJS.Timeout | undefined;
+      await Promise.race([
+        running.done.catch(() => undefined),
+        new Promise<void>((resolve) => {
+          timer = setTimeout(resolve, graceMs);
+        }),
+      ]);
+      clearTimeout(timer);
+      if (this.#running)
+        this.#o.logger.warn(
+          { operation: running.rec.op.id },
+          'shutdown grace over; recovery will finish the operation',
+        );
+    }
     await this.#refreshing?.catch(() => undefined);
   }
+
+  #findIdempotent(key: string): Operation | undefined {
+    if (this.#running?.rec.op.idempotencyKey === key) return this.#running.rec.op;
+    return this.#store.findByIdempotencyKey(key);
+  }
+
+  #assertIdle(): void {
+    const running = this.#running;
+    if (running) throw new BusyError(running.rec.op.id, running.rec.op.kind);
+    if (this.#admitting) throw new BusyError('(being admitted)', 'update');
+  }
+
+  #hasAmbiguousMachines(): boolean {
+    return this.#node.warnings.some((w) => w.includes('no journal says which is active'));
+  }
+
+  #newOperation(
+    kind: OperationKind,
+    req: { idempotencyKey?: string; reason?: string; requestedBy: string },
+    from: MachineName | null,
+    to: MachineName | null,
+    phases: readonly string[],
+  ): Operation {
+    const now = this.#o.clock.now();
+    return {
+      id: newOperationId(now),
+      kind,
+      state: 'pending',
+      reason: req.reason ?? null,
+      requestedBy: req.requestedBy,
+      idempotencyKey: req.idempotencyKey ?? null,
+      createdAt: new Date(now).toISOString(),
+      startedAt: null,
+      finishedAt: null,
+      from,
+      to,
+      phases: phases.map((name) => ({
+        name,
+        state: 'pending',
+        startedAt: null,
+        finishedAt: null,
+        error: null,
+      })),
+      result: null,
+      error: null,
+    };
+  }
+
+  #recorder(op: Operation): OperationRecorder {
+    const o = this.#o;
+    return new OperationRecorder(op, {
+      store: this.#store,
+      events: o.events,
+      metrics: o.metrics,
+      logger: o.logger,
+      clock: o.clock,
+    });
+  }
+
+  async #recordNoop(req: UpdateRequest, source: MachineName | null): Promise<Operation> {
+    const op = this.#newOperation('update', req, source, source, []);
+    const rec = this.#recorder(op);
+    await rec.start();
+    await rec.finish('succeeded', {
+      changed: false,
+      message: 'the applied config already matches the target; nothing to do (use force to re-provision)',
+    });
+    return op;
+  }
+
+  #dryRunOperation(
+    req: UpdateRequest,
+    source: MachineName | null,
+    target: MachineName,
+    goal: AgentConfig,
+    changes: ReturnType<typeof diffConfigs>,
+    changed: boolean,
+  ): Operation {
+    const op = this.#newOperation(
+      'update',
+      req,
+      source,
+      changed ? target : source,
+      changed ? UPDATE_PHASES : [],
+    );
+    const now = new Date(this.#o.clock.now()).toISOString();
+    op.state = 'succeeded';
+    op.startedAt = now;
+    op.finishedAt = now;
+    const skipped = new Set([
+      ...(req.drain ? [] : ['drain', 'uncordon']),
+      ...(source ? [] : ['stop', 'cleanup']),
+    ]);
+    op.phases = op.phases.map((p) => ({ ...p, state: skipped.has(p.name) ? 'skipped' : 'pending' }));
+    op.result = {
+      dryRun: true,
+      changed,
+      plan: {
+        from: source,
+        to: changed ? target : source,
+        changes,
+        phases: op.phases.filter((p) => p.state === 'pending').map((p) => p.name),
+        files: changed ? this.#o.provisioner.plannedFiles(target, goal) : [],
+        removes:
+          changed && source ? [this.#o.paths.machineDir(source), this.#o.paths.appliedConfig(source)] : [],
+        configHash: sha256Hex(serializeAgentConfig(goal)),
+      },
+    };
+    return op;
+  }
+
+  async #launch(
+    op: Operation,
+    wait: boolean | undefined,
+    run: (
+      rec: OperationRecorder,
+      signal: AbortSignal,
+      hooks: { onPointOfNoReturn: () => void },
+    ) => Promise<UpdateOutcome>,
+    cancellable = true,
+  ): Promise<Operation> {
+    const rec = this.#recorder(op);
+    const controller = new AbortController();
+    const running: Running = { rec, controller, done: Promise.resolve(op), cancellable };
+    this.#running = running;
+    await this.#store.save(op);
+    running.done = (async () => {
+      let outcome: UpdateOutcome;
+      try {
+        outcome = await run(rec, controller.signal, {
+          onPointOfNoReturn: () => (running.cancellable = false),
+        });
+      } catch (err) {
+        rec.logger.error({ err: describeError(err) }, 'operation crashed');
+        outcome = { state: 'failed', result: op.result ?? {}, error: err };
+      }
+      try {
+        await rec.finish(outcome.state, { ...(op.result ?? {}), ...outcome.result }, outcome.error);
+      } catch (err) {
+        rec.logger.error({ err: describeError(err) }, 'could not record the end of the operation');
+        op.error ??= toErrorInfo(err);
+      }
+      this.#running = null;
+      await this.refreshNode().catch((err: unknown) =>
+        rec.logger.warn({ err: describeError(err) }, 'refreshing the node'),
+      );
+      return op;
+    })();
+    if (wait) return running.done;
+    return structuredClone(op);
+  }
+
+  // ---- node snapshot ----------------------------------------------------------------------
 
   /** Re-read the node from disk and the host. Concurrent callers share one refresh. */
   refreshNode(): Promise<void> {
@@ -138,6 +524,8 @@ export class Engine {
         machines.push({ name: m, state: await this.#presentOnDisk(m), kubelet: 'unknown' });
       }
     }
+    if (this.#lastRecovery && !this.#lastRecovery.ok)
+      warnings.push(`startup recovery: ${this.#lastRecovery.outcome}`);
     const rec = active ? (records.get(active) ?? null) : null;
     this.#activeRecord = rec;
     this.#node = {
@@ -154,7 +542,6 @@ export class Engine {
   }
 
   async #presentOnDisk(m: MachineName): Promise<'stopped' | 'absent'> {
-    const { stat } = await import('node:fs/promises');
     try {
       await stat(this.#o.paths.machineDir(m));
       return 'stopped';

@@ -3,6 +3,7 @@
  * metrics listener gets only /metrics, /healthz and /readyz (never /rpc).
  */
 import Fastify, { type FastifyError, type FastifyInstance } from 'fastify';
+import type { ServerResponse } from 'node:http';
 import type { Logger } from 'pino';
 import type { EngineEvent, EventBus } from '../engine/events.js';
 import type { Metrics } from '../metrics/metrics.js';
@@ -116,6 +117,16 @@ export function createAdminApp(o: AppOptions): FastifyInstance {
   registerProbeRoutes(app, o);
   app.get('/openapi.json', async () => o.openapi());
 
+  // Event streams never end by themselves, and fastify force-closes connections only when it
+  // did the listening (the daemon binds the socket itself, for its mode): end them on close, or
+  // one `agentctl` following an operation would keep the daemon from ever exiting.
+  const streams = new Set<ServerResponse>();
+  app.addHook('preClose', (done) => {
+    for (const res of streams) res.end();
+    streams.clear();
+    done();
+  });
+
   app.get('/v1/events', (req, reply) => {
     const filter = (req.query as { operation?: string }).operation ?? null;
     reply.hijack();
@@ -131,9 +142,11 @@ export function createAdminApp(o: AppOptions): FastifyInstance {
       if (filter === null || eventOperationId(event) === filter) res.write(sseFrame(seq, event));
     });
     const heartbeat = setInterval(() => res.write(': keep-alive\n\n'), o.sseHeartbeatMs ?? 15_000);
+    streams.add(res);
     const close = (): void => {
       clearInterval(heartbeat);
       unsubscribe();
+      streams.delete(res);
     };
     req.raw.once('close', close);
     res.once('close', close);

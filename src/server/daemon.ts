@@ -23,6 +23,7 @@ import { VERSION } from '../version.js';
 import { createAdminApp, createMetricsApp, type Readiness } from './app.js';
 import { createHost, type Host } from './host-wiring.js';
 import { buildOpenApiDocument } from './openapi.js';
+import { createProvisioner } from '../provision/provisioner.js';
 import { listenUnix, prepareSocketPath, resolveGroup } from './socket.js';
 
 export interface DaemonDeps {
@@ -80,14 +81,26 @@ export async function startDaemon(config: DaemonConfig, deps: DaemonDeps): Promi
     const events = new EventBus();
     const paths = createHostPaths(config.root);
     host = deps.host ?? (await createHost(config, { logger, clock, env: deps.env ?? process.env }));
+    const hostMachines = host.machines;
+    const provisioner = createProvisioner({
+      paths,
+      stateDir: config.stateDir,
+      clock,
+      logger: logger.child({ component: 'provision' }),
+      metrics,
+      daemonReload: () => hostMachines.daemonReload(),
+      ...(config.host === 'sim' ? { minFreeBytes: 64 * 1024 ** 2 } : {}),
+    });
     const engine = new Engine({
       paths,
       stateDir: config.stateDir,
       machines: host.machines,
+      provisioner,
       clock,
       logger: logger.child({ component: 'engine' }),
       metrics,
       events,
+      defaultConfig: host.defaultConfig ?? undefined,
     });
     const info = (): DaemonInfo => ({ version: VERSION, pid: process.pid, startedAt, state });
     let openrpc: Record<string, unknown> | null = null;
@@ -118,7 +131,7 @@ export async function startDaemon(config: DaemonConfig, deps: DaemonDeps): Promi
       logger,
       readiness,
       openapi: () => (openapi ??= buildOpenApiDocument(VERSION)),
-      currentOperationEvents: () => [],
+      currentOperationEvents: (filter) => engine.currentOperationEvents(filter),
     });
     await admin.ready();
     await listenUnix(admin.server, config.socket, config.socketMode, gid);
@@ -139,7 +152,8 @@ export async function startDaemon(config: DaemonConfig, deps: DaemonDeps): Promi
 
     // Recovery before ready: mutating calls get UNAVAILABLE until the node has one verified machine.
     state = 'recovering';
-    await engine.refreshNode();
+    const recovery = await engine.start();
+    if (recovery) logger.warn({ recovery }, 'startup recovery');
     state = 'ready';
     readinessReasons.length = 0;
     metrics.ready.set(1);

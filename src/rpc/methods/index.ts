@@ -5,11 +5,22 @@
 import type { z } from 'zod';
 import type { MethodDescriptor } from '../method.js';
 import { configGet } from './config-get.js';
+import { operationsCancel, operationsGet, operationsList, operationsWait } from './operations.js';
+import { preflight } from './preflight.js';
+import { reset } from './reset.js';
 import { rpcDiscover } from './rpc-discover.js';
 import { status } from './status.js';
+import { update } from './update.js';
 
 export const METHODS = {
   status,
+  update,
+  reset,
+  preflight,
+  'operations.get': operationsGet,
+  'operations.list': operationsList,
+  'operations.wait': operationsWait,
+  'operations.cancel': operationsCancel,
   'config.get': configGet,
   'rpc.discover': rpcDiscover,
 } as const;

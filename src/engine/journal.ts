@@ -1,0 +1,64 @@
+/**
+ * The switch-over journal (`<state-dir>/journal.json`): the single source of truth for which
+ * machine is active while an update or reset is under way. Written atomically and fsynced
+ * before each phase starts and when it ends; startup recovery reads it and nothing else to
+ * decide what to do.
+ */
+import { readFile } from 'node:fs/promises';
+import path from 'node:path';
+import { z } from 'zod';
+import { writeFileAtomic } from '../host/fs-atomic.js';
+import { MACHINE_NAMES } from '../host/types.js';
+
+export const journalSchema = z.object({
+  version: z.literal(1),
+  operationId: z.string(),
+  kind: z.enum(['update', 'reset']),
+  /** The machine that served when the operation started (null on a fresh node). */
+  source: z.enum(MACHINE_NAMES).nullable(),
+  /** The machine being provisioned (update), or null (reset). */
+  target: z.enum(MACHINE_NAMES).nullable(),
+  phase: z.string(),
+  phaseState: z.enum(['running', 'done']),
+  /** True once the target's applied config is written: from here the target is the active machine. */
+  committed: z.boolean(),
+  /** True once the source was asked to stop (the node may be down). */
+  sourceStopped: z.boolean(),
+  /** True when this operation cordoned the node (so recovery uncordons it). */
+  cordonedByUs: z.boolean(),
+  /** SHA-256 of the applied config the target is meant to get. */
+  targetHash: z.string().nullable(),
+  closed: z.boolean(),
+  outcome: z.string().nullable(),
+  updatedAt: z.string(),
+});
+export type Journal = z.infer<typeof journalSchema>;
+
+export function journalPath(stateDir: string): string {
+  return path.join(stateDir, 'journal.json');
+}
+
+export async function readJournal(stateDir: string): Promise<Journal | null> {
+  let text: string;
+  try {
+    text = await readFile(journalPath(stateDir), 'utf8');
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code === 'ENOENT') return null;
+    throw err;
+  }
+  const parsed = journalSchema.safeParse(JSON.parse(text));
+  if (!parsed.success) {
+    throw new Error(
+      `${journalPath(stateDir)}: not a valid journal: ${parsed.error.issues[0]?.message ?? 'invalid'}`,
+    );
+  }
+  return parsed.data;
+}
+
+/** Persist the journal (temp file + fsync + rename). */
+export async function writeJournal(stateDir: string, journal: Journal): Promise<void> {
+  await writeFileAtomic(journalPath(stateDir), `${JSON.stringify(journal, null, 2)}\n`, {
+    mode: 0o600,
+    dirMode: 0o700,
+  });
+}

@@ -1,0 +1,161 @@
+/**
+ * Records one running operation: phase transitions (persisted, published as events, logged one
+ * line each, measured), progress, and the final state.
+ */
+import type { Logger } from 'pino';
+import { isAgentError, describeError } from '../errors.js';
+import type { Clock, ProgressEvent } from '../host/types.js';
+import type { Metrics } from '../metrics/metrics.js';
+import type { EventBus } from './events.js';
+import type { ErrorInfo, Operation, OperationState, PhaseState } from './operation.js';
+import type { OperationStore } from './operation-store.js';
+
+/** An error as recorded in an operation. */
+export function toErrorInfo(err: unknown): ErrorInfo {
+  if (isAgentError(err)) {
+    return Object.keys(err.data).length > 0
+      ? { code: err.code, message: err.message, data: err.data }
+      : { code: err.code, message: err.message };
+  }
+  return { code: 'INTERNAL', message: describeError(err) };
+}
+
+export class OperationRecorder {
+  readonly op: Operation;
+  readonly #store: OperationStore;
+  readonly #events: EventBus;
+  readonly #metrics: Metrics;
+  readonly #logger: Logger;
+  readonly #clock: Clock;
+  readonly #phaseStarted = new Map<string, number>();
+  #currentPhase = '';
+  #lastProgress = 0;
+
+  constructor(
+    op: Operation,
+    deps: { store: OperationStore; events: EventBus; metrics: Metrics; logger: Logger; clock: Clock },
+  ) {
+    this.op = op;
+    this.#store = deps.store;
+    this.#events = deps.events;
+    this.#metrics = deps.metrics;
+    this.#logger = deps.logger.child({ operation: op.id, kind: op.kind });
+    this.#clock = deps.clock;
+  }
+
+  get logger(): Logger {
+    return this.#logger;
+  }
+
+  #now(): string {
+    return new Date(this.#clock.now()).toISOString();
+  }
+
+  async #persist(): Promise<void> {
+    await this.#store.save(this.op);
+    this.#events.publish({ type: 'operation', operation: structuredClone(this.op) });
+  }
+
+  async start(): Promise<void> {
+    this.op.state = 'running';
+    this.op.startedAt = this.#now();
+    this.#logger.info({ from: this.op.from, to: this.op.to, reason: this.op.reason }, 'operation started');
+    await this.#persist();
+  }
+
+  #phase(name: string) {
+    let p = this.op.phases.find((ph) => ph.name === name);
+    if (!p) {
+      p = { name, state: 'pending', startedAt: null, finishedAt: null, error: null };
+      this.op.phases.push(p);
+    }
+    return p;
+  }
+
+  async phaseStarted(name: string): Promise<void> {
+    const p = this.#phase(name);
+    p.state = 'running';
+    p.startedAt = this.#now();
+    this.#currentPhase = name;
+    this.#phaseStarted.set(name, this.#clock.now());
+    this.#logger.info({ phase: name }, 'phase started');
+    this.#events.publish({
+      type: 'phase',
+      operationId: this.op.id,
+      phase: name,
+      state: 'running',
+      at: p.startedAt,
+    });
+    await this.#persist();
+  }
+
+  async phaseEnded(
+    name: string,
+    state: Exclude<PhaseState, 'pending' | 'running'>,
+    err?: unknown,
+  ): Promise<void> {
+    const p = this.#phase(name);
+    p.state = state;
+    p.finishedAt = this.#now();
+    p.error = err === undefined ? null : toErrorInfo(err);
+    const started = this.#phaseStarted.get(name);
+    const seconds = started === undefined ? 0 : (this.#clock.now() - started) / 1000;
+    if (state !== 'skipped') this.#metrics.phaseDuration.observe({ phase: name, result: state }, seconds);
+    this.#logger[state === 'failed' ? 'warn' : 'info'](
+      {
+        phase: name,
+        state,
+        durationMs: Math.round(seconds * 1000),
+        ...(p.error ? { error: p.error.message } : {}),
+      },
+      'phase ended',
+    );
+    this.#events.publish({
+      type: 'phase',
+      operationId: this.op.id,
+      phase: name,
+      state,
+      at: p.finishedAt,
+      ...(p.error ? { error: p.error.message } : {}),
+    });
+    await this.#persist();
+  }
+
+  /** Progress inside the current phase (downloads); throttled to ~10 events/s. */
+  progress(event: ProgressEvent): void {
+    const now = this.#clock.now();
+    const final = event.totalBytes !== undefined && event.bytes === event.totalBytes;
+    if (!final && now - this.#lastProgress < 100) return;
+    this.#lastProgress = now;
+    this.#events.publish({
+      type: 'progress',
+      operationId: this.op.id,
+      phase: this.#currentPhase,
+      ...event,
+      at: this.#now(),
+    });
+  }
+
+  async finish(state: OperationState, result: Record<string, unknown> | null, err?: unknown): Promise<void> {
+    this.op.state = state;
+    this.op.finishedAt = this.#now();
+    this.op.result = result;
+    this.op.error = err === undefined ? null : toErrorInfo(err);
+    const seconds = this.op.startedAt
+      ? (Date.parse(this.op.finishedAt) - Date.parse(this.op.startedAt)) / 1000
+      : 0;
+    this.#metrics.operations.inc({ kind: this.op.kind, result: state });
+    this.#metrics.operationDuration.observe({ kind: this.op.kind, result: state }, seconds);
+    if (state === 'succeeded')
+      this.#metrics.lastSuccess.set({ kind: this.op.kind }, this.#clock.now() / 1000);
+    this.#logger[state === 'succeeded' ? 'info' : 'warn'](
+      {
+        state,
+        durationMs: Math.round(seconds * 1000),
+        ...(this.op.error ? { error: this.op.error.message } : {}),
+      },
+      'operation finished',
+    );
+    await this.#persist();
+  }
+}

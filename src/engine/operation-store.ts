@@ -1,0 +1,99 @@
+/**
+ * Operation history under `<state-dir>/operations/`: one JSON file per operation, written
+ * atomically on every change, bounded to the newest `limit` operations.
+ */
+import { randomBytes } from 'node:crypto';
+import { readFile, readdir, rm } from 'node:fs/promises';
+import path from 'node:path';
+import type { Logger } from 'pino';
+import { writeFileAtomic } from '../host/fs-atomic.js';
+import type { Operation } from './operation.js';
+
+export const DEFAULT_HISTORY_LIMIT = 200;
+
+/** Sortable, unique operation ids: time first, then randomness (`op-<ms base36>-<hex>`). */
+export function newOperationId(nowMs: number): string {
+  return `op-${nowMs.toString(36).padStart(9, '0')}-${randomBytes(4).toString('hex')}`;
+}
+
+export class OperationStore {
+  readonly #dir: string;
+  readonly #limit: number;
+  readonly #logger: Logger | undefined;
+  /** Newest last. */
+  #ops: Operation[] = [];
+  #writes: Promise<void> = Promise.resolve();
+
+  constructor(stateDir: string, options: { limit?: number; logger?: Logger } = {}) {
+    this.#dir = path.join(stateDir, 'operations');
+    this.#limit = options.limit ?? DEFAULT_HISTORY_LIMIT;
+    this.#logger = options.logger;
+  }
+
+  /** Load the history from disk (unreadable files are logged and skipped, never fatal). */
+  async load(): Promise<void> {
+    let names: string[] = [];
+    try {
+      names = (await readdir(this.#dir)).filter((n) => n.endsWith('.json'));
+    } catch (err) {
+      if ((err as NodeJS.ErrnoException).code !== 'ENOENT') throw err;
+    }
+    const ops: Operation[] = [];
+    for (const name of names) {
+      try {
+        ops.push(JSON.parse(await readFile(path.join(this.#dir, name), 'utf8')) as Operation);
+      } catch (err) {
+        this.#logger?.warn(
+          { file: name, err: (err as Error).message },
+          'skipping an unreadable operation record',
+        );
+      }
+    }
+    ops.sort((a, b) =>
+      a.createdAt === b.createdAt ? a.id.localeCompare(b.id) : a.createdAt.localeCompare(b.createdAt),
+    );
+    this.#ops = ops;
+  }
+
+  get(id: string): Operation | undefined {
+    return this.#ops.find((o) => o.id === id);
+  }
+
+  findByIdempotencyKey(key: string): Operation | undefined {
+    return this.#ops.find((o) => o.idempotencyKey === key);
+  }
+
+  /** Newest first. */
+  list(filter: { limit?: number; state?: string } = {}): Operation[] {
+    const out: Operation[] = [];
+    for (let i = this.#ops.length - 1; i >= 0 && out.length < (filter.limit ?? Infinity); i--) {
+      const op = this.#ops[i] as Operation;
+      if (!filter.state || op.state === filter.state) out.push(op);
+    }
+    return out;
+  }
+
+  /** Insert or update, then persist (writes are serialized, so the file always holds the newest). */
+  async save(op: Operation): Promise<void> {
+    const i = this.#ops.findIndex((o) => o.id === op.id);
+    const snapshot = structuredClone(op);
+    if (i >= 0) this.#ops[i] = snapshot;
+    else this.#ops.push(snapshot);
+    const write = this.#writes.then(async () => {
+      await writeFileAtomic(path.join(this.#dir, `${op.id}.json`), `${JSON.stringify(snapshot, null, 2)}\n`, {
+        mode: 0o600,
+        dirMode: 0o700,
+      });
+      await this.#prune();
+    });
+    this.#writes = write.catch(() => undefined);
+    await write;
+  }
+
+  async #prune(): Promise<void> {
+    while (this.#ops.length > this.#limit) {
+      const oldest = this.#ops.shift() as Operation;
+      await rm(path.join(this.#dir, `${oldest.id}.json`), { force: true });
+    }
+  }
+}

@@ -1,0 +1,32 @@
+/**
+ * What the engine needs from provisioning, as a seam: the production implementation lives in
+ * `src/provision/provisioner.ts`; engine tests and benchmarks pass their own.
+ */
+import type { MachineName } from '../host/types.js';
+import type { AgentConfig } from './agent-config.js';
+import type { TaskContext } from './tasks.js';
+
+export interface PreflightCheck {
+  name: string;
+  ok: boolean;
+  message: string;
+}
+
+export interface ProvisionResult {
+  imageDigest: string;
+  downloadedBytes: number;
+  cacheHits: number;
+}
+
+export interface Provisioner {
+  /** Checks with no side effects: artifacts and image reachable (HEAD / manifest GET), disk space, host paths. */
+  preflight(config: AgentConfig, signal: AbortSignal): Promise<PreflightCheck[]>;
+  /** Empty the machine directory, unpack the rootfs, install verified artifacts, write OS and nspawn files. */
+  provision(m: MachineName, config: AgentConfig, ctx: TaskContext): Promise<ProvisionResult>;
+  /** Write everything the machine needs to boot (containerd, kubelet, kubeconfig, CA) into its rootfs. */
+  stage(m: MachineName, config: AgentConfig, ctx: TaskContext): Promise<void>;
+  /** Remove the machine's nspawn settings and service drop-in (absent files are fine). */
+  removeMachineFiles(m: MachineName): Promise<void>;
+  /** The files a provision + stage of `m` writes (dry-run plans). */
+  plannedFiles(m: MachineName, config: AgentConfig): string[];
+}

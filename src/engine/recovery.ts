@@ -1,0 +1,198 @@
+/**
+ * Startup recovery (DESIGN §5): read the journal — and nothing else — to drive the node to
+ * exactly one active, verified machine after a crash. Uncommitted switch → back to the source;
+ * committed → forward to the target; reset → finish it. The interrupted operation is marked
+ * `interrupted` with what recovery did.
+ */
+import type { Logger } from 'pino';
+import { RecoveryFailedError, describeError } from '../errors.js';
+import type { MachineManager } from '../host/machines.js';
+import { MACHINE_NAMES, type Clock, type MachineName } from '../host/types.js';
+import type { AppliedConfigStore } from './applied-config-store.js';
+import { readJournal, writeJournal, type Journal } from './journal.js';
+import { readNodeState, writeNodeState } from './node-state.js';
+import type { OperationStore } from './operation-store.js';
+import type { Provisioner } from './provisioner.js';
+import type { NodeDrainer } from './update.js';
+
+export interface RecoveryDeps {
+  stateDir: string;
+  machines: MachineManager;
+  provisioner: Provisioner;
+  applied: AppliedConfigStore;
+  store: OperationStore;
+  clock: Clock;
+  logger: Logger;
+  drainer: NodeDrainer | null;
+  verifyTimeoutMs?: number;
+}
+
+export interface RecoveryReport {
+  operationId: string | null;
+  outcome: string;
+  activeMachine: MachineName | null;
+  actions: Array<{ step: string; ok: boolean; error?: string }>;
+  ok: boolean;
+}
+
+export async function recover(d: RecoveryDeps): Promise<RecoveryReport | null> {
+  const journal = await readJournal(d.stateDir);
+  if (!journal || journal.closed) return takeover(d);
+  const log = d.logger.child({ recovery: journal.operationId });
+  log.warn({ journal }, 'found an open journal: the daemon stopped during an operation; recovering');
+  const actions: RecoveryReport['actions'] = [];
+  const step = async (name: string, fn: () => Promise<void>): Promise<boolean> => {
+    try {
+      await fn();
+      actions.push({ step: name, ok: true });
+      return true;
+    } catch (err) {
+      actions.push({ step: name, ok: false, error: describeError(err) });
+      log.error({ step: name, err: describeError(err) }, 'recovery step failed');
+      return false;
+    }
+  };
+  const removeMachine = async (m: MachineName): Promise<void> => {
+    await step(`stop ${m}`, () => d.machines.stop(m));
+    await step(`remove ${m}`, () => d.machines.remove(m));
+    await step(`remove ${m} nspawn files`, () => d.provisioner.removeMachineFiles(m));
+    await step(`remove ${m} applied config`, () => d.applied.remove(m));
+  };
+  const bringUp = async (m: MachineName): Promise<boolean> => {
+    const info = await d.machines.inspect(m);
+    if (!info.running) {
+      if (!(await step(`start ${m}`, () => d.machines.start(m)))) return false;
+    }
+    if (info.kubelet !== 'active') {
+      if (!(await step(`start services in ${m}`, () => d.machines.startServices(m)))) return false;
+    }
+    return step(`verify ${m}`, () => d.machines.verify(m, { timeoutMs: d.verifyTimeoutMs }));
+  };
+  const now = (): Date => new Date(d.clock.now());
+
+  let outcome: string;
+  let active: MachineName | null;
+  let ok: boolean;
+  if (journal.kind === 'reset') {
+    for (const m of MACHINE_NAMES) await removeMachine(m);
+    await step('daemon-reload', () => d.machines.daemonReload());
+    active = null;
+    ok = actions.every((a) => a.ok);
+    outcome = ok
+      ? 'finished the reset: both machines removed'
+      : 'tried to finish the reset; some steps failed';
+  } else if (journal.committed && journal.target) {
+    const target = journal.target;
+    ok = await bringUp(target);
+    if (journal.source) {
+      await removeMachine(journal.source);
+      await step('daemon-reload', () => d.machines.daemonReload());
+    }
+    active = target;
+    ok = ok && actions.every((a) => a.ok);
+    outcome = `completed the switch to ${target}`;
+  } else {
+    if (journal.target) await removeMachine(journal.target);
+    await step('daemon-reload', () => d.machines.daemonReload());
+    if (journal.source) {
+      ok = await bringUp(journal.source);
+      active = journal.source;
+      outcome = ok ? `rolled back to ${journal.source}` : `could not bring ${journal.source} back`;
+    } else {
+      active = null;
+      ok = actions.every((a) => a.ok);
+      outcome = 'removed the partial join; the node has no machine';
+    }
+  }
+  if (journal.cordonedByUs && d.drainer) {
+    const drainer = d.drainer;
+    await step('uncordon', () => drainer.uncordon());
+  }
+  await writeNodeState(d.stateDir, active, now());
+  await markInterrupted(d, journal, { outcome, actions, activeMachine: active, ok });
+  await writeJournal(d.stateDir, {
+    ...journal,
+    closed: true,
+    outcome: `interrupted: ${outcome}`,
+    updatedAt: now().toISOString(),
+  });
+  log.warn({ outcome, activeMachine: active, ok }, 'recovery finished');
+  return { operationId: journal.operationId, outcome, activeMachine: active, actions, ok };
+}
+
+async function markInterrupted(
+  d: RecoveryDeps,
+  journal: Journal,
+  r: { outcome: string; actions: RecoveryReport['actions']; activeMachine: MachineName | null; ok: boolean },
+): Promise<void> {
+  const op = d.store.get(journal.operationId);
+  if (!op) return;
+  op.state = 'interrupted';
+  op.finishedAt = new Date(d.clock.now()).toISOString();
+  for (const p of op.phases) {
+    if (p.state === 'running') {
+      p.state = 'failed';
+      p.finishedAt = op.finishedAt;
+      p.error = { code: 'CANCELLED', message: 'agentd stopped during this phase' };
+    } else if (p.state === 'pending') {
+      p.state = 'skipped';
+    }
+  }
+  op.result = {
+    ...(op.result ?? {}),
+    recovery: {
+      interruptedIn: journal.phase,
+      outcome: r.outcome,
+      activeMachine: r.activeMachine,
+      actions: r.actions,
+    },
+  };
+  op.error = r.ok
+    ? null
+    : {
+        code: 'RECOVERY_FAILED',
+        message: new RecoveryFailedError(r.outcome).message,
+        data: { actions: r.actions },
+      };
+  await d.store.save(op);
+}
+
+/**
+ * A node without an open journal. When no node state exists yet (a node taken over from the
+ * upstream agent) and both machines have applied configs, the running, healthy one is active —
+ * decided from the host, never from which file is found first.
+ */
+async function takeover(d: RecoveryDeps): Promise<RecoveryReport | null> {
+  if (await readNodeState(d.stateDir)) return null;
+  const present: MachineName[] = [];
+  for (const m of MACHINE_NAMES) {
+    try {
+      if (await d.applied.read(m)) present.push(m);
+    } catch {
+      present.push(m);
+    }
+  }
+  if (present.length < 2) return null;
+  const healthy: MachineName[] = [];
+  for (const m of present) {
+    const info = await d.machines.inspect(m);
+    if (info.running && info.kubelet === 'active') healthy.push(m);
+  }
+  if (healthy.length !== 1) {
+    d.logger.warn(
+      { present, healthy },
+      'both machines have applied configs and the host does not say which one serves',
+    );
+    return null;
+  }
+  const active = healthy[0] as MachineName;
+  await writeNodeState(d.stateDir, active, new Date(d.clock.now()));
+  d.logger.warn({ active }, 'took over a node with two applied configs: the running machine is active');
+  return {
+    operationId: null,
+    outcome: `took over: ${active} is the running machine`,
+    activeMachine: active,
+    actions: [],
+    ok: true,
+  };
+}

@@ -1,0 +1,312 @@
+/**
+ * The update procedure (DESIGN §5): provision and stage the target beside the serving source,
+ * then the short down window — stop(source), start(target), verify — then commit and clean up.
+ * Failure before stop removes the target (the node never stopped serving); failure in start or
+ * verify rolls back to the source. Every phase transition is journaled before it happens.
+ */
+import { AgentError, CancelledError, PreconditionFailedError, describeError } from '../errors.js';
+import type { MachineManager } from '../host/machines.js';
+import type { Clock, MachineName } from '../host/types.js';
+import type { Metrics } from '../metrics/metrics.js';
+import type { AgentConfig } from './agent-config.js';
+import type { AppliedConfigStore } from './applied-config-store.js';
+import { writeNodeState } from './node-state.js';
+import type { OperationRecorder } from './operation-recorder.js';
+import { toErrorInfo } from './operation-recorder.js';
+import type { OperationState } from './operation.js';
+import type { Provisioner } from './provisioner.js';
+import { JournalWriter } from './switch-journal.js';
+import type { TaskContext } from './tasks.js';
+
+export const UPDATE_PHASES = [
+  'preflight',
+  'provision',
+  'stage',
+  'drain',
+  'stop',
+  'start',
+  'verify',
+  'commit',
+  'cleanup',
+  'uncordon',
+] as const;
+export type UpdatePhase = (typeof UPDATE_PHASES)[number];
+
+/** Drain support (the Kubernetes part); absent when agentd has no cluster credentials. */
+export interface NodeDrainer {
+  /** Cordon and evict; returns whether this call cordoned the node (false when it already was). */
+  drain(signal: AbortSignal): Promise<{ cordonedByUs: boolean; result: Record<string, unknown> }>;
+  /** Undo a cordon this agent made. */
+  uncordon(): Promise<void>;
+}
+
+export interface UpdateDeps {
+  stateDir: string;
+  machines: MachineManager;
+  provisioner: Provisioner;
+  applied: AppliedConfigStore;
+  clock: Clock;
+  metrics: Metrics;
+  drainer: NodeDrainer | null;
+  verifyTimeoutMs?: number;
+}
+
+export interface UpdatePlan {
+  source: MachineName | null;
+  target: MachineName;
+  config: AgentConfig;
+  drain: boolean;
+}
+
+/** Raised out of a phase: which phase failed, with the original error as cause. */
+class PhaseFailure extends Error {
+  constructor(
+    readonly phase: UpdatePhase,
+    readonly error: unknown,
+  ) {
+    super(`${phase}: ${describeError(error)}`);
+  }
+}
+
+export interface UpdateOutcome {
+  state: OperationState;
+  result: Record<string, unknown>;
+  error?: unknown;
+}
+
+/**
+ * Run an update to the end. `signal` aborts it (cancel, shutdown) only before the source is
+ * stopped; the caller refuses cancellation after that.
+ */
+export async function runUpdate(
+  d: UpdateDeps,
+  rec: OperationRecorder,
+  plan: UpdatePlan,
+  signal: AbortSignal,
+  hooks: { onPointOfNoReturn?: () => void } = {},
+): Promise<UpdateOutcome> {
+  const { machines, provisioner, clock } = d;
+  const { source, target, config } = plan;
+  const now = (): string => new Date(clock.now()).toISOString();
+  const journal = new JournalWriter(
+    d.stateDir,
+    { operationId: rec.op.id, kind: 'update', source, target, targetHash: null },
+    now,
+  );
+  const ctx: TaskContext = {
+    signal,
+    logger: rec.logger,
+    progress: (e) => rec.progress(e),
+    metrics: d.metrics,
+  };
+  const result: Record<string, unknown> = { changed: true, from: source, to: target };
+  let downStartedAt: number | null = null;
+
+  const phase = async (name: UpdatePhase, fn: () => Promise<void>): Promise<void> => {
+    if (signal.aborted)
+      throw new PhaseFailure(name, new CancelledError(`update ${name}`, { cause: signal.reason }));
+    await journal.set({ phase: name, phaseState: 'running' });
+    await rec.phaseStarted(name);
+    try {
+      await fn();
+    } catch (err) {
+      const cancelled = signal.aborted && !journal.state.sourceStopped;
+      await rec.phaseEnded(name, cancelled ? 'cancelled' : 'failed', err);
+      throw new PhaseFailure(name, cancelled ? new CancelledError(`update ${name}`, { cause: err }) : err);
+    }
+    await rec.phaseEnded(name, 'succeeded');
+    await journal.set({ phaseState: 'done' });
+  };
+  const skip = async (name: UpdatePhase): Promise<void> => rec.phaseEnded(name, 'skipped');
+
+  try {
+    await journal.set({});
+    await rec.start();
+    await phase('preflight', async () => {
+      const checks = await provisioner.preflight(config, signal);
+      result.preflight = checks;
+      const failed = checks.filter((c) => !c.ok);
+      if (failed.length > 0) {
+        throw new PreconditionFailedError(
+          `preflight failed: ${failed.map((c) => `${c.name}: ${c.message}`).join('; ')}`,
+          {
+            data: { checks: failed },
+          },
+        );
+      }
+      const t = await machines.inspect(target, signal);
+      if (t.running) {
+        throw new PreconditionFailedError(
+          `the target machine ${target} is running; refusing to overwrite it`,
+        );
+      }
+    });
+    await phase('provision', async () => {
+      const r = await provisioner.provision(target, config, ctx);
+      result.imageDigest = r.imageDigest;
+      result.downloadedBytes = r.downloadedBytes;
+      result.cacheHits = r.cacheHits;
+    });
+    await phase('stage', () => provisioner.stage(target, config, ctx));
+    if (plan.drain && d.drainer) {
+      const drainer = d.drainer;
+      await phase('drain', async () => {
+        const r = await drainer.drain(signal);
+        await journal.set({ cordonedByUs: r.cordonedByUs });
+        result.drain = r.result;
+      });
+    } else {
+      await skip('drain');
+    }
+    if (source) {
+      await phase('stop', async () => {
+        // From here the node may be down, and the update can no longer be cancelled.
+        hooks.onPointOfNoReturn?.();
+        await journal.set({ sourceStopped: true });
+        downStartedAt = clock.now();
+        await machines.stop(source);
+      });
+    } else {
+      await skip('stop');
+    }
+    const never = new AbortController().signal;
+    await phase('start', async () => {
+      await machines.start(target, source ? never : signal);
+      await machines.startServices(target, source ? never : signal);
+    });
+    await phase('verify', async () => {
+      await machines.verify(target, { timeoutMs: d.verifyTimeoutMs, signal: source ? never : signal });
+      if (downStartedAt !== null) {
+        const ms = clock.now() - downStartedAt;
+        result.downWindowMs = ms;
+        d.metrics.downWindow.observe(ms / 1000);
+      }
+    });
+    // A join has no source to stop: its point of no return is the commit.
+    hooks.onPointOfNoReturn?.();
+    await phase('commit', async () => {
+      // The commit point: the target's applied config (+ sidecar) on disk, then the journal.
+      const hash = await d.applied.write(target, config);
+      await journal.set({ committed: true, targetHash: hash });
+      await writeNodeState(d.stateDir, target, new Date(clock.now()));
+      result.hash = hash;
+    });
+  } catch (failure) {
+    const f = failure instanceof PhaseFailure ? failure : new PhaseFailure('preflight', failure);
+    const outcome = await handleFailure(d, rec, plan, journal, f, result);
+    await journal.close(outcome.state);
+    return outcome;
+  }
+
+  // Committed: the node runs the target. What follows tidies up; a failure there is a warning.
+  const warnings: string[] = [];
+  if (source) {
+    try {
+      await phase('cleanup', async () => {
+        await machines.remove(source);
+        await provisioner.removeMachineFiles(source);
+        await d.applied.remove(source);
+        await machines.daemonReload();
+      });
+    } catch (err) {
+      warnings.push(
+        `cleanup of ${source} failed (recovery retries it at the next start): ${describeError(err)}`,
+      );
+    }
+  } else {
+    await skip('cleanup');
+  }
+  if (journal.state.cordonedByUs && d.drainer) {
+    const drainer = d.drainer;
+    try {
+      await phase('uncordon', () => drainer.uncordon());
+    } catch (err) {
+      warnings.push(`uncordon failed: ${describeError(err)}`);
+    }
+  } else {
+    await skip('uncordon');
+  }
+  if (warnings.length > 0) result.warnings = warnings;
+  await journal.close('succeeded');
+  return { state: 'succeeded', result };
+}
+
+async function handleFailure(
+  d: UpdateDeps,
+  rec: OperationRecorder,
+  plan: UpdatePlan,
+  journal: JournalWriter,
+  failure: PhaseFailure,
+  result: Record<string, unknown>,
+): Promise<UpdateOutcome> {
+  const { machines, provisioner } = d;
+  const { source, target } = plan;
+  const steps: Array<{ step: string; ok: boolean; error?: string }> = [];
+  const attempt = async (step: string, fn: () => Promise<void>): Promise<boolean> => {
+    try {
+      await fn();
+      steps.push({ step, ok: true });
+      return true;
+    } catch (err) {
+      steps.push({ step, ok: false, error: describeError(err) });
+      rec.logger.warn({ step, err: describeError(err) }, 'undo step failed');
+      return false;
+    }
+  };
+  const removeTarget = async (): Promise<void> => {
+    await attempt(`stop ${target}`, () => machines.stop(target));
+    await attempt(`remove ${target}`, () => machines.remove(target));
+    await attempt(`remove ${target} nspawn files`, () => provisioner.removeMachineFiles(target));
+    await attempt(`remove ${target} applied config`, () => d.applied.remove(target));
+    await attempt('daemon-reload', () => machines.daemonReload());
+  };
+  const uncordon = async (): Promise<void> => {
+    if (journal.state.cordonedByUs && d.drainer) {
+      const drainer = d.drainer;
+      await attempt('uncordon', () => drainer.uncordon());
+    }
+  };
+  // Mark the phases that never ran.
+  for (const p of rec.op.phases) if (p.state === 'pending') p.state = 'skipped';
+
+  if (!journal.state.sourceStopped) {
+    // Before stop: the node never stopped serving. Undo what was done on the target.
+    await removeTarget();
+    await uncordon();
+    result.undo = steps;
+    const cancelled = failure.error instanceof CancelledError;
+    return { state: cancelled ? 'cancelled' : 'failed', result, error: failure.error };
+  }
+
+  // After stop, before commit: bring the source back.
+  await rec.phaseStarted('rollback');
+  await journal.set({ phase: 'rollback', phaseState: 'running' });
+  await attempt(`stop ${target}`, () => machines.stop(target));
+  const back =
+    source !== null &&
+    (await attempt(`start ${source}`, () => machines.start(source))) &&
+    (await attempt(`start services in ${source}`, () => machines.startServices(source))) &&
+    (await attempt(`verify ${source}`, () => machines.verify(source, { timeoutMs: d.verifyTimeoutMs })));
+  if (back) {
+    await attempt(`remove ${target}`, () => machines.remove(target));
+    await attempt(`remove ${target} nspawn files`, () => provisioner.removeMachineFiles(target));
+    await attempt(`remove ${target} applied config`, () => d.applied.remove(target));
+    await attempt('daemon-reload', () => machines.daemonReload());
+  }
+  await uncordon();
+  result.rollback = steps;
+  const rollbackError = steps.find((s) => !s.ok && s.step.includes(source ?? ''))?.error;
+  await rec.phaseEnded(
+    'rollback',
+    back ? 'succeeded' : 'failed',
+    back ? undefined : new Error(rollbackError ?? 'rollback failed'),
+  );
+  await journal.set({ phaseState: 'done' });
+  if (back) return { state: 'rolled_back', result, error: failure.error };
+  const both = new AgentError(
+    'VERIFY_FAILED',
+    `${failure.message}; rollback to ${source ?? '-'} failed too: ${rollbackError ?? 'unknown'}`,
+    { data: { failure: toErrorInfo(failure.error), rollback: steps } },
+  );
+  return { state: 'failed', result, error: both };
+}

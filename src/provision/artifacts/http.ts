@@ -1,0 +1,184 @@
+/**
+ * The HTTP side of artifact downloads: one undici dispatcher that follows redirects (GitHub
+ * release assets redirect to a CDN), classification of failures into transient (retried) and
+ * final ones, and capped exponential backoff on the injected clock.
+ */
+import { Agent, interceptors, request, type Dispatcher } from 'undici';
+import { AgentError, CancelledError, DownloadFailedError, NoSpaceError } from '../../errors.js';
+import type { Clock } from '../../host/types.js';
+import type { ArtifactLogger } from './types.js';
+
+/** Retry schedule: attempt n (0-based) waits min(maxDelayMs, baseDelayMs·2ⁿ) before the next. */
+export interface RetryPolicy {
+  retries: number;
+  baseDelayMs: number;
+  maxDelayMs: number;
+}
+
+export const DEFAULT_RETRY_POLICY: RetryPolicy = { retries: 4, baseDelayMs: 500, maxDelayMs: 10_000 };
+
+/** What every request of one install run shares. */
+export interface HttpContext {
+  dispatcher: Dispatcher;
+  clock: Clock;
+  signal: AbortSignal;
+  retry: RetryPolicy;
+  logger?: ArtifactLogger;
+  /** Called once per retry (for the downloads-retries metric). */
+  onRetry?: () => void;
+}
+
+let defaultDispatcher: Dispatcher | undefined;
+
+/** The process-wide dispatcher: keep-alive pool, redirects followed, generous but finite timeouts. */
+export function defaultArtifactDispatcher(): Dispatcher {
+  defaultDispatcher ??= new Agent({
+    connect: { timeout: 30_000 },
+    headersTimeout: 60_000,
+    bodyTimeout: 60_000,
+  }).compose(interceptors.redirect({ maxRedirections: 5 }));
+  return defaultDispatcher;
+}
+
+const transient = new WeakSet<Error>();
+
+/** Mark `err` as worth retrying (5xx, connection reset, truncated body). */
+export function markTransient<E extends Error>(err: E): E {
+  transient.add(err);
+  return err;
+}
+
+export function isTransient(err: unknown): boolean {
+  return err instanceof Error && transient.has(err);
+}
+
+const TRANSIENT_CODES = new Set([
+  'ECONNRESET',
+  'ECONNREFUSED',
+  'ECONNABORTED',
+  'EPIPE',
+  'ETIMEDOUT',
+  'EAI_AGAIN',
+  'EHOSTUNREACH',
+  'ENETUNREACH',
+  'ENETDOWN',
+  'UND_ERR_SOCKET',
+  'UND_ERR_CLOSED',
+  'UND_ERR_CONNECT_TIMEOUT',
+  'UND_ERR_HEADERS_TIMEOUT',
+  'UND_ERR_BODY_TIMEOUT',
+  'UND_ERR_RES_CONTENT_LENGTH_MISMATCH',
+]);
+
+function errorCode(err: unknown): string | undefined {
+  for (let e: unknown = err, depth = 0; e instanceof Error && depth < 4; e = e.cause, depth++) {
+    const code = (e as NodeJS.ErrnoException).code;
+    if (typeof code === 'string') return code;
+  }
+  return undefined;
+}
+
+/**
+ * Turn anything thrown while doing `what` (e.g. `download kubelet 1.34.0`) against `url` into
+ * an `AgentError`: cancellation → CANCELLED, ENOSPC → NO_SPACE, network failures → a transient
+ * DOWNLOAD_FAILED; AgentErrors pass through.
+ */
+export function toAgentError(err: unknown, what: string, url: string, signal: AbortSignal): AgentError {
+  if (signal.aborted) return err instanceof CancelledError ? err : new CancelledError(what, { cause: err });
+  if (err instanceof AgentError) return err;
+  const code = errorCode(err);
+  if (code === 'ENOSPC') return new NoSpaceError(`${what}: no space left on device`, { cause: err });
+  const message = err instanceof Error ? err.message : String(err);
+  const wrapped = new DownloadFailedError(`${what} from ${url}: ${message}${code ? ` (${code})` : ''}`, {
+    cause: err,
+    data: { url, ...(code ? { errorCode: code } : {}) },
+  });
+  return code !== undefined && TRANSIENT_CODES.has(code) ? markTransient(wrapped) : wrapped;
+}
+
+/** The error for a non-2xx answer: 5xx, 408 and 429 are transient; 403/404 and the rest are final. */
+export function statusError(what: string, method: string, url: string, status: number): DownloadFailedError {
+  const err = new DownloadFailedError(`${what}: ${method} ${url} answered HTTP ${status}`, {
+    data: { url, status },
+  });
+  return status >= 500 || status === 408 || status === 429 ? markTransient(err) : err;
+}
+
+/** Run `attempt` until it succeeds, fails with a final error, or the retries are used up. */
+export async function withRetries<T>(
+  ctx: HttpContext,
+  what: string,
+  url: string,
+  attempt: (n: number) => Promise<T>,
+): Promise<T> {
+  for (let n = 0; ; n++) {
+    try {
+      return await attempt(n);
+    } catch (caught) {
+      const err = toAgentError(caught, what, url, ctx.signal);
+      if (!isTransient(err) || n >= ctx.retry.retries) throw err;
+      const delayMs = Math.min(ctx.retry.maxDelayMs, ctx.retry.baseDelayMs * 2 ** n);
+      ctx.logger?.warn({ url, attempt: n + 1, delayMs, err: err.message }, `${what}: retrying`);
+      ctx.onRetry?.();
+      try {
+        await ctx.clock.sleep(delayMs, ctx.signal);
+      } catch (sleepErr) {
+        throw toAgentError(sleepErr, what, url, ctx.signal);
+      }
+    }
+  }
+}
+
+/** An answered request: status, headers and an undici body stream the caller must consume or dump. */
+export type HttpResponse = Dispatcher.ResponseData;
+
+/** One request (no retries) on the context's dispatcher and signal. */
+export async function send(ctx: HttpContext, method: 'GET' | 'HEAD', url: string): Promise<HttpResponse> {
+  return request(url, {
+    method,
+    dispatcher: ctx.dispatcher,
+    signal: ctx.signal,
+    headers: { 'user-agent': 'agentd', accept: '*/*' },
+  });
+}
+
+/** Content-Length of a response, or undefined when absent or unparsable. */
+export function contentLength(res: HttpResponse): number | undefined {
+  const raw = res.headers['content-length'];
+  const value = Array.isArray(raw) ? raw[0] : raw;
+  if (value === undefined) return undefined;
+  const n = Number(value);
+  return Number.isSafeInteger(n) && n >= 0 ? n : undefined;
+}
+
+/** GET a small text file (a checksum file), at most `maxBytes`, with retries. */
+export async function fetchText(
+  ctx: HttpContext,
+  what: string,
+  url: string,
+  maxBytes = 64 * 1024,
+): Promise<string> {
+  return withRetries(ctx, what, url, async () => {
+    const res = await send(ctx, 'GET', url);
+    if (res.statusCode < 200 || res.statusCode >= 300) {
+      await res.body.dump();
+      throw statusError(what, 'GET', url, res.statusCode);
+    }
+    const chunks: Buffer[] = [];
+    let size = 0;
+    for await (const chunk of res.body as AsyncIterable<Buffer>) {
+      size += chunk.length;
+      if (size > maxBytes) {
+        res.body.destroy();
+        throw new DownloadFailedError(
+          `${what}: ${url} is larger than ${maxBytes} bytes; not a checksum file`,
+          {
+            data: { url },
+          },
+        );
+      }
+      chunks.push(chunk);
+    }
+    return Buffer.concat(chunks).toString('utf8');
+  });
+}

@@ -1,0 +1,142 @@
+/**
+ * The production provisioner: OCI rootfs, verified artifacts, OS/nspawn/staging files, wired
+ * from the pieces under `src/provision/`. Caches live under `<state-dir>/cache/`.
+ */
+import { mkdir, statfs } from 'node:fs/promises';
+import path from 'node:path';
+import type { Logger } from 'pino';
+import { UnsupportedError, describeError } from '../errors.js';
+import type { AgentConfig } from '../engine/agent-config.js';
+import type { PreflightCheck, Provisioner, ProvisionResult } from '../engine/provisioner.js';
+import type { TaskContext } from '../engine/tasks.js';
+import type { HostPaths } from '../host/paths.js';
+import type { Clock } from '../host/types.js';
+import type { Metrics } from '../metrics/metrics.js';
+import { checkArtifacts, installArtifacts } from './artifacts/index.js';
+import {
+  nspawnFileList,
+  readHostInfo,
+  removeNspawnFiles,
+  stagedFileList,
+  writeNspawnFiles,
+  writeOsFiles,
+  writeStagingFiles,
+} from './files/index.js';
+import { pullImage, resolveImage } from './oci/index.js';
+
+export type Arch = 'amd64' | 'arm64';
+
+/** The OCI/Kubernetes name of this host's architecture. */
+export function hostArch(nodeArch: string = process.arch): Arch {
+  if (nodeArch === 'x64') return 'amd64';
+  if (nodeArch === 'arm64') return 'arm64';
+  throw new UnsupportedError(`unsupported architecture ${nodeArch}: agentd provisions amd64 and arm64 hosts`);
+}
+
+export interface ProvisionerOptions {
+  paths: HostPaths;
+  stateDir: string;
+  clock: Clock;
+  logger: Logger;
+  metrics: Metrics;
+  /** `systemctl daemon-reload` after nspawn files change. */
+  daemonReload: () => Promise<void>;
+  arch?: Arch;
+  /** Free bytes the machines directory must have before provisioning (default 2 GiB). */
+  minFreeBytes?: number;
+}
+
+export function createProvisioner(o: ProvisionerOptions): Provisioner {
+  const arch = o.arch ?? hostArch();
+  const imageCache = path.join(o.stateDir, 'cache', 'blobs');
+  const artifactCache = path.join(o.stateDir, 'cache', 'artifacts');
+  const minFree = o.minFreeBytes ?? 2 * 1024 ** 3;
+
+  async function diskCheck(): Promise<PreflightCheck> {
+    try {
+      await mkdir(o.paths.machinesDir, { recursive: true, mode: 0o700 });
+      const s = await statfs(o.paths.machinesDir);
+      const free = s.bavail * s.bsize;
+      return {
+        name: 'disk-space',
+        ok: free >= minFree,
+        message: `${(free / 1024 ** 3).toFixed(1)} GiB free in ${o.paths.machinesDir} (need ${(minFree / 1024 ** 3).toFixed(1)} GiB)`,
+      };
+    } catch (err) {
+      return {
+        name: 'disk-space',
+        ok: false,
+        message: `cannot check ${o.paths.machinesDir}: ${describeError(err)}`,
+      };
+    }
+  }
+
+  return {
+    async preflight(config, signal) {
+      const checks: PreflightCheck[] = [];
+      const [artifacts, image, disk] = await Promise.all([
+        checkArtifacts(config, arch, { signal, clock: o.clock }).catch((err: unknown) => [
+          { name: 'artifacts', ok: false, message: describeError(err) },
+        ]),
+        resolveImage(config.OCIImage, { arch, signal, clock: o.clock, retries: 1 }).then(
+          (r) => ({ name: 'image', ok: true, message: `${config.OCIImage} resolves to ${r.digest}` }),
+          (err: unknown) => ({ name: 'image', ok: false, message: describeError(err) }),
+        ),
+        diskCheck(),
+      ]);
+      checks.push(...artifacts, image, disk);
+      return checks;
+    },
+
+    async provision(m, config, ctx: TaskContext): Promise<ProvisionResult> {
+      const rootfs = o.paths.machineDir(m);
+      const image = await pullImage(config.OCIImage, rootfs, {
+        arch,
+        cacheDir: imageCache,
+        signal: ctx.signal,
+        logger: ctx.logger,
+        clock: o.clock,
+        progress: ctx.progress,
+      });
+      o.metrics.downloadBytes.inc({ kind: 'image' }, image.downloadedBytes);
+      const artifacts = await installArtifacts(config, rootfs, {
+        arch,
+        cacheDir: artifactCache,
+        signal: ctx.signal,
+        logger: ctx.logger,
+        clock: o.clock,
+        progress: ctx.progress,
+      });
+      o.metrics.downloadBytes.inc({ kind: 'artifact' }, artifacts.downloadedBytes);
+      o.metrics.downloadCacheHits.inc({ kind: 'artifact' }, artifacts.cacheHits);
+      o.metrics.downloadRetries.inc({ kind: 'artifact' }, artifacts.retries);
+      const host = await readHostInfo(o.paths);
+      await writeOsFiles(rootfs, host);
+      await writeNspawnFiles(o.paths, m, host);
+      await o.daemonReload();
+      return {
+        imageDigest: image.manifestDigest,
+        downloadedBytes: image.downloadedBytes + artifacts.downloadedBytes,
+        cacheHits: artifacts.cacheHits,
+      };
+    },
+
+    async stage(m, config) {
+      await writeStagingFiles(o.paths.machineDir(m), config);
+    },
+
+    async removeMachineFiles(m) {
+      await removeNspawnFiles(o.paths, m);
+    },
+
+    plannedFiles(m, config: AgentConfig) {
+      const rootfs = o.paths.machineDir(m);
+      return [
+        ...nspawnFileList(o.paths, m).map((f) => f.path),
+        ...stagedFileList(config).map((f) => path.join(rootfs, f.path)),
+        o.paths.appliedConfig(m),
+        o.paths.appliedConfigSidecar(m),
+      ];
+    },
+  };
+}

@@ -1,0 +1,70 @@
+import { z } from 'zod';
+import { agentConfigSchema, versionSchema } from '../../engine/agent-config.js';
+import { defineMethod } from '../method.js';
+import { operationSchema } from '../schemas.js';
+
+export const updateParams = z
+  .strictObject({
+    config: agentConfigSchema
+      .optional()
+      .meta({
+        description:
+          'A full agent config (PascalCase, as in the applied-config file). Replaces the applied one.',
+      }),
+    set: z
+      .strictObject({
+        kubernetesVersion: versionSchema.optional(),
+        image: z.string().min(1).optional().meta({ description: 'OCI rootfs image reference.' }),
+        nodeLabels: z.record(z.string(), z.string()).optional(),
+        registerWithTaints: z.array(z.string()).optional(),
+      })
+      .optional()
+      .meta({ description: 'Change these fields of the applied config (what the Machine CR carries).' }),
+    force: z
+      .boolean()
+      .default(false)
+      .meta({ description: 'Provision a fresh machine even when nothing changed (repave).' }),
+    drain: z
+      .boolean()
+      .default(false)
+      .meta({ description: 'Cordon and drain the node before the switch-over; uncordon after.' }),
+    dryRun: z.boolean().default(false).meta({ description: 'Return the plan; change nothing.' }),
+    wait: z.boolean().default(false).meta({ description: 'Answer only when the operation has ended.' }),
+    idempotencyKey: z
+      .string()
+      .min(1)
+      .max(256)
+      .optional()
+      .meta({
+        description: 'An update with a key seen before returns that operation instead of starting a new one.',
+      }),
+    reason: z
+      .string()
+      .max(1024)
+      .optional()
+      .meta({ description: 'Why (recorded in the operation and logs).' }),
+  })
+  .refine((p) => !(p.config && p.set), { message: 'pass either config or set, not both', path: ['set'] });
+
+export const update = defineMethod({
+  name: 'update',
+  summary: 'Bring the node to a config: join kube1 on a fresh node, or switch to the alternate machine.',
+  description:
+    'Provisions and stages the alternate machine beside the serving one, then stops the source, starts and verifies the target, commits and cleans up (DESIGN §5). Failure before stop removes the target; failure in start or verify rolls back. An update whose target equals the applied config succeeds at once with result.changed=false unless force.',
+  mutating: true,
+  errors: ['BUSY', 'PRECONDITION_FAILED', 'INVALID_CONFIG', 'NOT_FOUND'],
+  params: updateParams,
+  result: operationSchema,
+  handler: async (p, { services, caller }) =>
+    services.engine.update({
+      config: p.config,
+      set: p.set,
+      force: p.force,
+      drain: p.drain,
+      dryRun: p.dryRun,
+      wait: p.wait,
+      idempotencyKey: p.idempotencyKey,
+      reason: p.reason,
+      requestedBy: caller,
+    }),
+});

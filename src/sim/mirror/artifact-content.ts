@@ -1,0 +1,145 @@
+/**
+ * The bytes the mirror serves: small `#!/bin/sh` stand-ins for the kube/CRI/CNI binaries that
+ * print their version the way the real ones do, packed like the upstream releases. Output is
+ * deterministic per (artifact, version, arch) and memoised.
+ */
+import { createHash } from 'node:crypto';
+import { createTarGz, type TarEntry } from './artifact-tar.js';
+
+export const KUBE_BINARIES = ['kubelet', 'kubectl', 'kube-proxy', 'kubeadm'] as const;
+export const CONTAINERD_BINARIES = [
+  'containerd',
+  'containerd-shim-runc-v2',
+  'containerd-stress',
+  'ctr',
+] as const;
+export const CNI_PLUGINS = ['bridge', 'host-local', 'loopback', 'portmap'] as const;
+export const MIRROR_ARCHES = ['amd64', 'arm64'] as const;
+
+export type KubeBinary = (typeof KUBE_BINARIES)[number];
+export type MirrorArch = (typeof MIRROR_ARCHES)[number];
+
+/** One servable release asset. */
+export type MirrorAsset =
+  | { artifact: 'kube'; binary: KubeBinary; version: string; arch: MirrorArch }
+  | { artifact: 'crictl' | 'containerd' | 'runc' | 'cni'; version: string; arch: MirrorArch };
+
+/** Commands that run as services keep running; the tools print a line and exit. */
+const LONG_RUNNING = new Set(['kubelet', 'kube-proxy', 'containerd', 'containerd-shim-runc-v2']);
+
+/** A 40-hex fake commit id, stable per (name, version). */
+export function fakeCommit(name: string, version: string): string {
+  return createHash('sha256').update(`${name}@${version}`).digest('hex').slice(0, 40);
+}
+
+/** What `<name> --version` prints for the real binary. */
+export function versionText(name: string, version: string): string {
+  const major = Number(version.split('.')[0]);
+  const containerdModule =
+    major >= 2 ? 'github.com/containerd/containerd/v2' : 'github.com/containerd/containerd';
+  switch (name) {
+    case 'kubelet':
+    case 'kube-proxy':
+    case 'kubectl':
+      return `Kubernetes v${version}`;
+    case 'kubeadm':
+      return `kubeadm version: &version.Info{Major:"${version.split('.')[0]}", Minor:"${version.split('.')[1]}", GitVersion:"v${version}"}`;
+    case 'containerd':
+      return `containerd ${containerdModule} v${version} ${fakeCommit('containerd', version)}`;
+    case 'ctr':
+    case 'containerd-shim-runc-v2':
+    case 'containerd-stress':
+      return `${name} ${containerdModule} v${version}`;
+    case 'runc':
+      return [
+        `runc version ${version}`,
+        `commit: v${version}-0-g${fakeCommit('runc', version).slice(0, 8)}`,
+        'spec: 1.2.0',
+        'go: go1.23.4',
+        'libseccomp: 2.5.5',
+      ].join('\n');
+    case 'crictl':
+      return `crictl version v${version}`;
+    default:
+      // CNI plugins
+      return `CNI ${name} plugin v${version}\nCNI protocol versions supported: 0.1.0, 0.2.0, 0.3.0, 0.3.1, 0.4.0, 1.0.0, 1.1.0`;
+  }
+}
+
+/** The shell stand-in for binary `name`. */
+export function stubScript(name: string, version: string, arch: MirrorArch): string {
+  const extra =
+    name === 'kubectl'
+      ? `  version) printf 'Client Version: v%s\\nKustomize Version: v5.7.1\\n' '${version}'; exit 0 ;;\n`
+      : '';
+  const body = LONG_RUNNING.has(name) ? 'while :; do sleep 3600; done' : 'exit 0';
+  return [
+    '#!/bin/sh',
+    `# ${name} ${version} linux/${arch}: a stand-in served by the agentd sim artifact mirror.`,
+    'case "$1" in',
+    `  --version|-v) cat <<'AGENTD_VERSION_EOF'`,
+    versionText(name, version),
+    'AGENTD_VERSION_EOF',
+    '    exit 0 ;;',
+    `${extra}esac`,
+    body,
+    '',
+  ].join('\n');
+}
+
+function exe(path: string, name: string, version: string, arch: MirrorArch): TarEntry {
+  return { path, data: stubScript(name, version, arch), mode: 0o755 };
+}
+
+function build(asset: MirrorAsset): Buffer {
+  const { version, arch } = asset;
+  switch (asset.artifact) {
+    case 'kube':
+      return Buffer.from(stubScript(asset.binary, version, arch));
+    case 'runc':
+      return Buffer.from(stubScript('runc', version, arch));
+    case 'crictl':
+      return createTarGz([exe('crictl', 'crictl', version, arch)]);
+    case 'containerd':
+      return createTarGz([
+        { path: 'bin/', type: 'dir' },
+        ...CONTAINERD_BINARIES.map((b) => exe(`bin/${b}`, b, version, arch)),
+      ]);
+    case 'cni':
+      return createTarGz([
+        { path: './', type: 'dir' },
+        ...CNI_PLUGINS.map((p) => exe(`./${p}`, p, version, arch)),
+      ]);
+  }
+}
+
+const memo = new Map<string, { bytes: Buffer; sha256: string }>();
+
+/** The asset's bytes and their SHA-256 (computed once per process). */
+export function assetContent(asset: MirrorAsset): { bytes: Buffer; sha256: string } {
+  const key = `${asset.artifact}|${'binary' in asset ? asset.binary : ''}|${asset.version}|${asset.arch}`;
+  let hit = memo.get(key);
+  if (!hit) {
+    const bytes = build(asset);
+    hit = { bytes, sha256: createHash('sha256').update(bytes).digest('hex') };
+    memo.set(key, hit);
+  }
+  return hit;
+}
+
+/** The upstream file name of an asset (what checksum files list). */
+export function assetFileName(asset: MirrorAsset): string {
+  const { version, arch } = asset;
+  switch (asset.artifact) {
+    case 'kube':
+      return asset.binary;
+    case 'crictl':
+      return `crictl-v${version}-linux-${arch}.tar.gz`;
+    case 'containerd':
+      return `containerd-${version}-linux-${arch}.tar.gz`;
+    case 'runc':
+      return `runc.${arch}`;
+    case 'cni':
+      return `cni-plugins-linux-${arch}-v${version}.tgz`;
+  }
+}
