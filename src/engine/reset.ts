@@ -6,6 +6,7 @@ import { describeError } from '../errors.js';
 import { MACHINE_NAMES } from '../host/types.js';
 import { writeNodeState } from './node-state.js';
 import type { OperationRecorder } from './operation-recorder.js';
+import { failpoint } from '../host/failpoints.js';
 import { JournalWriter } from './switch-journal.js';
 import type { UpdateDeps, UpdateOutcome } from './update.js';
 
@@ -36,6 +37,7 @@ export async function runReset(
     await journal.set({ phase: 'remove', phaseState: 'running' });
     await rec.phaseStarted('remove');
     for (const m of MACHINE_NAMES) {
+      failpoint(`reset.remove.${m}`);
       await d.machines.remove(m);
       await d.provisioner.removeMachineFiles(m);
       await d.applied.remove(m);

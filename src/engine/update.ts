@@ -15,6 +15,7 @@ import type { OperationRecorder } from './operation-recorder.js';
 import { toErrorInfo } from './operation-recorder.js';
 import type { OperationState } from './operation.js';
 import type { Provisioner } from './provisioner.js';
+import { failpoint } from '../host/failpoints.js';
 import { JournalWriter } from './switch-journal.js';
 import type { TaskContext } from './tasks.js';
 
@@ -107,6 +108,7 @@ export async function runUpdate(
       throw new PhaseFailure(name, new CancelledError(`update ${name}`, { cause: signal.reason }));
     await journal.set({ phase: name, phaseState: 'running' });
     await rec.phaseStarted(name);
+    failpoint(`update.${name}.before`);
     try {
       await fn();
     } catch (err) {
@@ -116,6 +118,7 @@ export async function runUpdate(
     }
     await rec.phaseEnded(name, 'succeeded');
     await journal.set({ phaseState: 'done' });
+    failpoint(`update.${name}.after`);
   };
   const skip = async (name: UpdatePhase): Promise<void> => rec.phaseEnded(name, 'skipped');
 
@@ -172,6 +175,7 @@ export async function runUpdate(
     const never = new AbortController().signal;
     await phase('start', async () => {
       await machines.start(target, source ? never : signal);
+      failpoint('update.start.mid');
       await machines.startServices(target, source ? never : signal);
     });
     await phase('verify', async () => {
@@ -187,6 +191,7 @@ export async function runUpdate(
     await phase('commit', async () => {
       // The commit point: the target's applied config (+ sidecar) on disk, then the journal.
       const hash = await d.applied.write(target, config);
+      failpoint('update.commit.mid');
       await journal.set({ committed: true, targetHash: hash });
       await writeNodeState(d.stateDir, target, new Date(clock.now()));
       result.hash = hash;
@@ -204,6 +209,7 @@ export async function runUpdate(
     try {
       await phase('cleanup', async () => {
         await machines.remove(source);
+        failpoint('update.cleanup.mid');
         await provisioner.removeMachineFiles(source);
         await d.applied.remove(source);
         await machines.daemonReload();

@@ -2,6 +2,7 @@
  * The production `CommandRunner`: runs host commands (`machinectl`, `systemctl`, `systemd-run`)
  * with execa, with a per-command timeout, cancellation and errors that carry the command line.
  */
+import { commandFailpoint } from './failpoints.js';
 import { execa } from 'execa';
 import pino from 'pino';
 import type { Logger } from 'pino';
@@ -38,6 +39,7 @@ export function createExecaRunner(options: ExecaRunnerOptions = {}): CommandRunn
   return {
     async run(file: string, args: readonly string[], runOptions: RunOptions = {}): Promise<CommandResult> {
       const timeoutMs = runOptions.timeoutMs ?? defaultTimeoutMs;
+      commandFailpoint([file, ...args].join(' '));
       // reject:false so every outcome arrives as a result we translate into agentd errors here.
       const result = await execa(file, args, {
         reject: false,

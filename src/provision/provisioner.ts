@@ -9,6 +9,7 @@ import { UnsupportedError, describeError } from '../errors.js';
 import type { AgentConfig } from '../engine/agent-config.js';
 import type { PreflightCheck, Provisioner, ProvisionResult } from '../engine/provisioner.js';
 import type { TaskContext } from '../engine/tasks.js';
+import { failpoint } from '../host/failpoints.js';
 import type { HostPaths } from '../host/paths.js';
 import type { Clock } from '../host/types.js';
 import type { Metrics } from '../metrics/metrics.js';
@@ -99,6 +100,7 @@ export function createProvisioner(o: ProvisionerOptions): Provisioner {
         progress: ctx.progress,
       });
       o.metrics.downloadBytes.inc({ kind: 'image' }, image.downloadedBytes);
+      failpoint('update.provision.mid');
       const artifacts = await installArtifacts(config, rootfs, {
         arch,
         cacheDir: artifactCache,

@@ -6,6 +6,7 @@
 import { readFile } from 'node:fs/promises';
 import path from 'node:path';
 import type { Logger } from 'pino';
+import { commandFailpoint } from '../../host/failpoints.js';
 import { writeFileAtomic } from '../../host/fs-atomic.js';
 import { CancelledError, CommandFailedError, TimeoutError } from '../../errors.js';
 import { systemClock } from '../../host/clock.js';
@@ -133,6 +134,7 @@ export function createSimHost(options: SimHostOptions): SimHost {
       throw new CommandFailedError(command, 1, `sim: unsupported command: ${command}`);
     }
     if (runOptions.signal?.aborted) throw new CancelledError(command, { cause: runOptions.signal.reason });
+    commandFailpoint(command);
     const machine = commandMachine(cmd);
     const latency = machine ? simLatencyMs(ctx.faults, machine) : 0;
     if (latency > 0) await delay(command, latency, runOptions);
