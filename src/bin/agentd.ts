@@ -9,7 +9,6 @@ import { formatDuration } from '../config/duration.js';
 import type { DaemonConfigInput } from '../config/daemon-config.js';
 import { describeError, isAgentError } from '../errors.js';
 import { createLogger } from '../log.js';
-import { startDaemon } from '../server/daemon.js';
 import { VERSION } from '../version.js';
 
 process.title = 'agentd';
@@ -94,6 +93,8 @@ async function main(argv: string[]): Promise<number> {
   const logger = createLogger({ level: config.logLevel, format: config.logFormat });
   let daemon;
   try {
+    // Loaded only now: a bad flag or config value is reported without loading the server.
+    const { startDaemon } = await import('../server/daemon.js');
     daemon = await startDaemon(config, { logger });
   } catch (err) {
     process.stderr.write(`agentd: ${describeError(err)}\n`);

@@ -32,9 +32,11 @@ export function toCliError(err: unknown, socket: string): CliError {
         : err.reason === 'timeout'
           ? `the daemon did not answer in time (raise --timeout)`
           : `is agentd running? start it (systemctl start agentd, or npm start for --sim) or pass --socket`;
-    return new CliError(EXIT.UNREACHABLE, `cannot reach agentd on ${socket}: ${err.message}; ${hint}`, {
+    // The transport knows the socket it dialled; the caller's guess may miss `--socket=PATH`.
+    const dialled = err.socketPath || socket;
+    return new CliError(EXIT.UNREACHABLE, `cannot reach agentd on ${dialled}: ${err.message}; ${hint}`, {
       code: 'UNREACHABLE',
-      socket,
+      socket: dialled,
       reason: err.reason,
     });
   }

@@ -1,18 +1,23 @@
 /**
  * agentctl entry: parse, run one command, map every failure to a documented exit code.
  */
-import { CommanderError } from 'commander';
+import { CommanderError, type Command } from 'commander';
 import { toCliError } from './context.js';
 import { CliError, EXIT } from './exit-codes.js';
 import { defaultSocket } from './paths.js';
 import { buildProgram, type ProgramIo } from './program.js';
 
 export async function runCli(argv: string[], io: ProgramIo): Promise<number> {
-  const program = buildProgram(io).exitOverride();
-  program.configureOutput({
-    writeOut: (s) => io.stdout.write(s),
-    writeErr: (s) => io.stderr.write(s),
-  });
+  const program = buildProgram(io);
+  // commander copies these settings to a subcommand only when it is created, and the tree is
+  // already built: set them on every command, or `agentctl stop --bogus` would exit 1, not 2.
+  const all = (cmd: Command): Command[] => [cmd, ...cmd.commands.flatMap(all)];
+  for (const cmd of all(program)) {
+    cmd.exitOverride().configureOutput({
+      writeOut: (s) => io.stdout.write(s),
+      writeErr: (s) => io.stderr.write(s),
+    });
+  }
   const json = argv.includes('--json');
   try {
     await program.parseAsync(argv);

@@ -30,8 +30,8 @@ const octalMode = z.union([
   z.number().int().min(0).max(0o777),
   z
     .string()
-    .regex(/^0?[0-7]{3}$/, 'expected an octal mode such as 0660')
-    .transform((s) => parseInt(s, 8)),
+    .regex(/^(0o?)?[0-7]{3}$/, 'expected an octal mode such as 0660')
+    .transform((s) => parseInt(s.replace(/^0o/, ''), 8)),
 ]);
 
 const hostPort = z

@@ -20,6 +20,7 @@ export function parseDuration(text: string): number | null {
 
 /** Render milliseconds the way `parseDuration` reads them (for defaults in help and docs). */
 export function formatDuration(ms: number): string {
+  if (ms === 0) return '0s';
   if (ms % 3_600_000 === 0) return `${ms / 3_600_000}h`;
   if (ms % 60_000 === 0) return `${ms / 60_000}m`;
   if (ms % 1000 === 0) return `${ms / 1000}s`;

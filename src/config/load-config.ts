@@ -4,7 +4,7 @@
  */
 import { existsSync, readFileSync } from 'node:fs';
 import path from 'node:path';
-import { parse as parseYaml } from 'yaml';
+import { isMap, isScalar, parseDocument } from 'yaml';
 import type { z } from 'zod';
 import { InvalidConfigError } from '../errors.js';
 import {
@@ -30,6 +30,8 @@ export interface LoadConfigInput {
   cwd: string;
   /** Whether stdout is a terminal (pretty logs by default). */
   isTTY: boolean;
+  /** The file read when neither --config nor AGENTD_CONFIG is given, if it exists (tests point it elsewhere). */
+  defaultConfigFile?: string;
 }
 
 function describeSource(key: OptionKey, source: Source, file: string | null): string {
@@ -59,31 +61,41 @@ function readConfigFile(file: string): Record<string, unknown> {
       cause: err,
     });
   }
-  let doc: unknown;
-  try {
-    doc = parseYaml(text);
-  } catch (err) {
-    throw new InvalidConfigError(`--config ${file}: not valid YAML: ${(err as Error).message}`, {
-      cause: err,
+  const doc = parseDocument(text);
+  const yamlError = doc.errors[0];
+  if (yamlError) {
+    throw new InvalidConfigError(`--config ${file}: not valid YAML: ${yamlError.message}`, {
+      cause: yamlError,
     });
   }
-  if (doc === null || doc === undefined) return {};
-  if (typeof doc !== 'object' || Array.isArray(doc)) {
-    throw new InvalidConfigError(
-      `--config ${file}: expected a YAML mapping of options, got ${Array.isArray(doc) ? 'a list' : typeof doc}`,
-    );
+  const contents = doc.contents;
+  if (contents === null || (isScalar(contents) && contents.value === null)) return {};
+  if (!isMap(contents)) {
+    const got = isScalar(contents) ? typeof contents.value : 'a list';
+    throw new InvalidConfigError(`--config ${file}: expected a YAML mapping of options, got ${got}`);
   }
-  return doc as Record<string, unknown>;
+  const values = doc.toJS() as Record<string, unknown>;
+  // A number in the file means what the same text means as a flag: `socketMode: 0660` is octal
+  // 0660 (YAML 1.2 would read decimal 660, and `0440` would silently become mode 0670), and
+  // `shutdownGrace: 30` is 30 seconds (not 30 ms).
+  for (const pair of contents.items) {
+    if (isScalar(pair.key) && isScalar(pair.value) && typeof pair.value.value === 'number') {
+      const source = pair.value.source;
+      if (typeof source === 'string' && source !== '') values[String(pair.key.value)] = source;
+    }
+  }
+  return values;
 }
 
 /** Merge, validate and resolve the daemon configuration. Throws InvalidConfigError on any bad value. */
 export function loadDaemonConfig(input: LoadConfigInput): DaemonConfig {
   const { flags, env, cwd } = input;
   const explicitFile = flags.config ?? env.AGENTD_CONFIG;
+  const defaultFile = input.defaultConfigFile ?? DEFAULT_CONFIG_FILE;
   const configFile = explicitFile
     ? path.resolve(cwd, explicitFile)
-    : existsSync(DEFAULT_CONFIG_FILE)
-      ? DEFAULT_CONFIG_FILE
+    : existsSync(defaultFile)
+      ? defaultFile
       : null;
   const fileValues = configFile ? readConfigFile(configFile) : {};
 

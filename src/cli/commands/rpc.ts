@@ -15,6 +15,7 @@ export async function runRpc(ctx: CliContext, method: string, paramsJson: string
     }
   }
   const result = await ctx.client().callRaw(method, params);
-  // Raw calls always print JSON: the result has no human rendering of its own.
-  process.stdout.write(`${JSON.stringify(result, null, 2)}\n`);
+  // Raw calls always print JSON: the result has no human rendering of its own. Through the
+  // context's output (not process.stdout) so embedding runCli with its own streams works.
+  ctx.out.result(result, () => JSON.stringify(result, null, 2));
 }

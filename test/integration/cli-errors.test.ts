@@ -1,0 +1,57 @@
+/** agentctl's exit codes when there is no daemon or the command line is wrong. */
+import { existsSync } from 'node:fs';
+import { mkdir, writeFile } from 'node:fs/promises';
+import path from 'node:path';
+import { describe, expect, it } from 'vitest';
+import { runAgentctl } from '../support/cli.js';
+import { makeTempDir } from '../support/daemon.js';
+
+describe('agentctl without a daemon', () => {
+  it('exit 3 and stderr names the socket', async () => {
+    const dir = await makeTempDir();
+    const socket = path.join(dir, 'agentd.sock');
+    const r = await runAgentctl(['--socket', socket, 'status']);
+    expect(r.code).toBe(3);
+    expect(r.stderr).toContain(`cannot reach agentd on ${socket}`);
+    expect(r.stderr).toContain('is agentd running?');
+    expect(r.stdout).toBe('');
+  });
+
+  it('exit 3 with --json: the error as JSON on stdout', async () => {
+    const dir = await makeTempDir();
+    const socket = path.join(dir, 'agentd.sock');
+    const r = await runAgentctl(['--json', `--socket=${socket}`, 'rpc', 'status']);
+    expect(r.code).toBe(3);
+    expect(JSON.parse(r.stdout)).toMatchObject({ error: { code: 'UNREACHABLE', exitCode: 3, socket } });
+    expect(r.stderr).toContain(socket);
+  });
+
+  // On a machine that really runs agentd the system socket wins; the fallback is not reachable there.
+  it.skipIf(existsSync('/run/agentd/agentd.sock'))(
+    'falls back to ./.agentd/agentd.sock (a --sim daemon) when only that exists',
+    async () => {
+      // No daemon listens there, but the message proves which socket agentctl picked.
+      const dir = await makeTempDir();
+      await mkdir(path.join(dir, '.agentd'));
+      await writeFile(path.join(dir, '.agentd', 'agentd.sock'), '');
+      const r = await runAgentctl(['status'], { cwd: dir });
+      expect(r.code).toBe(3);
+      expect(r.stderr).toContain(path.join(dir, '.agentd', 'agentd.sock'));
+    },
+  );
+});
+
+describe('agentctl usage errors: exit 2 naming the problem', () => {
+  it.each([
+    [['--bogus', 'status'], "unknown option '--bogus'"],
+    [['status', '--bogus'], "unknown option '--bogus'"],
+    [['stop', '--grace', 'soon'], '--grace'],
+    [['--timeout', 'soon', 'status'], '--timeout'],
+    [['rpc'], "missing required argument 'method'"],
+    [['frobnicate'], 'frobnicate'],
+  ])('%j', async (args, named) => {
+    const r = await runAgentctl(args);
+    expect(r.code).toBe(2);
+    expect(r.stderr).toContain(named);
+  });
+});

@@ -1,0 +1,188 @@
+/**
+ * agentd's flags, env and config file as the real program sees them: bad values exit 2 naming
+ * the option; the TCP metrics listener serves probes and metrics, never /rpc.
+ */
+import { existsSync } from 'node:fs';
+import { stat, writeFile } from 'node:fs/promises';
+import net from 'node:net';
+import path from 'node:path';
+import { describe, expect, it } from 'vitest';
+import { runAgentctl } from '../support/cli.js';
+import { makeTempDir, runAgentd, startTestDaemon } from '../support/daemon.js';
+
+/** Flags that would start a daemon in `dir` if nothing else were wrong. */
+function baseFlags(dir: string): string[] {
+  return [
+    '--socket',
+    path.join(dir, 'agentd.sock'),
+    '--pid-file',
+    path.join(dir, 'agentd.pid'),
+    '--state-dir',
+    path.join(dir, 'state'),
+    '--root',
+    path.join(dir, 'root'),
+    '--host',
+    'sim',
+  ];
+}
+
+async function expectUsageError(args: string[], named: string[], env: Record<string, string> = {}) {
+  const dir = await makeTempDir();
+  const r = await runAgentd([...baseFlags(dir), '--config', '/dev/null', ...args], { env, cwd: dir });
+  expect(r.timedOut, r.stdout).toBe(false);
+  expect(r.code, r.stderr).toBe(2);
+  for (const word of named) expect(r.stderr).toContain(word);
+  return r;
+}
+
+describe('bad values exit 2 naming the option', () => {
+  it('--socket-mode', async () => {
+    await expectUsageError(['--socket-mode', '0999'], ['--socket-mode', '"0999"']);
+  });
+
+  it('--shutdown-grace', async () => {
+    await expectUsageError(['--shutdown-grace', 'soon'], ['--shutdown-grace', '"soon"']);
+  });
+
+  it('--metrics-address', async () => {
+    await expectUsageError(['--metrics-address', '127.0.0.1'], ['--metrics-address', '"127.0.0.1"']);
+  });
+
+  it('--host and --log-level (commander choices)', async () => {
+    await expectUsageError(['--host', 'docker'], ['--host', 'docker']);
+    await expectUsageError(['--log-level', 'loud'], ['--log-level', 'loud']);
+  });
+
+  it('an unknown flag', async () => {
+    await expectUsageError(['--bogus-flag'], ['--bogus-flag']);
+  });
+
+  it('an unexpected argument', async () => {
+    await expectUsageError(['extra'], ['too many arguments']);
+  });
+
+  it('an env value, naming the variable', async () => {
+    await expectUsageError([], ['--shutdown-grace', 'AGENTD_SHUTDOWN_GRACE'], {
+      AGENTD_SHUTDOWN_GRACE: '5 minutes',
+    });
+  });
+
+  it('a bad value in the YAML config file, naming the file and key', async () => {
+    const dir = await makeTempDir();
+    const file = path.join(dir, 'agentd.yaml');
+    await writeFile(file, 'logLevel: info\nsocketMode: rwx\n');
+    const r = await runAgentd([...baseFlags(dir), '--config', file], { cwd: dir });
+    expect(r.code).toBe(2);
+    expect(r.stderr).toContain('--socket-mode');
+    expect(r.stderr).toContain(`${file} key socketMode`);
+  });
+
+  it('an unknown key in the YAML config file', async () => {
+    const dir = await makeTempDir();
+    const file = path.join(dir, 'agentd.yaml');
+    await writeFile(file, 'sockett: /x.sock\n');
+    const r = await runAgentd([...baseFlags(dir), '--config', file], { cwd: dir });
+    expect(r.code).toBe(2);
+    expect(r.stderr).toContain('sockett');
+    expect(r.stderr).toContain(file);
+  });
+
+  it('a config file that does not exist (AGENTD_CONFIG)', async () => {
+    const dir = await makeTempDir();
+    const r = await runAgentd(baseFlags(dir), { cwd: dir, env: { AGENTD_CONFIG: 'missing.yaml' } });
+    expect(r.code).toBe(2);
+    expect(r.stderr).toContain(path.join(dir, 'missing.yaml'));
+  });
+
+  it('--help and --version exit 0', async () => {
+    const help = await runAgentd(['--help']);
+    expect(help.code).toBe(0);
+    expect(help.stdout).toContain('--socket-mode');
+    const version = await runAgentd(['--version']);
+    expect(version.code).toBe(0);
+    expect(version.stdout).toMatch(/^\d+\.\d+\.\d+/);
+  });
+});
+
+/** A TCP port that was free a moment ago (the daemon's port 0 could not be discovered). */
+async function freePort(): Promise<number> {
+  const server = net.createServer();
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  const { port } = server.address() as net.AddressInfo;
+  await new Promise((r) => server.close(r));
+  return port;
+}
+
+async function getTcp(port: number, method: string, urlPath: string) {
+  const res = await fetch(`http://127.0.0.1:${port}${urlPath}`, {
+    method,
+    ...(method === 'POST'
+      ? {
+          headers: { 'content-type': 'application/json' },
+          body: '{"jsonrpc":"2.0","id":1,"method":"status"}',
+        }
+      : {}),
+  });
+  return { status: res.status, body: await res.text() };
+}
+
+describe('--metrics-address', () => {
+  it('serves /metrics, /healthz and /readyz over TCP, and never /rpc', async () => {
+    const port = await freePort();
+    const d = await startTestDaemon({ args: ['--metrics-address', `127.0.0.1:${port}`] });
+    const metrics = await getTcp(port, 'GET', '/metrics');
+    expect(metrics.status).toBe(200);
+    expect(metrics.body).toContain('agentd_build_info');
+    expect((await getTcp(port, 'GET', '/healthz')).status).toBe(200);
+    expect((await getTcp(port, 'GET', '/readyz')).status).toBe(200);
+    expect((await getTcp(port, 'POST', '/rpc')).status).toBe(404);
+    expect((await getTcp(port, 'GET', '/openapi.json')).status).toBe(404);
+    expect((await getTcp(port, 'GET', '/v1/events')).status).toBe(404);
+    // The socket still serves everything.
+    expect((await d.rpc('status')).result).toBeDefined();
+    expect(await d.stop()).toBe(0);
+    // And the TCP listener is closed with the daemon.
+    await expect(getTcp(port, 'GET', '/healthz')).rejects.toThrow();
+  });
+
+  it('a port already in use fails the start with exit 1 and removes the socket and PID file', async () => {
+    const blocker = net.createServer();
+    await new Promise<void>((resolve) => blocker.listen(0, '127.0.0.1', resolve));
+    try {
+      const { port } = blocker.address() as net.AddressInfo;
+      const dir = await makeTempDir();
+      const r = await runAgentd(
+        [...baseFlags(dir), '--config', '/dev/null', '--metrics-address', `127.0.0.1:${port}`],
+        {
+          cwd: dir,
+        },
+      );
+      expect(r.code).toBe(1);
+      expect(r.stderr).toContain(String(port));
+      await expect(stat(path.join(dir, 'agentd.sock'))).rejects.toMatchObject({ code: 'ENOENT' });
+      await expect(stat(path.join(dir, 'agentd.pid'))).rejects.toMatchObject({ code: 'ENOENT' });
+    } finally {
+      await new Promise((r) => blocker.close(r));
+    }
+  });
+});
+
+describe('--sim', () => {
+  it('alone puts every path under ./.agentd, and agentctl finds the daemon from that directory', async () => {
+    const d = await startTestDaemon({ simDefaults: true });
+    expect(d.socket).toBe(path.join(d.dir, '.agentd', 'agentd.sock'));
+    expect((await stat(d.socket)).isSocket()).toBe(true);
+    expect((await stat(d.pidFile)).isFile()).toBe(true);
+    expect(d.logs()).toContain('"host":"sim"');
+    expect(d.logs()).toContain(`"root":"${path.join(d.dir, '.agentd', 'root')}"`);
+    // Skip the lookup on a machine that really runs agentd: there the system socket wins.
+    if (!existsSync('/run/agentd/agentd.sock')) {
+      const r = await runAgentctl(['--json', 'status'], { cwd: d.dir });
+      expect(r.code, r.stderr).toBe(0);
+      expect((JSON.parse(r.stdout) as { daemon: { pid: number } }).daemon.pid).toBe(d.pid);
+      const stop = await runAgentctl(['--json', 'stop'], { cwd: d.dir });
+      expect(JSON.parse(stop.stdout)).toMatchObject({ pid: d.pid, signalled: true });
+      expect(await d.waitExit()).toBe(0);
+    }
+  });
+});

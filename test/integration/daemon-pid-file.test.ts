@@ -1,0 +1,73 @@
+/**
+ * The PID file of the real daemon (DESIGN §9): a stale one is replaced, a live agentd's is not.
+ */
+import { readFile, writeFile } from 'node:fs/promises';
+import path from 'node:path';
+import { describe, expect, it } from 'vitest';
+import {
+  impossiblePid,
+  makeTempDir,
+  runAgentd,
+  spawnFakeAgentd,
+  spawnForeignProcess,
+  startTestDaemon,
+} from '../support/daemon.js';
+
+async function startOver(content: string) {
+  const dir = await makeTempDir();
+  const pidFile = path.join(dir, 'agentd.pid');
+  await writeFile(pidFile, content);
+  const d = await startTestDaemon({ dir, pidFile });
+  expect(await readFile(pidFile, 'utf8')).toBe(`${d.pid}\n`);
+  expect(d.logs()).toContain('replacing a stale PID file');
+  return d;
+}
+
+describe('a stale PID file is replaced', () => {
+  it('garbage', async () => {
+    await startOver('this is not a pid\n');
+  });
+
+  it('a dead PID', async () => {
+    await startOver(`${impossiblePid()}\n`);
+  });
+
+  it('the PID of another program, which is left alone', async () => {
+    const sleeper = spawnForeignProcess();
+    const d = await startOver(`${sleeper.pid}\n`);
+    expect(sleeper.alive()).toBe(true);
+    // And stopping the daemon does not touch it either.
+    expect(await d.stop()).toBe(0);
+    expect(sleeper.alive()).toBe(true);
+  });
+});
+
+describe('a live agentd holds the PID file', () => {
+  it('refuses to start with exit 1, naming the PID and the file, and changes nothing', async () => {
+    const dir = await makeTempDir();
+    const fake = await spawnFakeAgentd(dir);
+    const pidFile = path.join(dir, 'agentd.pid');
+    await writeFile(pidFile, `${fake.pid}\n`);
+    const socket = path.join(dir, 'agentd.sock');
+    const r = await runAgentd([
+      '--config',
+      '/dev/null',
+      '--socket',
+      socket,
+      '--pid-file',
+      pidFile,
+      '--state-dir',
+      path.join(dir, 'state'),
+      '--root',
+      path.join(dir, 'root'),
+      '--host',
+      'sim',
+    ]);
+    expect(r.timedOut).toBe(false);
+    expect(r.code).toBe(1);
+    expect(r.stderr).toContain(`pid ${fake.pid}`);
+    expect(r.stderr).toContain(pidFile);
+    expect(await readFile(pidFile, 'utf8')).toBe(`${fake.pid}\n`);
+    expect(fake.alive()).toBe(true);
+  });
+});

@@ -1,0 +1,156 @@
+/**
+ * The admin socket of the real daemon: permissions, group, bad locations, a second daemon, and
+ * a leftover socket from a daemon that died.
+ */
+import { spawn } from 'node:child_process';
+import { readFileSync } from 'node:fs';
+import { mkdir, stat } from 'node:fs/promises';
+import path from 'node:path';
+import { describe, expect, it } from 'vitest';
+import { makeTempDir, runAgentd, startTestDaemon } from '../support/daemon.js';
+
+/** A group from /etc/group other than our own primary group, so the chown is visible. */
+function otherGroup(): { name: string; gid: number } {
+  const mine = process.getgid?.() ?? 0;
+  const groups = readFileSync('/etc/group', 'utf8')
+    .split('\n')
+    .map((l) => l.split(':'))
+    .filter((f) => f.length >= 3 && /^\d+$/.test(f[2] ?? ''))
+    .map((f) => ({ name: f[0] as string, gid: Number(f[2]) }));
+  // Unprivileged, we may only give the socket to a group we are in.
+  const allowed =
+    process.getuid?.() === 0 ? groups : groups.filter((g) => process.getgroups?.().includes(g.gid));
+  const pick = allowed.find((g) => g.gid !== mine) ?? allowed[0];
+  if (!pick) throw new Error('no usable group in /etc/group');
+  return pick;
+}
+
+/** Base flags for a daemon run that is expected to fail before it serves. */
+function flagsIn(dir: string, socket: string): string[] {
+  return [
+    '--socket',
+    socket,
+    '--pid-file',
+    path.join(dir, 'agentd.pid'),
+    '--state-dir',
+    path.join(dir, 'state'),
+    '--root',
+    path.join(dir, 'root'),
+    '--host',
+    'sim',
+    '--log-format',
+    'json',
+    '--config',
+    '/dev/null',
+  ];
+}
+
+describe('socket permissions', () => {
+  it('is created with mode 0660 by default, and a second daemon on it is refused', async () => {
+    const d = await startTestDaemon();
+    const st = await stat(d.socket);
+    expect(st.isSocket()).toBe(true);
+    expect(st.mode & 0o777).toBe(0o660);
+
+    // A second daemon on the same socket (with its own PID file) refuses, naming the socket.
+    const dir2 = await makeTempDir();
+    const second = await runAgentd([...flagsIn(dir2, d.socket)]);
+    expect(second.timedOut).toBe(false);
+    expect(second.code).toBe(1);
+    expect(second.stderr).toContain(d.socket);
+    // …and the first one keeps serving on it.
+    expect((await d.http('GET', '/healthz')).status).toBe(200);
+    expect((await stat(d.socket)).isSocket()).toBe(true);
+    expect(d.proc.exitCode).toBeNull();
+  });
+
+  it('--socket-mode 0600 and --socket-group NAME are honoured', async () => {
+    const group = otherGroup();
+    const d = await startTestDaemon({ args: ['--socket-mode', '0600', '--socket-group', group.name] });
+    const st = await stat(d.socket);
+    expect(st.mode & 0o777).toBe(0o600);
+    expect(st.gid).toBe(group.gid);
+  });
+
+  it('--socket-group GID is honoured', async () => {
+    const group = otherGroup();
+    const d = await startTestDaemon({ args: ['--socket-group', String(group.gid)] });
+    expect((await stat(d.socket)).gid).toBe(group.gid);
+  });
+
+  it('an unknown --socket-group is exit 2 naming the group', async () => {
+    const dir = await makeTempDir();
+    const r = await runAgentd([
+      ...flagsIn(dir, path.join(dir, 'a.sock')),
+      '--socket-group',
+      'no-such-group-xyz',
+    ]);
+    expect(r.code).toBe(2);
+    expect(r.stderr).toContain('--socket-group');
+    expect(r.stderr).toContain('no-such-group-xyz');
+  });
+});
+
+describe('socket locations', () => {
+  it('a socket in a missing directory whose parent is missing too is exit 2 naming the socket', async () => {
+    const dir = await makeTempDir();
+    const socket = path.join(dir, 'missing', 'deeper', 'agentd.sock');
+    const r = await runAgentd(flagsIn(dir, socket));
+    expect(r.code).toBe(2);
+    expect(r.stderr).toContain(`--socket ${socket}`);
+    expect(r.stderr).toContain('does not exist');
+  });
+
+  it('a socket in a missing directory whose parent exists: the directory is created', async () => {
+    const dir = await makeTempDir();
+    const socket = path.join(dir, 'run', 'agentd.sock');
+    const d = await startTestDaemon({ dir, socket });
+    expect((await stat(socket)).isSocket()).toBe(true);
+    expect((await d.http('GET', '/healthz')).status).toBe(200);
+  });
+
+  it('a socket in a directory nobody may write to is exit 2 with a clear message', async () => {
+    // A chmod 0555 directory does not stop root, and these tests often run as root; /proc
+    // refuses new files for everyone, root included, so it is the reliable read-only place.
+    const dir = await makeTempDir();
+    const socket = '/proc/agentd-test.sock';
+    const r = await runAgentd(flagsIn(dir, socket));
+    expect(r.code).toBe(2);
+    expect(r.stderr).toContain(`--socket ${socket}`);
+    expect(r.stderr).toMatch(/cannot create the socket|not writable/);
+    // Nothing of ours was left behind.
+    await expect(stat(path.join(dir, 'agentd.pid'))).rejects.toMatchObject({ code: 'ENOENT' });
+  });
+
+  it('a path that exists and is not a socket is refused and kept', async () => {
+    const dir = await makeTempDir();
+    const socket = path.join(dir, 'not-a-socket');
+    await mkdir(socket);
+    const r = await runAgentd(flagsIn(dir, socket));
+    expect(r.code).toBe(2);
+    expect(r.stderr).toContain('not a socket');
+    expect((await stat(socket)).isDirectory()).toBe(true);
+  });
+
+  it('a leftover socket of a dead process is removed and the daemon starts', async () => {
+    const dir = await makeTempDir();
+    const socket = path.join(dir, 'agentd.sock');
+    // A child binds the socket and is SIGKILLed: nothing unlinks it, nobody listens on it.
+    const child = spawn(
+      process.execPath,
+      [
+        '-e',
+        `require('net').createServer().listen(${JSON.stringify(socket)}, () => process.stdout.write('up'))`,
+      ],
+      { stdio: ['ignore', 'pipe', 'inherit'] },
+    );
+    await new Promise<void>((resolve) => child.stdout.once('data', () => resolve()));
+    child.kill('SIGKILL');
+    await new Promise((r) => child.once('close', r));
+    expect((await stat(socket)).isSocket()).toBe(true);
+
+    const d = await startTestDaemon({ dir, socket });
+    expect((await d.http('GET', '/readyz')).status).toBe(200);
+    expect(d.logs()).not.toContain('failed to start');
+  });
+});

@@ -1,0 +1,146 @@
+import { describe, expect, it } from 'vitest';
+import { renderStatus } from '../../../../src/cli/commands/status.js';
+import { createCliContext } from '../../../../src/cli/context.js';
+import { createOutput } from '../../../../src/cli/output.js';
+import type { MethodTypes } from '../../../../src/rpc/methods/index.js';
+
+type Status = MethodTypes['status']['result'];
+type Operation = NonNullable<Status['operation']>;
+
+const NOW = Date.parse('2026-03-01T12:00:00Z');
+
+function ctx(color: boolean) {
+  const stream = { isTTY: color, write: () => true } as unknown as NodeJS.WriteStream;
+  const out = createOutput({ json: false, colorFlag: true, env: {}, stdout: stream, stderr: stream });
+  return createCliContext({ socket: '/x.sock', json: false, timeoutMs: undefined, color }, out, {}, '/');
+}
+
+function operation(o: Partial<Operation>): Operation {
+  return {
+    id: 'op-1',
+    kind: 'update',
+    state: 'running',
+    reason: null,
+    requestedBy: 'agentctl',
+    idempotencyKey: null,
+    createdAt: '2026-03-01T11:58:00Z',
+    startedAt: '2026-03-01T11:58:00Z',
+    finishedAt: null,
+    from: 'kube1',
+    to: 'kube2',
+    phases: [],
+    result: null,
+    error: null,
+    ...o,
+  };
+}
+
+const joined: Status = {
+  daemon: { version: '1.2.3', pid: 4242, startedAt: '2026-03-01T10:55:30Z', state: 'ready' },
+  node: {
+    activeMachine: 'kube1',
+    applied: {
+      kubernetesVersion: '1.34.0',
+      image: 'registry.example/kube:1.34',
+      hash: 'abcdef0123456789ffff',
+    },
+    machines: [
+      { name: 'kube1', state: 'running', kubelet: 'active' },
+      { name: 'kube2', state: 'absent', kubelet: 'inactive' },
+    ],
+    cordoned: false,
+    warnings: ['kube2 has a leftover rootfs'],
+  },
+  operation: operation({
+    id: 'op-2',
+    phases: [
+      { name: 'prepare', state: 'succeeded', startedAt: null, finishedAt: null, error: null },
+      { name: 'provision', state: 'running', startedAt: null, finishedAt: null, error: null },
+    ],
+  }),
+  lastOperation: operation({
+    id: 'op-1',
+    state: 'rolled_back',
+    finishedAt: '2026-03-01T11:00:00Z',
+    error: { code: 'VERIFY_FAILED', message: 'kubelet did not become active' },
+  }),
+  watcher: {
+    enabled: true,
+    connected: false,
+    machineName: 'node-a',
+    lastEventAt: null,
+    lastReconcileAt: null,
+    lastError: 'connection refused',
+  },
+};
+
+const fresh: Status = {
+  daemon: { version: '1.2.3', pid: 7, startedAt: '2026-03-01T11:59:50Z', state: 'recovering' },
+  node: {
+    activeMachine: null,
+    applied: null,
+    machines: [
+      { name: 'kube1', state: 'absent', kubelet: 'inactive' },
+      { name: 'kube2', state: 'absent', kubelet: 'inactive' },
+    ],
+    cordoned: null,
+    warnings: [],
+  },
+  operation: null,
+  lastOperation: null,
+  watcher: null,
+};
+
+describe('renderStatus', () => {
+  it('renders a joined node with an operation, the last one, the watcher and warnings', () => {
+    expect(renderStatus(joined, ctx(false), NOW)).toBe(
+      [
+        'agentd 1.2.3  pid 4242  up 1h 4m  ready',
+        'node      active kube1  kubernetes 1.34.0  image registry.example/kube:1.34  config abcdef012345',
+        '          schedulable',
+        '',
+        'MACHINE  STATE    KUBELET',
+        'kube1    running  active    (active)',
+        'kube2    absent   inactive',
+        '',
+        'operation op-2  update  running  phase provision',
+        'last      op-1  update  rolled_back  1h 0m ago  kubelet did not become active',
+        'watcher   node-a  disconnected  last error: connection refused',
+        'warning: kube2 has a leftover rootfs',
+      ].join('\n'),
+    );
+  });
+
+  it('renders a fresh node: not joined, no operations, no watcher line', () => {
+    expect(renderStatus(fresh, ctx(false), NOW)).toBe(
+      [
+        'agentd 1.2.3  pid 7  up 10s  recovering',
+        'node      active none  not joined',
+        '',
+        'MACHINE  STATE   KUBELET',
+        'kube1    absent  inactive',
+        'kube2    absent  inactive',
+        '',
+        'operation none',
+      ].join('\n'),
+    );
+  });
+
+  it('says cordoned when the node is cordoned', () => {
+    const cordoned = { ...joined, node: { ...joined.node, cordoned: true } };
+    expect(renderStatus(cordoned, ctx(false), NOW)).toContain('\n          cordoned\n');
+  });
+
+  it('colors states on a terminal and keeps the table aligned', () => {
+    const text = renderStatus(joined, ctx(true), NOW);
+    expect(text).toContain('\u001b[32mready\u001b[39m');
+    expect(text).toContain('\u001b[31mrolled_back\u001b[39m');
+    // eslint-disable-next-line no-control-regex
+    const plain = text.replace(/\u001b\[[0-9;]*m/g, '');
+    expect(plain).toBe(renderStatus(joined, ctx(false), NOW));
+  });
+
+  it('has no escape codes without a terminal', () => {
+    expect(renderStatus(joined, ctx(false), NOW)).not.toContain('\u001b[');
+  });
+});

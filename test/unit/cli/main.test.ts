@@ -1,0 +1,109 @@
+import { mkdtemp, rm } from 'node:fs/promises';
+import os from 'node:os';
+import path from 'node:path';
+import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { runCli } from '../../../src/cli/main.js';
+
+let dir: string;
+beforeEach(async () => {
+  dir = await mkdtemp(path.join(os.tmpdir(), 'agentctl-'));
+});
+afterEach(async () => {
+  await rm(dir, { recursive: true, force: true });
+});
+
+function stream(): NodeJS.WriteStream & { text: () => string } {
+  let text = '';
+  return {
+    isTTY: false,
+    write(chunk: string) {
+      text += chunk;
+      return true;
+    },
+    text: () => text,
+  } as unknown as NodeJS.WriteStream & { text: () => string };
+}
+
+async function cli(...args: string[]) {
+  const stdout = stream();
+  const stderr = stream();
+  const code = await runCli(['node', 'agentctl', ...args], { env: {}, cwd: dir, stdout, stderr });
+  return { code, stdout: stdout.text(), stderr: stderr.text() };
+}
+
+describe('runCli exit codes', () => {
+  it('--help and --version exit 0', async () => {
+    expect((await cli('--help')).code).toBe(0);
+    const v = await cli('--version');
+    expect(v.code).toBe(0);
+    expect(v.stdout).toMatch(/^\d+\.\d+\.\d+/);
+  });
+
+  it('a subcommand --help exits 0 and prints its usage', async () => {
+    const r = await cli('stop', '--help');
+    expect(r.code).toBe(0);
+    expect(r.stdout).toContain('Usage: agentctl stop');
+  });
+
+  it.each([
+    [['--bogus', 'status']],
+    [['status', '--bogus']],
+    [['stop', '--bogus']],
+    [['rpc']],
+    [['nosuchcommand']],
+    [['stop', '--grace', 'soon']],
+    [['--timeout', 'x', 'status']],
+  ])('usage error %j exits 2 and names the problem on stderr', async (args) => {
+    const r = await cli(...args);
+    expect(r.code).toBe(2);
+    expect(r.stderr).toMatch(/bogus|method|nosuchcommand|--grace|--timeout/);
+  });
+
+  it('an unreachable daemon exits 3 and names the socket, whichever way --socket is spelled', async () => {
+    const socket = path.join(dir, 'none.sock');
+    for (const args of [
+      ['--socket', socket, 'status'],
+      [`--socket=${socket}`, 'status'],
+      ['status', '--socket', socket],
+    ]) {
+      const r = await cli(...args);
+      expect(r.code, args.join(' ')).toBe(3);
+      expect(r.stderr, args.join(' ')).toContain(`cannot reach agentd on ${socket}`);
+    }
+  });
+
+  it('AGENTD_SOCKET picks the socket', async () => {
+    const socket = path.join(dir, 'env.sock');
+    const stdout = stream();
+    const stderr = stream();
+    const code = await runCli(['node', 'agentctl', 'status'], {
+      env: { AGENTD_SOCKET: socket },
+      cwd: dir,
+      stdout,
+      stderr,
+    });
+    expect(code).toBe(3);
+    expect(stderr.text()).toContain(socket);
+  });
+
+  it('--json prints the error as one JSON value on stdout too', async () => {
+    const socket = path.join(dir, 'none.sock');
+    const r = await cli('--socket', socket, '--json', 'status');
+    expect(r.code).toBe(3);
+    expect(JSON.parse(r.stdout)).toMatchObject({ error: { exitCode: 3, code: 'UNREACHABLE', socket } });
+  });
+
+  it('stop with no PID file is nothing to stop, exit 0', async () => {
+    const r = await cli('--json', 'stop', '--pid-file', path.join(dir, 'none.pid'));
+    expect(r.code).toBe(0);
+    expect(JSON.parse(r.stdout)).toMatchObject({ pidFilePresent: false, signalled: false });
+  });
+
+  it('version reports the daemon as unreachable without failing', async () => {
+    const r = await cli('--socket', path.join(dir, 'none.sock'), '--json', 'version');
+    expect(r.code).toBe(0);
+    const v = JSON.parse(r.stdout) as { daemon: unknown; daemonError: string };
+    expect(v.daemon).toBeNull();
+    expect(v.daemonError).toContain('none.sock');
+  });
+});

@@ -1,0 +1,136 @@
+import { describe, expect, it } from 'vitest';
+import { createOutput, formatAge, stripAnsiLength, table, toneOf } from '../../../src/cli/output.js';
+
+/** A stand-in for process.stdout/stderr that records what was written. */
+function fakeStream(isTTY: boolean): NodeJS.WriteStream & { text: () => string } {
+  let text = '';
+  return {
+    isTTY,
+    write(chunk: string) {
+      text += chunk;
+      return true;
+    },
+    text: () => text,
+  } as unknown as NodeJS.WriteStream & { text: () => string };
+}
+
+function output(o: { json?: boolean; colorFlag?: boolean; env?: NodeJS.ProcessEnv; tty?: boolean }) {
+  const stdout = fakeStream(o.tty ?? true);
+  const stderr = fakeStream(o.tty ?? true);
+  const out = createOutput({
+    json: o.json ?? false,
+    colorFlag: o.colorFlag ?? true,
+    env: o.env ?? {},
+    stdout,
+    stderr,
+  });
+  return { out, stdout, stderr };
+}
+
+describe('createOutput colors', () => {
+  it('colors on a terminal by default', () => {
+    const { out } = output({});
+    expect(out.color).toBe(true);
+    expect(out.paint('ok', 'good')).toBe('\u001b[32mok\u001b[39m');
+    expect(out.paint('x', 'bold')).toBe('\u001b[1mx\u001b[22m');
+  });
+
+  it.each([
+    ['NO_COLOR is set', { env: { NO_COLOR: '1' } }],
+    ['--no-color is given', { colorFlag: false }],
+    ['stdout is not a terminal', { tty: false }],
+    ['--json is given', { json: true }],
+  ])('no colors when %s', (_name, o) => {
+    const { out } = output(o);
+    expect(out.color).toBe(false);
+    expect(out.paint('ok', 'good')).toBe('ok');
+  });
+});
+
+describe('createOutput streams', () => {
+  it('--json prints the value as exactly one JSON document on stdout', () => {
+    const { out, stdout, stderr } = output({ json: true });
+    out.result({ a: [1, 2] }, () => 'human');
+    expect(JSON.parse(stdout.text())).toEqual({ a: [1, 2] });
+    expect(stderr.text()).toBe('');
+  });
+
+  it('human output uses the renderer, with a trailing newline', () => {
+    const { out, stdout } = output({});
+    out.result({ a: 1 }, () => 'line one');
+    expect(stdout.text()).toBe('line one\n');
+  });
+
+  it('info and error go to stderr only', () => {
+    const { out, stdout, stderr } = output({});
+    out.info('progress 50%');
+    out.error('it broke');
+    expect(stdout.text()).toBe('');
+    expect(stderr.text()).toBe('progress 50%\nagentctl: it broke\n');
+  });
+});
+
+describe('toneOf', () => {
+  it.each([
+    ['succeeded', 'good'],
+    ['active', 'good'],
+    ['running', 'good'],
+    ['ready', 'good'],
+    ['failed', 'bad'],
+    ['rolled_back', 'bad'],
+    ['interrupted', 'bad'],
+    ['absent', 'dim'],
+    ['stopped', 'dim'],
+    ['unknown', 'dim'],
+    ['pending', 'dim'],
+    ['cancelled', 'dim'],
+    ['draining', 'warn'],
+    ['recovering', 'warn'],
+    ['inactive', 'warn'],
+  ])('%s is %s', (state, tone) => {
+    expect(toneOf(state)).toBe(tone);
+  });
+});
+
+describe('table', () => {
+  it('aligns columns with two spaces and trims trailing blanks', () => {
+    expect(
+      table([
+        ['NAME', 'STATE', 'NOTE'],
+        ['kube1', 'running', '(active)'],
+        ['kube2', 'absent', ''],
+      ]),
+    ).toBe(['NAME   STATE    NOTE', 'kube1  running  (active)', 'kube2  absent'].join('\n'));
+  });
+
+  it('ignores ANSI color codes when measuring', () => {
+    const red = '\u001b[31mfailed\u001b[39m';
+    const lines = table([
+      ['A', 'B'],
+      [red, 'x'],
+      ['ok', 'y'],
+    ]).split('\n');
+    expect(lines[1]).toBe(`${red}  x`);
+    expect(lines[2]).toBe('ok      y');
+    expect(stripAnsiLength(red)).toBe(6);
+  });
+
+  it('handles rows of different lengths and an empty table', () => {
+    expect(table([['a'], ['bb', 'c']])).toBe('a\nbb  c');
+    expect(table([])).toBe('');
+  });
+});
+
+describe('formatAge', () => {
+  it.each([
+    [0, '0s'],
+    [-5000, '0s'],
+    [59_000, '59s'],
+    [61_000, '1m 1s'],
+    [3_600_000, '1h 0m'],
+    [47 * 3_600_000 + 60_000, '47h 1m'],
+    [50 * 3_600_000, '2d 2h'],
+  ])('%d ms is %j', (ms, text) => {
+    expect(formatAge(ms)).toBe(text);
+  });
+});

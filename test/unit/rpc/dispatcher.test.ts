@@ -1,0 +1,419 @@
+import { Writable } from 'node:stream';
+import { pino } from 'pino';
+import { describe, expect, it } from 'vitest';
+import { z } from 'zod';
+import type { Engine } from '../../../src/engine/engine.js';
+import { NotFoundError } from '../../../src/errors.js';
+import { createMetrics, type Metrics } from '../../../src/metrics/metrics.js';
+import { createDispatcher, type Dispatcher } from '../../../src/rpc/dispatcher.js';
+import { defineMethod, type MethodDescriptor } from '../../../src/rpc/method.js';
+import type { RpcServices } from '../../../src/rpc/services.js';
+
+/** A secret that must never reach the wire when a handler fails unexpectedly. */
+const SECRET = 'postgres://admin:hunter2@db/agentd';
+
+const echo = defineMethod({
+  name: 'test.echo',
+  summary: 'echo',
+  description: 'Returns its params and the caller.',
+  mutating: false,
+  errors: [],
+  params: z.strictObject({ word: z.string().default('hi'), times: z.number().int().min(1).optional() }),
+  result: z.object({ word: z.string(), caller: z.string() }),
+  handler: async (p, ctx) => ({ word: p.word.repeat(p.times ?? 1), caller: ctx.caller }),
+});
+
+const calls: string[] = [];
+const mutate = defineMethod({
+  name: 'test.mutate',
+  summary: 'mutate',
+  description: 'A mutating method: refused while draining or before ready.',
+  mutating: true,
+  errors: ['NOT_FOUND'],
+  params: z.strictObject({}),
+  result: z.object({ done: z.boolean() }),
+  handler: async () => {
+    calls.push('mutate');
+    return { done: true };
+  },
+});
+
+const missing = defineMethod({
+  name: 'test.missing',
+  summary: 'missing',
+  description: 'Throws an AgentError.',
+  mutating: false,
+  errors: ['NOT_FOUND'],
+  params: z.strictObject({}),
+  result: z.object({}),
+  handler: async () => {
+    throw new NotFoundError('operation op-42', { data: { id: 'op-42' } });
+  },
+});
+
+const crash = defineMethod({
+  name: 'test.crash',
+  summary: 'crash',
+  description: 'Throws something unexpected.',
+  mutating: false,
+  errors: [],
+  params: z.strictObject({}),
+  result: z.object({}),
+  handler: async () => {
+    throw new Error(`connect ${SECRET} failed`);
+  },
+});
+
+const METHODS = [echo, mutate, missing, crash] as unknown as readonly MethodDescriptor[];
+
+interface Harness {
+  dispatcher: Dispatcher;
+  metrics: Metrics;
+  logs: string[];
+  state: { draining: boolean; ready: boolean };
+}
+
+function setup(): Harness {
+  const logs: string[] = [];
+  const sink = new Writable({
+    write(chunk: Buffer, _enc, done) {
+      logs.push(chunk.toString('utf8'));
+      done();
+    },
+  });
+  const logger = pino({ level: 'debug' }, sink);
+  const metrics = createMetrics({ version: 'test', collectDefaults: false });
+  const state = { draining: false, ready: true };
+  const services: RpcServices = {
+    engine: {} as unknown as Engine,
+    daemonInfo: () => ({ version: 'test', pid: 1, startedAt: '2026-01-01T00:00:00Z', state: 'ready' }),
+    watcherStatus: () => null,
+    openrpc: () => ({}),
+  };
+  const dispatcher = createDispatcher({
+    methods: METHODS,
+    services,
+    metrics,
+    logger,
+    isDraining: () => state.draining,
+    isReady: () => state.ready,
+  });
+  return { dispatcher, metrics, logs, state };
+}
+
+type Resp = {
+  jsonrpc: string;
+  id: unknown;
+  result?: unknown;
+  error?: { code: number; message: string; data?: Record<string, unknown> };
+};
+
+async function one(d: Dispatcher, body: unknown): Promise<Resp> {
+  const r = await d.handle(body, 'test');
+  expect(r).not.toBeNull();
+  expect(Array.isArray(r)).toBe(false);
+  return r as unknown as Resp;
+}
+
+async function many(d: Dispatcher, body: unknown): Promise<Resp[]> {
+  const r = await d.handle(body, 'test');
+  expect(Array.isArray(r)).toBe(true);
+  return r as unknown as Resp[];
+}
+
+async function counter(metrics: Metrics, method: string, code: string): Promise<number> {
+  const m = await metrics.rpcRequests.get();
+  return m.values.find((v) => v.labels.method === method && v.labels.code === code)?.value ?? 0;
+}
+
+describe('dispatcher: valid calls', () => {
+  it('answers a call with its result, id and the caller', async () => {
+    const { dispatcher } = setup();
+    const r = await dispatcher.handle(
+      { jsonrpc: '2.0', id: 7, method: 'test.echo', params: { word: 'ab', times: 2 } },
+      'agentctl',
+    );
+    expect(r).toEqual({ jsonrpc: '2.0', id: 7, result: { word: 'abab', caller: 'agentctl' } });
+  });
+
+  it('keeps string ids and fills param defaults when params are absent', async () => {
+    const { dispatcher } = setup();
+    expect(await one(dispatcher, { jsonrpc: '2.0', id: 'x-1', method: 'test.echo' })).toEqual({
+      jsonrpc: '2.0',
+      id: 'x-1',
+      result: { word: 'hi', caller: 'test' },
+    });
+  });
+
+  it('handleText parses the body first', async () => {
+    const { dispatcher } = setup();
+    const r = await dispatcher.handleText('{"jsonrpc":"2.0","id":1,"method":"test.echo"}', 'c');
+    expect(r).toMatchObject({ id: 1, result: { word: 'hi' } });
+  });
+
+  it('a notification gets no response', async () => {
+    const { dispatcher } = setup();
+    expect(await dispatcher.handle({ jsonrpc: '2.0', method: 'test.echo' }, 'test')).toBeNull();
+    // Not even when it fails: the client asked for no answer.
+    expect(await dispatcher.handle({ jsonrpc: '2.0', method: 'test.crash' }, 'test')).toBeNull();
+    expect(await dispatcher.handle({ jsonrpc: '2.0', method: 'nosuch' }, 'test')).toBeNull();
+  });
+
+  it('an AgentError keeps its numeric code, message and data, with the string code in data.code', async () => {
+    const { dispatcher } = setup();
+    const r = await one(dispatcher, { jsonrpc: '2.0', id: 1, method: 'test.missing' });
+    expect(r.error).toEqual({
+      code: 1003,
+      message: 'operation op-42 not found',
+      data: { id: 'op-42', code: 'NOT_FOUND' },
+    });
+  });
+});
+
+describe('dispatcher: invalid requests', () => {
+  it('malformed JSON is a parse error (-32700) with id null', async () => {
+    const { dispatcher } = setup();
+    const r = (await dispatcher.handleText('{"jsonrpc": "2.0", "method"', 'test')) as unknown as Resp;
+    expect(r.id).toBeNull();
+    expect(r.error?.code).toBe(-32700);
+    expect(r.error?.data?.code).toBe('PARSE_ERROR');
+  });
+
+  it('an empty body is a parse error', async () => {
+    const { dispatcher } = setup();
+    const r = (await dispatcher.handleText('', 'test')) as unknown as Resp;
+    expect(r.error?.code).toBe(-32700);
+  });
+
+  it.each([
+    ['a number', 42],
+    ['a string', 'status'],
+    ['null', null],
+    ['true', true],
+  ])('a request that is %s is an invalid request (-32600)', async (_name, body) => {
+    const { dispatcher } = setup();
+    const r = await one(dispatcher, body);
+    expect(r.id).toBeNull();
+    expect(r.error?.code).toBe(-32600);
+    expect(r.error?.data?.code).toBe('INVALID_REQUEST');
+  });
+
+  it.each([
+    ['missing', { id: 1, method: 'test.echo' }],
+    ['"1.0"', { jsonrpc: '1.0', id: 1, method: 'test.echo' }],
+    ['a number', { jsonrpc: 2, id: 1, method: 'test.echo' }],
+  ])('jsonrpc %s is an invalid request that keeps the id', async (_name, body) => {
+    const { dispatcher } = setup();
+    const r = await one(dispatcher, body);
+    expect(r.id).toBe(1);
+    expect(r.error?.code).toBe(-32600);
+    expect(r.error?.message).toContain('jsonrpc must be "2.0"');
+  });
+
+  it('a method that is not a string is an invalid request', async () => {
+    const { dispatcher } = setup();
+    const r = await one(dispatcher, { jsonrpc: '2.0', id: 3, method: 5 });
+    expect(r.id).toBe(3);
+    expect(r.error?.code).toBe(-32600);
+  });
+
+  it('an id that is an object is an invalid request with id null', async () => {
+    const { dispatcher } = setup();
+    const r = await one(dispatcher, { jsonrpc: '2.0', id: { a: 1 }, method: 'test.echo' });
+    expect(r.id).toBeNull();
+    expect(r.error?.code).toBe(-32600);
+  });
+
+  it('params that are neither object nor array are an invalid request', async () => {
+    const { dispatcher } = setup();
+    const r = await one(dispatcher, { jsonrpc: '2.0', id: 4, method: 'test.echo', params: 'hi' });
+    expect(r.error?.code).toBe(-32600);
+  });
+
+  it('an unknown method is -32601 with data.code METHOD_NOT_FOUND and the method name', async () => {
+    const { dispatcher } = setup();
+    const r = await one(dispatcher, { jsonrpc: '2.0', id: 5, method: 'nosuch.method' });
+    expect(r.id).toBe(5);
+    expect(r.error?.code).toBe(-32601);
+    expect(r.error?.data).toEqual({ code: 'METHOD_NOT_FOUND', method: 'nosuch.method' });
+    expect(r.error?.message).toContain('nosuch.method');
+  });
+
+  it('params of the wrong shape are -32602 with the zod issues in data.issues', async () => {
+    const { dispatcher } = setup();
+    const r = await one(dispatcher, {
+      jsonrpc: '2.0',
+      id: 6,
+      method: 'test.echo',
+      params: { word: 5, times: 0, extra: true },
+    });
+    expect(r.error?.code).toBe(-32602);
+    expect(r.error?.data?.code).toBe('INVALID_PARAMS');
+    const issues = r.error?.data?.issues as { path: string; message: string; code: string }[];
+    expect(issues.map((i) => i.path).sort()).toEqual(['', 'times', 'word']);
+    expect(issues.find((i) => i.path === 'word')?.code).toBe('invalid_type');
+    expect(issues.find((i) => i.path === '')?.code).toBe('unrecognized_keys');
+    expect(r.error?.message).toMatch(/^test\.echo: invalid params: /);
+  });
+
+  it('positional params are -32602', async () => {
+    const { dispatcher } = setup();
+    const r = await one(dispatcher, { jsonrpc: '2.0', id: 8, method: 'test.echo', params: ['hi'] });
+    expect(r.id).toBe(8);
+    expect(r.error?.code).toBe(-32602);
+    expect(r.error?.message).toContain('not an array');
+  });
+
+  it('an unexpected throw is -32603 and leaks nothing of the error', async () => {
+    const { dispatcher, logs } = setup();
+    const r = await one(dispatcher, { jsonrpc: '2.0', id: 9, method: 'test.crash' });
+    expect(r.error).toEqual({
+      code: -32603,
+      message: 'internal error; see the agentd log',
+      data: { code: 'INTERNAL' },
+    });
+    expect(JSON.stringify(r)).not.toContain('hunter2');
+    expect(JSON.stringify(r)).not.toContain('at ');
+    // The details go to the log instead.
+    expect(logs.join('')).toContain('hunter2');
+  });
+});
+
+describe('dispatcher: batches', () => {
+  it('an empty batch is one invalid request', async () => {
+    const { dispatcher } = setup();
+    const r = await one(dispatcher, []);
+    expect(r.id).toBeNull();
+    expect(r.error?.code).toBe(-32600);
+    expect(r.error?.message).toContain('empty batch');
+  });
+
+  it('a batch of non-objects answers one invalid request per member', async () => {
+    const { dispatcher } = setup();
+    const r = await many(dispatcher, [1, 'two', null, [3]]);
+    expect(r).toHaveLength(4);
+    for (const resp of r) {
+      expect(resp.id).toBeNull();
+      expect(resp.error?.code).toBe(-32600);
+    }
+  });
+
+  it('a mixed batch answers every call but no notification, ids matched', async () => {
+    const { dispatcher } = setup();
+    const r = await many(dispatcher, [
+      { jsonrpc: '2.0', id: 1, method: 'test.echo', params: { word: 'a' } },
+      { jsonrpc: '2.0', method: 'test.echo' }, // notification
+      { jsonrpc: '2.0', id: 'b', method: 'nosuch' },
+      42,
+      { jsonrpc: '2.0', id: 3, method: 'test.echo', params: { word: 1 } },
+      { jsonrpc: '2.0', method: 'nosuch' }, // notification of an unknown method
+      { jsonrpc: '2.0', id: 4, method: 'test.echo', params: { word: 'd' } },
+    ]);
+    expect(r).toHaveLength(5);
+    const byId = new Map(r.filter((x) => x.id !== null).map((x) => [x.id, x]));
+    expect(byId.get(1)?.result).toEqual({ word: 'a', caller: 'test' });
+    expect(byId.get('b')?.error?.code).toBe(-32601);
+    expect(byId.get(3)?.error?.code).toBe(-32602);
+    expect(byId.get(4)?.result).toEqual({ word: 'd', caller: 'test' });
+    expect(r.filter((x) => x.id === null).map((x) => x.error?.code)).toEqual([-32600]);
+  });
+
+  it('a batch of only notifications answers nothing', async () => {
+    const { dispatcher } = setup();
+    const r = await dispatcher.handle(
+      [
+        { jsonrpc: '2.0', method: 'test.echo' },
+        { jsonrpc: '2.0', method: 'test.mutate' },
+      ],
+      'test',
+    );
+    expect(r).toBeNull();
+  });
+});
+
+describe('dispatcher: the gate for mutating methods', () => {
+  it('runs a mutating method when ready', async () => {
+    const { dispatcher } = setup();
+    calls.length = 0;
+    const r = await one(dispatcher, { jsonrpc: '2.0', id: 1, method: 'test.mutate' });
+    expect(r.result).toEqual({ done: true });
+    expect(calls).toEqual(['mutate']);
+  });
+
+  it('refuses a mutating method with DRAINING while draining, without running it', async () => {
+    const { dispatcher, state } = setup();
+    state.draining = true;
+    calls.length = 0;
+    const r = await one(dispatcher, { jsonrpc: '2.0', id: 1, method: 'test.mutate' });
+    expect(r.error?.code).toBe(1002);
+    expect(r.error?.data?.code).toBe('DRAINING');
+    expect(calls).toEqual([]);
+  });
+
+  it('refuses a mutating method with UNAVAILABLE before ready, without running it', async () => {
+    const { dispatcher, state } = setup();
+    state.ready = false;
+    calls.length = 0;
+    const r = await one(dispatcher, { jsonrpc: '2.0', id: 1, method: 'test.mutate' });
+    expect(r.error?.code).toBe(1020);
+    expect(r.error?.data?.code).toBe('UNAVAILABLE');
+    expect(r.error?.message).toContain('/readyz');
+    expect(calls).toEqual([]);
+  });
+
+  it('read-only methods are served while draining and before ready', async () => {
+    const { dispatcher, state } = setup();
+    state.draining = true;
+    state.ready = false;
+    expect((await one(dispatcher, { jsonrpc: '2.0', id: 1, method: 'test.echo' })).result).toBeDefined();
+  });
+
+  it('params are validated before the gate (a bad call is INVALID_PARAMS, not DRAINING)', async () => {
+    const { dispatcher, state } = setup();
+    state.draining = true;
+    const r = await one(dispatcher, { jsonrpc: '2.0', id: 1, method: 'test.mutate', params: { x: 1 } });
+    expect(r.error?.data?.code).toBe('INVALID_PARAMS');
+  });
+});
+
+describe('dispatcher: metrics and logs', () => {
+  it('counts calls by method and result code', async () => {
+    const { dispatcher, metrics, state } = setup();
+    await dispatcher.handle({ jsonrpc: '2.0', id: 1, method: 'test.echo' }, 't');
+    await dispatcher.handle({ jsonrpc: '2.0', id: 2, method: 'test.echo' }, 't');
+    await dispatcher.handle({ jsonrpc: '2.0', method: 'test.echo' }, 't');
+    await dispatcher.handle({ jsonrpc: '2.0', id: 3, method: 'test.echo', params: { word: 1 } }, 't');
+    await dispatcher.handle({ jsonrpc: '2.0', id: 4, method: 'test.missing' }, 't');
+    await dispatcher.handle({ jsonrpc: '2.0', id: 5, method: 'test.crash' }, 't');
+    await dispatcher.handle({ jsonrpc: '2.0', id: 6, method: 'whatever' }, 't');
+    await dispatcher.handle({ jsonrpc: '1.0', id: 7, method: 'test.echo' }, 't');
+    await dispatcher.handleText('{', 't');
+    state.draining = true;
+    await dispatcher.handle({ jsonrpc: '2.0', id: 8, method: 'test.mutate' }, 't');
+
+    expect(await counter(metrics, 'test.echo', 'ok')).toBe(3);
+    expect(await counter(metrics, 'test.echo', 'INVALID_PARAMS')).toBe(1);
+    expect(await counter(metrics, 'test.missing', 'NOT_FOUND')).toBe(1);
+    expect(await counter(metrics, 'test.crash', 'INTERNAL')).toBe(1);
+    expect(await counter(metrics, 'test.mutate', 'DRAINING')).toBe(1);
+    // Unknown and invalid method names are folded into fixed labels (no unbounded label values).
+    expect(await counter(metrics, '(unknown)', 'METHOD_NOT_FOUND')).toBe(1);
+    expect(await counter(metrics, '(invalid)', 'INVALID_REQUEST')).toBe(1);
+    const all = await metrics.rpcRequests.get();
+    expect(all.values.some((v) => v.labels.method === 'whatever')).toBe(false);
+
+    const hist = await metrics.rpcDuration.get();
+    const echoCount = hist.values.find(
+      (v) => v.labels.method === 'test.echo' && v.metricName === 'agentd_rpc_request_duration_seconds_count',
+    );
+    expect(echoCount?.value).toBe(4);
+  });
+
+  it('logs one line per call with method, code and caller', async () => {
+    const { dispatcher, logs } = setup();
+    await dispatcher.handle({ jsonrpc: '2.0', id: 1, method: 'test.missing' }, 'agentctl');
+    const lines = logs.map((l) => JSON.parse(l) as Record<string, unknown>).filter((l) => l.msg === 'rpc');
+    expect(lines).toHaveLength(1);
+    expect(lines[0]).toMatchObject({ rpc: 'test.missing', code: 'NOT_FOUND', caller: 'agentctl' });
+  });
+});
