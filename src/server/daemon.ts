@@ -178,7 +178,11 @@ export async function startDaemon(config: DaemonConfig, deps: DaemonDeps): Promi
         metrics.ready.set(0);
         const deadline = clock.now() + config.shutdownGraceMs;
         await engine.shutdown(Math.max(0, deadline - clock.now()));
-        await admin?.close().catch((err: unknown) => logger.warn({ err }, 'closing the admin server'));
+        // The grace is over: requests still open (operations.wait, update with wait) are cut
+        // rather than allowed to hold the exit; their callers see the connection close.
+        const closing = admin?.close();
+        admin?.server.closeAllConnections();
+        await closing?.catch((err: unknown) => logger.warn({ err }, 'closing the admin server'));
         await metricsApp
           ?.close()
           .catch((err: unknown) => logger.warn({ err }, 'closing the metrics listener'));
