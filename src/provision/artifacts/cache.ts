@@ -7,7 +7,7 @@ import { mkdir, rename, stat } from 'node:fs/promises';
 import path from 'node:path';
 import type { Readable, Writable } from 'node:stream';
 import type { ProgressSink } from '../../host/types.js';
-import { ChecksumMismatchError, DownloadFailedError } from '../../errors.js';
+import { ChecksumMismatchError, DownloadFailedError, InvalidConfigError } from '../../errors.js';
 import {
   destroyQuietly,
   endWritable,
@@ -16,7 +16,7 @@ import {
   tempNameFor,
   toFsError,
 } from './file-io.js';
-import { createStreamHasher, type StreamHasher } from './hasher.js';
+import { createStreamHasher, type StreamHasher, type StreamHasherOptions } from './hasher.js';
 import { contentLength, markTransient, send, statusError, withRetries, type HttpContext } from './http.js';
 import { createByteProgress } from './progress.js';
 import type { OpenWrite } from './types.js';
@@ -37,6 +37,8 @@ export interface CacheDeps {
   cacheDir: string;
   openWrite: OpenWrite;
   progress?: ProgressSink;
+  /** Where downloads are hashed (default `auto`: by size and CPU count). */
+  hashMode?: StreamHasherOptions['mode'];
 }
 
 /** Where a verified file lives; `bytes` is what was downloaded for it now (0 on a hit). */
@@ -53,6 +55,12 @@ export function cacheEntryPath(cacheDir: string, sha256: string): string {
 
 /** The cache entry for `req.sha256`, downloading it (with retries) when it is not there yet. */
 export async function ensureCached(req: CacheRequest, deps: CacheDeps): Promise<CachedFile> {
+  // The digest becomes a file name: anything but 64 lowercase hex digits could leave the cache dir.
+  if (!/^[0-9a-f]{64}$/.test(req.sha256)) {
+    throw new InvalidConfigError(
+      `${req.what}: expected sha256 to be 64 lowercase hex digits, received ${JSON.stringify(req.sha256)}`,
+    );
+  }
   const file = cacheEntryPath(deps.cacheDir, req.sha256);
   if (await isFile(file)) return { path: file, bytes: 0, cacheHit: true };
   await mkdir(path.dirname(file), { recursive: true, mode: 0o755 });
@@ -81,8 +89,9 @@ async function downloadOnce(req: CacheRequest, deps: CacheDeps, file: string): P
     }
     const total = contentLength(res);
     const progress = createByteProgress(deps.progress, deps.ctx.clock, req.task, total);
-    out = openForWrite(deps.openWrite, tmp, 0o644);
-    hasher = createStreamHasher(total);
+    // No fsync: entries are verified on every use (see OpenWrite).
+    out = openForWrite(deps.openWrite, tmp, 0o644, false);
+    hasher = createStreamHasher(total, { mode: deps.hashMode ?? 'auto' });
     const bytes = await pumpBody(res.body, out, hasher, (n) => progress.update(n));
     if (total !== undefined && bytes !== total) {
       throw markTransient(

@@ -8,13 +8,13 @@ import { finished } from 'node:stream/promises';
 import { AgentError, NoSpaceError, PreconditionFailedError } from '../../errors.js';
 import type { OpenWrite } from './types.js';
 
-/** Production writer: exclusive create, fsync before close, 1 MiB buffer. */
-export const defaultOpenWrite: OpenWrite = (file, { mode }) =>
-  createWriteStream(file, { flags: 'wx', mode, flush: true, highWaterMark: 1 << 20 });
+/** Production writer: exclusive create, 1 MiB buffer, fsync before close when `durable`. */
+export const defaultOpenWrite: OpenWrite = (file, { mode, durable }) =>
+  createWriteStream(file, { flags: 'wx', mode, flush: durable, highWaterMark: 1 << 20 });
 
 /** Open `file` with `openWrite`, keeping its errors from being unhandled (they surface in write/close). */
-export function openForWrite(openWrite: OpenWrite, file: string, mode: number): Writable {
-  const out = openWrite(file, { mode });
+export function openForWrite(openWrite: OpenWrite, file: string, mode: number, durable: boolean): Writable {
+  const out = openWrite(file, { mode, durable });
   out.on('error', () => undefined);
   return out;
 }

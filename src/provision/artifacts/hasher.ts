@@ -1,9 +1,11 @@
 /**
- * SHA-256 of a download as it streams. Small files are hashed inline; large ones on a shared
- * worker thread, so hashing (Node's bundled OpenSSL does ~650 MiB/s on some hosts, slower than
- * loopback or a fast link) overlaps receiving and writing instead of adding to them.
+ * SHA-256 of a download as it streams. Small files, and every file on hosts with few CPUs, are
+ * hashed inline; large ones on a shared worker thread when there are cores to spare, so hashing
+ * overlaps receiving and writing instead of adding to them. Measured on 2 vCPUs (bench/provision.ts):
+ * there the worker's extra thread and copies cost more than they save, hence the CPU threshold.
  */
 import { createHash } from 'node:crypto';
+import { availableParallelism } from 'node:os';
 import { Worker } from 'node:worker_threads';
 
 /** A running hash. `busy` asks the producer to pause until `onIdle` fires (worker back-pressure). */
@@ -17,16 +19,32 @@ export interface StreamHasher {
   dispose(): void;
 }
 
-/** Bodies at least this large (by Content-Length) are hashed on the worker. */
+/** Bodies at least this large (by Content-Length) are hashed on the worker… */
 export const WORKER_HASH_MIN_BYTES = 8 * 1024 * 1024;
+/** …when the host has at least this many CPUs. */
+export const WORKER_HASH_MIN_CPUS = 4;
 const BATCH_BYTES = 1024 * 1024;
 const HIGH_WATER = 32 * 1024 * 1024;
 const LOW_WATER = 8 * 1024 * 1024;
 
+export interface StreamHasherOptions {
+  /** Where to hash: `auto` (default) decides by size and CPU count; the others force it (tests, benchmarks). */
+  mode?: 'auto' | 'inline' | 'worker';
+}
+
 /** A hasher for a body of `expectedBytes` (undefined when unknown). */
-export function createStreamHasher(expectedBytes: number | undefined): StreamHasher {
-  const worker =
-    expectedBytes !== undefined && expectedBytes >= WORKER_HASH_MIN_BYTES ? HashWorker.shared() : null;
+export function createStreamHasher(
+  expectedBytes: number | undefined,
+  options: StreamHasherOptions = {},
+): StreamHasher {
+  const mode = options.mode ?? 'auto';
+  const useWorker =
+    mode === 'worker' ||
+    (mode === 'auto' &&
+      expectedBytes !== undefined &&
+      expectedBytes >= WORKER_HASH_MIN_BYTES &&
+      availableParallelism() >= WORKER_HASH_MIN_CPUS);
+  const worker = useWorker ? HashWorker.shared() : null;
   return worker ? worker.session() : inlineHasher();
 }
 

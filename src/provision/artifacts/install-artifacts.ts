@@ -49,7 +49,7 @@ export interface InstallArtifactsOptions {
   versionProbe?: VersionProbe;
   /** HTTP dispatcher (default: a shared undici Agent that follows redirects). */
   dispatcher?: Dispatcher;
-  /** Test seam for file writes (ENOSPC); default `fs.createWriteStream` with fsync. */
+  /** Test seam for file writes (ENOSPC); default `fs.createWriteStream`, fsync for rootfs files. */
   openWrite?: OpenWrite;
 }
 

@@ -64,7 +64,7 @@ async function installFile(
   const tmp = tempNameFor(target);
   let out: Writable | undefined;
   try {
-    out = openForWrite(deps.openWrite, tmp, plan.mode);
+    out = openForWrite(deps.openWrite, tmp, plan.mode, true);
     const hash = createHash('sha256');
     for await (const chunk of createReadStream(cached, { highWaterMark: 1 << 20, signal: deps.signal })) {
       hash.update(chunk as Buffer);
@@ -132,7 +132,7 @@ async function installArchive(
       // Flat, numbered temp names: a later entry with the same name wins, like tar.
       const file = path.join(tmpDir, `${writes.length}`);
       selected.set(base, file);
-      const write = pumpEntry(entry, openForWrite(deps.openWrite, file, plan.mode));
+      const write = pumpEntry(entry, openForWrite(deps.openWrite, file, plan.mode, true));
       write.catch(() => undefined);
       writes.push(write);
     });

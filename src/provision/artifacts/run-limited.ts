@@ -23,11 +23,18 @@ export async function runLimited<T, R>(
   const worker = async (): Promise<void> => {
     while (!controller.signal.aborted && next < items.length) {
       const index = next++;
+      // A signal per item: every request and stream of an item listens on it, and one shared
+      // signal would collect listeners from all items at once (MaxListenersExceededWarning).
+      const item = new AbortController();
+      const forward = (): void => item.abort(controller.signal.reason);
+      controller.signal.addEventListener('abort', forward, { once: true });
       try {
-        results[index] = await fn(items[index] as T, index, controller.signal);
+        results[index] = await fn(items[index] as T, index, item.signal);
       } catch (err) {
         errors.push(err);
         controller.abort(err);
+      } finally {
+        controller.signal.removeEventListener('abort', forward);
       }
     }
   };

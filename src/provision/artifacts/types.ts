@@ -96,8 +96,12 @@ export interface ArtifactLogger {
   warn(obj: object, msg?: string): void;
 }
 
-/** Test seam: open a file for writing (the default is `fs.createWriteStream` with fsync on close). */
-export type OpenWrite = (file: string, options: { mode: number }) => Writable;
+/**
+ * Test seam: open a file for writing. `durable` asks for an fsync before close: set for files
+ * written into the rootfs (a machine boots from them), not for cache entries (their digest is
+ * checked every time they are used, and a damaged one is downloaded again).
+ */
+export type OpenWrite = (file: string, options: { mode: number; durable: boolean }) => Writable;
 
 /** Runs `<binaryPath> --version`; resolves with its output, or null when it cannot tell. */
 export type VersionProbe = (binaryPath: string) => Promise<string | null>;

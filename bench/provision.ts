@@ -1,0 +1,217 @@
+/**
+ * Provisioning benchmark (issue 3, "Measure"): every number is compared with a baseline
+ * measured in the same run, on the same machine.
+ *
+ *   (a) download of a large file from the mirror: agentd's downloader vs `curl -s -o`
+ *   (b) extraction of one large gzip layer: `applyLayer` vs GNU `tar -xzf`
+ *   (c) `installArtifacts` into a fresh rootfs with a cold vs a warm cache
+ *
+ * Run: `npx tsx bench/provision.ts` (about a minute). No assertions on times: it prints a
+ * table and the ratios, and the targets they are read against.
+ */
+import { randomUUID } from 'node:crypto';
+import { createReadStream } from 'node:fs';
+import { mkdir, mkdtemp, rm } from 'node:fs/promises';
+import os, { availableParallelism } from 'node:os';
+import path from 'node:path';
+import { execa } from 'execa';
+import { Agent, interceptors } from 'undici';
+import { agentConfigSchema } from '../src/engine/agent-config.js';
+import { systemClock } from '../src/host/clock.js';
+import { DEFAULT_RETRY_POLICY, ensureCached, installArtifacts } from '../src/provision/artifacts/index.js';
+import type { OpenWrite } from '../src/provision/artifacts/index.js';
+import { defaultOpenWrite } from '../src/provision/artifacts/file-io.js';
+import { WORKER_HASH_MIN_CPUS } from '../src/provision/artifacts/hasher.js';
+import { applyLayer } from '../src/provision/oci/index.js';
+import { mirrorDownloads } from '../src/sim/mirror/artifacts.js';
+import { makeAgentConfig } from '../test/support/agent-config.js';
+import { createLayerFixture } from './lib/provision-layer-fixture.js';
+import { startMirrorProcess, type MirrorProcess } from './lib/provision-mirror-process.js';
+import { MiB, median, mibps, printTable, ratio, seconds, timed } from './lib/provision-report.js';
+
+const DOWNLOAD_BYTES = 256 * MiB;
+/** Rounds per measurement (medians are reported); downloads are short, so they get more. */
+const ROUNDS = 3;
+const DOWNLOAD_ROUNDS = 5;
+
+/** The production writer with an fsync before close, as if cache entries were made durable. */
+const fsyncOpenWrite: OpenWrite = (file, options) => defaultOpenWrite(file, { ...options, durable: true });
+
+async function benchDownload(mirror: MirrorProcess, work: string): Promise<void> {
+  const url = `${mirror.baseUrl}/bench/blob-${DOWNLOAD_BYTES}.bin`;
+  const sha256 = (await (await fetch(`${url}.sha256`)).text()).split(/\s+/)[0] ?? '';
+  const dispatcher = new Agent().compose(interceptors.redirect({ maxRedirections: 5 }));
+  const ours = async (openWrite: OpenWrite, hashMode: 'auto' | 'worker' = 'auto'): Promise<number> => {
+    const cacheDir = path.join(work, `cache-${randomUUID()}`);
+    const { ms } = await timed(() =>
+      ensureCached(
+        { what: 'bench download', url, sha256, task: 'download blob' },
+        {
+          ctx: {
+            dispatcher,
+            clock: systemClock,
+            signal: new AbortController().signal,
+            retry: DEFAULT_RETRY_POLICY,
+          },
+          cacheDir,
+          openWrite,
+          hashMode,
+        },
+      ),
+    );
+    await rm(cacheDir, { recursive: true, force: true });
+    return ms;
+  };
+  const curl = async (): Promise<number> => {
+    const out = path.join(work, `curl-${randomUUID()}.bin`);
+    const { ms } = await timed(() => execa('curl', ['-s', '-o', out, url]));
+    await rm(out, { force: true });
+    return ms;
+  };
+  // Warm-up: the mirror generates its block and the page cache settles.
+  await curl();
+  const t = { curl: [] as number[], ours: [] as number[], fsync: [] as number[], worker: [] as number[] };
+  for (let i = 0; i < DOWNLOAD_ROUNDS; i++) {
+    t.curl.push(await curl());
+    t.ours.push(await ours(defaultOpenWrite));
+    t.worker.push(await ours(defaultOpenWrite, 'worker'));
+    t.fsync.push(await ours(fsyncOpenWrite));
+  }
+  const base = median(t.curl);
+  console.log(
+    `\n(a) download ${DOWNLOAD_BYTES / MiB} MiB from the mirror (child process on 127.0.0.1), median of ${DOWNLOAD_ROUNDS}`,
+  );
+  const row = (name: string, ms: number): string[] => [
+    name,
+    seconds(ms),
+    mibps(DOWNLOAD_BYTES, ms),
+    ratio(base / ms),
+  ];
+  printTable(
+    ['client', 'seconds', 'MiB/s', 'throughput vs curl'],
+    [
+      ['curl -s -o FILE (baseline)', seconds(base), mibps(DOWNLOAD_BYTES, base), '1.00'],
+      row('agentd ensureCached (production: hash, verify, rename)', median(t.ours)),
+      row('  variant: hash on the worker thread', median(t.worker)),
+      row('  variant: fsync the cache entry too', median(t.fsync)),
+    ],
+  );
+  console.log('  target: >= 0.90 for the production row.');
+  console.log(
+    `  hashing: ${availableParallelism()} CPUs, so large downloads hash ${
+      availableParallelism() >= WORKER_HASH_MIN_CPUS ? 'on the worker thread' : 'inline'
+    } (worker from ${WORKER_HASH_MIN_CPUS} CPUs)`,
+  );
+  await dispatcher.close();
+}
+
+async function benchExtract(work: string): Promise<void> {
+  const layer = await createLayerFixture(path.join(work, 'layer'));
+  const fresh = async (): Promise<string> => {
+    const dir = path.join(work, `extract-${randomUUID()}`);
+    await mkdir(dir);
+    return dir;
+  };
+  const ours = async (): Promise<number> => {
+    const dir = await fresh();
+    const { ms } = await timed(() =>
+      applyLayer(dir, createReadStream(layer.file, { highWaterMark: 1 << 20 }), {
+        mediaType: 'application/vnd.oci.image.layer.v1.tar+gzip',
+      }),
+    );
+    await rm(dir, { recursive: true, force: true });
+    return ms;
+  };
+  const gnuTar = async (): Promise<number> => {
+    const dir = await fresh();
+    const { ms } = await timed(() => execa('tar', ['-xzf', layer.file, '-C', dir]));
+    await rm(dir, { recursive: true, force: true });
+    return ms;
+  };
+  const t = { tar: [] as number[], ours: [] as number[] };
+  for (let i = 0; i < ROUNDS; i++) {
+    t.tar.push(await gnuTar());
+    t.ours.push(await ours());
+  }
+  const base = median(t.tar);
+  const mb = layer.uncompressedBytes;
+  console.log(
+    `\n(b) extract one gzip layer: ${layer.files} files, ${(mb / MiB).toFixed(0)} MiB uncompressed, ` +
+      `${(layer.compressedBytes / MiB).toFixed(0)} MiB compressed; median of ${ROUNDS}`,
+  );
+  printTable(
+    ['extractor', 'seconds', 'MiB/s (uncompressed)', 'throughput vs tar'],
+    [
+      ['GNU tar -xzf (baseline)', seconds(base), mibps(mb, base), '1.00'],
+      ['agentd applyLayer', seconds(median(t.ours)), mibps(mb, median(t.ours)), ratio(base / median(t.ours))],
+    ],
+  );
+  console.log('  target: >= 0.80');
+}
+
+async function benchInstall(mirror: MirrorProcess, work: string): Promise<void> {
+  const config = agentConfigSchema.parse({
+    ...makeAgentConfig(),
+    Downloads: mirrorDownloads(mirror.baseUrl),
+  });
+  const dispatcher = new Agent().compose(interceptors.redirect({ maxRedirections: 5 }));
+  const run = async (cacheDir: string) => {
+    const rootfs = await mkdtemp(path.join(work, 'rootfs-'));
+    const { ms, value } = await timed(() =>
+      installArtifacts(config, rootfs, { arch: 'amd64', cacheDir, dispatcher }),
+    );
+    await rm(rootfs, { recursive: true, force: true });
+    return { ms, ...value };
+  };
+  const cold: Array<Awaited<ReturnType<typeof run>>> = [];
+  const warm: Array<Awaited<ReturnType<typeof run>>> = [];
+  for (let i = 0; i < ROUNDS; i++) {
+    const cacheDir = path.join(work, `install-cache-${i}`);
+    cold.push(await run(cacheDir));
+    warm.push(await run(cacheDir));
+  }
+  const coldMs = median(cold.map((r) => r.ms));
+  const warmMs = median(warm.map((r) => r.ms));
+  console.log(
+    `\n(c) installArtifacts into a fresh rootfs (7 artifacts from the mirror), median of ${ROUNDS}`,
+  );
+  printTable(
+    ['cache', 'seconds', 'artifact bytes downloaded', 'cache hits', 'time vs cold'],
+    [
+      [
+        'cold (baseline)',
+        seconds(coldMs),
+        String(cold[0]?.downloadedBytes),
+        String(cold[0]?.cacheHits),
+        '1.00',
+      ],
+      [
+        'warm',
+        seconds(warmMs),
+        String(warm[0]?.downloadedBytes),
+        String(warm[0]?.cacheHits),
+        ratio(warmMs / coldMs),
+      ],
+    ],
+  );
+  console.log('  expected: warm downloads 0 artifact bytes (checksum files are still fetched)');
+  await dispatcher.close();
+}
+
+async function main(): Promise<void> {
+  console.log(
+    `agentd provisioning benchmark: node ${process.version}, ${os.cpus().length} CPUs, ${os.platform()}`,
+  );
+  const work = await mkdtemp(path.join(os.tmpdir(), 'agentd-bench-provision-'));
+  const mirror = await startMirrorProcess();
+  try {
+    await benchDownload(mirror, work);
+    await benchExtract(work);
+    await benchInstall(mirror, work);
+  } finally {
+    await mirror.stop();
+    await rm(work, { recursive: true, force: true });
+  }
+}
+
+await main();
