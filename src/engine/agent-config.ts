@@ -58,7 +58,8 @@ function makeAgentConfigSchema(object: typeof z.strictObject | typeof z.looseObj
       ApiServer: z
         .string()
         .min(1)
-        .transform((s) => (/^https?:\/\//.test(s) ? s : `https://${s}`))
+        // Only a URL without any scheme gets https://: `ftp://x` must fail, not become `https://ftp://x`.
+        .transform((s) => (/^[A-Za-z][A-Za-z0-9+.-]*:\/\//.test(s) ? s : `https://${s}`))
         .pipe(z.url({ protocol: /^https?$/ })),
       Auth: z
         .strictObject({

@@ -92,8 +92,14 @@ export function diffConfigs(from: AgentConfig | null, to: AgentConfig): ConfigCh
   const walk = (a: unknown, b: unknown, p: string): void => {
     const isObj = (v: unknown): v is Record<string, unknown> =>
       v !== null && typeof v === 'object' && !Array.isArray(v);
-    if (isObj(a) && isObj(b) && !SECRET_PATHS.has(p) && !p.endsWith('Labels')) {
-      for (const k of new Set([...Object.keys(a), ...Object.keys(b)])) walk(a[k], b[k], p ? `${p}.${k}` : k);
+    // A section present on one side only is walked too (against nothing), so its secrets are
+    // redacted field by field instead of being reported inside a whole-object value.
+    const section = (v: unknown): v is Record<string, unknown> | undefined => v === undefined || isObj(v);
+    if ((isObj(a) || isObj(b)) && section(a) && section(b) && !SECRET_PATHS.has(p) && !p.endsWith('Labels')) {
+      const from = a ?? {};
+      const to = b ?? {};
+      for (const k of new Set([...Object.keys(from), ...Object.keys(to)]))
+        walk(from[k], to[k], p ? `${p}.${k}` : k);
       return;
     }
     if (canonicalJson(a) === canonicalJson(b)) return;

@@ -14,6 +14,7 @@ import type { HostPaths } from '../host/paths.js';
 import type { Clock } from '../host/types.js';
 import type { Metrics } from '../metrics/metrics.js';
 import { checkArtifacts, installArtifacts } from './artifacts/index.js';
+import type { OpenWrite } from './artifacts/types.js';
 import {
   nspawnFileList,
   readHostInfo,
@@ -45,6 +46,20 @@ export interface ProvisionerOptions {
   arch?: Arch;
   /** Free bytes the machines directory must have before provisioning (default 2 GiB). */
   minFreeBytes?: number;
+  /** Test seam for artifact file writes (ENOSPC); default `fs.createWriteStream` with fsync. */
+  openWrite?: OpenWrite;
+}
+
+/** `statfs` of `dir`, or of its nearest existing ancestor: preflight must not create it. */
+async function statfsNearest(dir: string): Promise<{ path: string; free: number }> {
+  for (let p = path.resolve(dir); ; p = path.dirname(p)) {
+    try {
+      const s = await statfs(p);
+      return { path: p, free: s.bavail * s.bsize };
+    } catch (err) {
+      if ((err as NodeJS.ErrnoException).code !== 'ENOENT' || p === path.dirname(p)) throw err;
+    }
+  }
 }
 
 export function createProvisioner(o: ProvisionerOptions): Provisioner {
@@ -55,13 +70,11 @@ export function createProvisioner(o: ProvisionerOptions): Provisioner {
 
   async function diskCheck(): Promise<PreflightCheck> {
     try {
-      await mkdir(o.paths.machinesDir, { recursive: true, mode: 0o700 });
-      const s = await statfs(o.paths.machinesDir);
-      const free = s.bavail * s.bsize;
+      const { path: where, free } = await statfsNearest(o.paths.machinesDir);
       return {
         name: 'disk-space',
         ok: free >= minFree,
-        message: `${(free / 1024 ** 3).toFixed(1)} GiB free in ${o.paths.machinesDir} (need ${(minFree / 1024 ** 3).toFixed(1)} GiB)`,
+        message: `${(free / 1024 ** 3).toFixed(1)} GiB free in ${where} (need ${(minFree / 1024 ** 3).toFixed(1)} GiB)`,
       };
     } catch (err) {
       return {
@@ -91,6 +104,8 @@ export function createProvisioner(o: ProvisionerOptions): Provisioner {
 
     async provision(m, config, ctx: TaskContext): Promise<ProvisionResult> {
       const rootfs = o.paths.machineDir(m);
+      // The machines directory is created here (0700, as systemd makes it), never by preflight.
+      await mkdir(o.paths.machinesDir, { recursive: true, mode: 0o700 });
       const image = await pullImage(config.OCIImage, rootfs, {
         arch,
         cacheDir: imageCache,
@@ -108,6 +123,7 @@ export function createProvisioner(o: ProvisionerOptions): Provisioner {
         logger: ctx.logger,
         clock: o.clock,
         progress: ctx.progress,
+        ...(o.openWrite ? { openWrite: o.openWrite } : {}),
       });
       o.metrics.downloadBytes.inc({ kind: 'artifact' }, artifacts.downloadedBytes);
       o.metrics.downloadCacheHits.inc({ kind: 'artifact' }, artifacts.cacheHits);

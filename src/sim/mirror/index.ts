@@ -6,6 +6,7 @@ import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import type { Logger } from 'pino';
 import { createArtifactHandler, type ArtifactHandlerOptions } from './artifacts.js';
+import type { OciImage } from './oci-image.js';
 import { createRegistryHandler } from './registry.js';
 
 export { mirrorDownloads } from './artifacts.js';
@@ -23,11 +24,16 @@ export interface MirrorOptions {
   port?: number;
   logger?: Logger;
   artifacts?: ArtifactHandlerOptions;
+  /** The image every registry tag resolves to (default: `createOciImage()`), e.g. one with busybox. */
+  image?: () => OciImage;
 }
 
 export async function startMirror(options: MirrorOptions = {}): Promise<Mirror> {
   const artifacts = createArtifactHandler(options.artifacts);
-  const registry = createRegistryHandler(options.logger ? { logger: options.logger } : {});
+  const registry = createRegistryHandler({
+    ...(options.logger ? { logger: options.logger } : {}),
+    ...(options.image ? { image: options.image } : {}),
+  });
   const server = http.createServer((req, res) => {
     const url = new URL(req.url ?? '/', 'http://127.0.0.1');
     void (async () => {
