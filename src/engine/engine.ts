@@ -39,6 +39,18 @@ import { OperationStore, newOperationId } from './operation-store.js';
 import type { PreflightCheck, Provisioner } from './provisioner.js';
 import { recover, type RecoveryReport } from './recovery.js';
 import { RESET_PHASES, runReset } from './reset.js';
+// [kube-wiring] drain/uncordon operations
+import {
+  DRAIN_PHASES,
+  UNCORDON_PHASES,
+  dryRunDrain,
+  requireNodeOps,
+  runDrain,
+  runUncordon,
+  type DrainRequest,
+  type NodeDrainOps,
+  type UncordonRequest,
+} from './drain-ops.js';
 import { UPDATE_PHASES, runUpdate, type NodeDrainer, type UpdateOutcome } from './update.js';
 
 export interface EngineOptions {
@@ -51,6 +63,8 @@ export interface EngineOptions {
   metrics: Metrics;
   events: EventBus;
   drainer?: NodeDrainer | null;
+  /** [kube-wiring] This node's cordon/drain/uncordon for the `drain` and `uncordon` operations. */
+  nodeOps?: NodeDrainOps | null;
   /** The base config on a node that has not joined (`--sim` generates one), or null. */
   defaultConfig?: () => AgentConfig | null;
   appliedStore?: AppliedConfigStore;
@@ -93,10 +107,20 @@ export class Engine {
   #node: NodeStatus = { activeMachine: null, applied: null, machines: [], cordoned: null, warnings: [] };
   #activeRecord: AppliedConfigRecord | null = null;
   #nodeAt = 0;
+  /** Bumped by every node refresh (see statusKey). */
+  #nodeVersion = 0;
   #refreshing: Promise<void> | null = null;
   #running: Running | null = null;
   /** Taken synchronously while a request is being admitted, so two calls cannot both start. */
-  #admitting = false;
+  #admittingFlag = false;
+  /**
+   * Resolves when the admission under way ends. A mutating call that arrives meanwhile waits
+   * for it (`while (this.#admitting) await this.#admissionEnded`) rather than failing at once:
+   * its BUSY then names the operation that admission started, not a placeholder, and when the
+   * rival started nothing (invalid, no-op) it goes ahead.
+   */
+  #admissionEnded: Promise<void> = Promise.resolve();
+  #endAdmission: () => void = () => undefined;
   #lastRecovery: RecoveryReport | null = null;
 
   constructor(options: EngineOptions) {
@@ -136,10 +160,34 @@ export class Engine {
 
   /** Status as the `status` method reports it; cheap (served from the cached snapshot). */
   status(): EngineStatus {
+    this.#refreshIfStale();
+    const last = this.#store.list({ limit: 2 }).find((op) => op.id !== this.#running?.rec.op.id) ?? null;
+    // [kube-wiring] the cordon state comes from the last cordon/drain/uncordon agentd saw.
+    const cordoned = this.#o.nodeOps?.cordoned() ?? this.#node.cordoned;
+    const node = cordoned === this.#node.cordoned ? this.#node : { ...this.#node, cordoned };
+    return { node, operation: this.#running ? this.#running.rec.op : null, lastOperation: last };
+  }
+
+  /**
+   * A key that changes whenever `status()` would answer differently: the node snapshot, any
+   * operation event, the cordon state. Lets the `status` method reuse its serialized answer.
+   */
+  statusKey(): string {
+    this.#refreshIfStale();
+    return `${this.#nodeVersion}|${this.#o.events.seq}|${String(this.#o.nodeOps?.cordoned() ?? this.#node.cordoned)}`;
+  }
+
+  #refreshIfStale(): void {
     const maxAge = this.#o.statusMaxAgeMs ?? 5000;
     if (!this.#running && this.#o.clock.now() - this.#nodeAt > maxAge) void this.refreshNode();
-    const last = this.#store.list({ limit: 2 }).find((op) => op.id !== this.#running?.rec.op.id) ?? null;
-    return { node: this.#node, operation: this.#running ? this.#running.rec.op : null, lastOperation: last };
+  }
+
+  /**
+   * [kube-wiring] The active machine's applied config as last read, UNREDACTED: for agentd's own
+   * use (Kubernetes credentials, self-registration). Never return it over RPC.
+   */
+  activeAppliedConfig(): AgentConfig | null {
+    return this.#activeRecord?.config ?? null;
   }
 
   /** The active machine's applied config with secrets redacted, or null on a node not joined yet. */
@@ -209,12 +257,17 @@ export class Engine {
   }
 
   async update(req: UpdateRequest): Promise<Operation> {
+    // Re-checked after every wake-up, and nothing awaits between the last check and taking the
+    // admission below: see `#admissionEnded`.
+    if (!req.dryRun) while (this.#admitting) await this.#admissionEnded;
     if (req.idempotencyKey) {
       const seen = this.#findIdempotent(req.idempotencyKey);
       if (seen) return req.wait ? this.waitOperation(seen.id, undefined) : seen;
     }
-    if (!req.dryRun) this.#assertIdle();
-    this.#admitting = !req.dryRun;
+    if (!req.dryRun) {
+      this.#assertIdle();
+      this.#admitting = true;
+    }
     try {
       await this.refreshNode();
       if (req.idempotencyKey) {
@@ -255,11 +308,13 @@ export class Engine {
         ),
       );
     } finally {
-      this.#admitting = false;
+      // A dry run never took the admission: it must not release another request's.
+      if (!req.dryRun) this.#admitting = false;
     }
   }
 
   async reset(req: { wait?: boolean; reason?: string; requestedBy: string }): Promise<Operation> {
+    while (this.#admitting) await this.#admissionEnded;
     this.#assertIdle();
     this.#admitting = true;
     try {
@@ -267,6 +322,44 @@ export class Engine {
       const source = this.#node.activeMachine;
       const op = this.#newOperation('reset', req, source, null, RESET_PHASES);
       return await this.#launch(op, req.wait, (rec) => runReset(this.#deps, rec, source), false);
+    } finally {
+      this.#admitting = false;
+    }
+  }
+
+  // [kube-wiring] drain and uncordon: operations under the same one-at-a-time lock as update.
+  async drain(req: DrainRequest): Promise<Operation> {
+    const ops = requireNodeOps(this.#o.nodeOps);
+    if (req.dryRun) {
+      const op = this.#newOperation('drain', req, this.#node.activeMachine, this.#node.activeMachine, []);
+      const now = new Date(this.#o.clock.now()).toISOString();
+      op.result = await dryRunDrain(ops, req);
+      Object.assign(op, {
+        state: 'succeeded',
+        startedAt: now,
+        finishedAt: new Date(this.#o.clock.now()).toISOString(),
+      });
+      return op;
+    }
+    this.#assertIdle();
+    this.#admitting = true;
+    try {
+      const active = this.#node.activeMachine;
+      const op = this.#newOperation('drain', req, active, active, DRAIN_PHASES);
+      return await this.#launch(op, req.wait, (rec, signal) => runDrain(ops, rec, req, signal));
+    } finally {
+      this.#admitting = false;
+    }
+  }
+
+  async uncordon(req: UncordonRequest): Promise<Operation> {
+    const ops = requireNodeOps(this.#o.nodeOps);
+    this.#assertIdle();
+    this.#admitting = true;
+    try {
+      const active = this.#node.activeMachine;
+      const op = this.#newOperation('uncordon', req, active, active, UNCORDON_PHASES);
+      return await this.#launch(op, req.wait, (rec) => runUncordon(ops, rec, req), false);
     } finally {
       this.#admitting = false;
     }
@@ -334,6 +427,19 @@ export class Engine {
     const running = this.#running;
     if (running) throw new BusyError(running.rec.op.id, running.rec.op.kind);
     if (this.#admitting) throw new BusyError('(being admitted)', 'update');
+  }
+
+  // An accessor, so that every place that ends an admission (`#admitting = false`) also wakes
+  // the calls waiting on `#admissionEnded`.
+  get #admitting(): boolean {
+    return this.#admittingFlag;
+  }
+
+  set #admitting(on: boolean) {
+    if (on === this.#admittingFlag) return;
+    this.#admittingFlag = on;
+    if (on) this.#admissionEnded = new Promise((resolve) => (this.#endAdmission = resolve));
+    else this.#endAdmission();
   }
 
   #hasAmbiguousMachines(): boolean {
@@ -538,6 +644,7 @@ export class Engine {
       warnings,
     };
     this.#nodeAt = this.#o.clock.now();
+    this.#nodeVersion += 1;
     this.#publishNodeMetrics();
   }
 

@@ -39,6 +39,11 @@ export class EventBus {
     return () => this.#emitter.off('event', listener);
   }
 
+  /** Sequence number of the last event (changes whenever anything is published). */
+  get seq(): number {
+    return this.#seq;
+  }
+
   get listenerCount(): number {
     return this.#emitter.listenerCount('event');
   }

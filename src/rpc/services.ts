@@ -9,14 +9,21 @@ export interface DaemonInfo {
   state: DaemonState;
 }
 
-/** Status of the Machine CR watcher, when one runs. */
+/** Status of the Machine CR watcher (`src/watcher`, wired in `src/server/kube-wiring.ts`). */
 export interface WatcherStatus {
+  /** The watcher runs (it may still be failing: see `connected` and `lastError`). */
   enabled: boolean;
+  /** [kube-wiring] Why it does not run (no credentials, --no-watch, node not joined), else null. */
+  reason: string | null;
+  /** The watch stream is open. */
   connected: boolean;
   machineName: string | null;
   lastEventAt: string | null;
   lastReconcileAt: string | null;
+  /** The most recent error (watch, registration or reconcile); cleared by the next success. */
   lastError: string | null;
+  /** [kube-wiring] Its stable code (e.g. KUBE_UNAVAILABLE), or null. */
+  lastErrorCode: string | null;
 }
 
 /** Everything a method handler may reach. */

@@ -22,6 +22,7 @@ import { PreconditionFailedError } from '../errors.js';
 import { VERSION } from '../version.js';
 import { createAdminApp, createMetricsApp, type Readiness } from './app.js';
 import { createHost, type Host } from './host-wiring.js';
+import { createKubeWiring, type KubeWiring } from './kube-wiring.js'; // [kube-wiring]
 import { buildOpenApiDocument } from './openapi.js';
 import { createProvisioner } from '../provision/provisioner.js';
 import { listenUnix, prepareSocketPath, resolveGroup } from './socket.js';
@@ -76,6 +77,7 @@ export async function startDaemon(config: DaemonConfig, deps: DaemonDeps): Promi
   let admin: FastifyInstance | null = null;
   let metricsApp: FastifyInstance | null = null;
   let host: Host | null = null;
+  let kube: KubeWiring | null = null; // [kube-wiring]
   try {
     const metrics = createMetrics({ version: VERSION });
     const events = new EventBus();
@@ -91,6 +93,20 @@ export async function startDaemon(config: DaemonConfig, deps: DaemonDeps): Promi
       daemonReload: () => hostMachines.daemonReload(),
       ...(config.host === 'sim' ? { minFreeBytes: 64 * 1024 ** 2 } : {}),
     });
+    // [kube-wiring] Kubernetes: credentials, this node's drain, the Machine watcher. The engine's
+    // applied config is read lazily (the wiring exists before the engine, the engine needs it).
+    const kubeWiring = createKubeWiring({
+      config,
+      appliedConfig: () => engine.activeAppliedConfig(),
+      refreshNode: () => engine.refreshNode(),
+      events,
+      logger,
+      clock,
+      metrics,
+      env: deps.env ?? process.env,
+    });
+    kube = kubeWiring;
+    kubeWiring.validate();
     const engine = new Engine({
       paths,
       stateDir: config.stateDir,
@@ -101,11 +117,17 @@ export async function startDaemon(config: DaemonConfig, deps: DaemonDeps): Promi
       metrics,
       events,
       defaultConfig: host.defaultConfig ?? undefined,
+      nodeOps: kubeWiring.nodeOps,
+      // A getter: credentials appear when the node joins (the applied config carries them), so
+      // whether `update --drain` can drain is decided at each update, not once at start.
+      get drainer() {
+        return kubeWiring.updateDrainer();
+      },
     });
     const info = (): DaemonInfo => ({ version: VERSION, pid: process.pid, startedAt, state });
     let openrpc: Record<string, unknown> | null = null;
     let openapi: Record<string, unknown> | null = null;
-    const watcherStatus = (): WatcherStatus | null => null;
+    const watcherStatus = (): WatcherStatus | null => kubeWiring.watcherStatus(); // [kube-wiring]
     const services: RpcServices = {
       engine,
       daemonInfo: info,
@@ -158,6 +180,8 @@ export async function startDaemon(config: DaemonConfig, deps: DaemonDeps): Promi
     readinessReasons.length = 0;
     metrics.ready.set(1);
     logger.info('agentd ready');
+    // [kube-wiring] The watcher starts only now: its first reconcile may call `update`.
+    kubeWiring.start(dispatcher);
 
     let resolveStopped!: () => void;
     const stopped = new Promise<void>((r) => (resolveStopped = r));
@@ -166,7 +190,7 @@ export async function startDaemon(config: DaemonConfig, deps: DaemonDeps): Promi
     /**
      * Shutdown, in this order (DESIGN §9):
      * 1. draining: new mutating calls get DRAINING, so nothing new starts;
-     * 2. (the watcher stops here, so it issues no new calls);
+     * 2. the watcher stops, so it issues no new calls (an update it waits for is step 3's);
      * 3. in-flight work gets up to --shutdown-grace to reach a safe point (the journal covers the rest);
      * 4. the HTTP servers close (open event streams are ended);
      * 5. the socket and the PID file go last, so `agentctl stop` sees the daemon until it is gone.
@@ -177,6 +201,7 @@ export async function startDaemon(config: DaemonConfig, deps: DaemonDeps): Promi
         state = 'draining';
         metrics.ready.set(0);
         const deadline = clock.now() + config.shutdownGraceMs;
+        await kubeWiring.stop().catch((err: unknown) => logger.warn({ err }, 'stopping the Machine watcher')); // [kube-wiring]
         await engine.shutdown(Math.max(0, deadline - clock.now()));
         // The grace is over: requests still open (operations.wait, update with wait) are cut
         // rather than allowed to hold the exit; their callers see the connection close.
@@ -197,6 +222,7 @@ export async function startDaemon(config: DaemonConfig, deps: DaemonDeps): Promi
     return { config, engine, metrics, dispatcher, info, stopped, stop };
   } catch (err) {
     logger.error({ err: describeError(err) }, 'agentd failed to start');
+    await kube?.stop().catch(() => undefined); // [kube-wiring]
     await admin?.close().catch(() => undefined);
     await metricsApp?.close().catch(() => undefined);
     await host?.close().catch(() => undefined);

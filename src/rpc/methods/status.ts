@@ -15,15 +15,20 @@ export const statusResult = z
     lastOperation: operationSchema.nullable().meta({ description: 'The most recent finished operation.' }),
     watcher: z
       .object({
-        enabled: z.boolean(),
-        connected: z.boolean(),
+        enabled: z.boolean().meta({ description: 'The watcher runs.' }),
+        // [kube-wiring] reason and lastErrorCode
+        reason: z.string().nullable().meta({ description: 'Why the watcher does not run, else null.' }),
+        connected: z.boolean().meta({ description: 'The Machine watch stream is open.' }),
         machineName: z.string().nullable(),
         lastEventAt: z.string().nullable(),
         lastReconcileAt: z.string().nullable(),
-        lastError: z.string().nullable(),
+        lastError: z.string().nullable().meta({
+          description: 'The most recent watch, registration or reconcile error; cleared by the next success.',
+        }),
+        lastErrorCode: z.string().nullable().meta({ description: 'Stable code of lastError.' }),
       })
       .nullable()
-      .meta({ description: 'The Machine CR watcher; null when it does not run.' }),
+      .meta({ description: 'The Machine CR watcher (see docs/watcher.md); null without Kubernetes wiring.' }),
   })
   .meta({ id: 'Status' });
 
@@ -36,6 +41,9 @@ export const status = defineMethod({
   errors: [],
   params: z.strictObject({}),
   result: statusResult,
+  // Polled by scripts and monitoring: the answer is serialized once per change of any part.
+  cacheKey: (services) =>
+    `${services.engine.statusKey()}|${services.daemonInfo().state}|${JSON.stringify(services.watcherStatus())}`,
   handler: async (_params, { services }) => {
     const engine = services.engine.status();
     return {

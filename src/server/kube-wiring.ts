@@ -1,0 +1,273 @@
+/**
+ * Kubernetes in the daemon: which credentials to use (`--kubeconfig`, else the applied config's
+ * API server + CA + bootstrap token, else in-cluster), this node's cordon/drain/uncordon for the
+ * engine, and the Machine CR watcher's lifecycle. Kubernetes being broken (no CRD, a rejected
+ * token, an unreachable server) never stops the daemon: it shows in logs, `status.watcher` and
+ * the metrics. Only a `--kubeconfig` that cannot be loaded is a start-up error.
+ */
+import type { Logger } from 'pino';
+import type { DaemonConfig } from '../config/daemon-config.js';
+import type { AgentConfig } from '../engine/agent-config.js';
+import { createUpdateDrainer } from '../engine/drain-ops.js';
+import type { NodeDrainOps } from '../engine/drain-ops.js';
+import type { EventBus } from '../engine/events.js';
+import { FINAL_STATES } from '../engine/operation.js';
+import type { NodeDrainer } from '../engine/update.js';
+import { PreconditionFailedError, describeError } from '../errors.js';
+import type { Clock } from '../host/types.js';
+import { createKubeClients, createMachineApi, createMachineWatch, createNodeDrainer } from '../kube/index.js';
+import type { KubeClients, KubeClientsUnavailable } from '../kube/index.js';
+import type { Metrics } from '../metrics/metrics.js';
+import { createRpcClient } from '../rpc/client.js';
+import type { Dispatcher } from '../rpc/dispatcher.js';
+import { createInProcessTransport } from '../rpc/in-process-transport.js';
+import type { WatcherStatus } from '../rpc/services.js';
+import { createMachineWatcher } from '../watcher/index.js';
+import type { MachineWatcher, MachineWatcherOptions } from '../watcher/index.js';
+
+export interface KubeWiringOptions {
+  config: Pick<DaemonConfig, 'kubeconfig' | 'machineName' | 'watch' | 'crdGroup' | 'host'>;
+  /** The active machine's applied config, unredacted, as last read (`engine.activeAppliedConfig`). */
+  appliedConfig: () => AgentConfig | null;
+  /** Re-read the node before deciding whether the watcher can start (`engine.refreshNode`). */
+  refreshNode?: () => Promise<void>;
+  /** Operation events: when one ends, credentials or the Machine name may exist now (a join). */
+  events: EventBus;
+  logger: Logger;
+  clock: Clock;
+  metrics: Metrics;
+  env?: NodeJS.ProcessEnv;
+  /** Replace the client factory (tests). */
+  createClients?: typeof createKubeClients;
+  /** Watcher tuning (tests, benchmarks). */
+  watcher?: Pick<MachineWatcherOptions, 'backoff' | 'reconcile' | 'onReconciled'>;
+}
+
+export interface KubeWiring {
+  /** This node's cordon/drain/uncordon; each call says why when Kubernetes is not available. */
+  readonly nodeOps: NodeDrainOps;
+  /** The update's drain seam, or null when there are no credentials (then `drain: true` is refused). */
+  updateDrainer(): NodeDrainer | null;
+  /** Throws INVALID_CONFIG when `--kubeconfig` cannot be loaded (called before serving). */
+  validate(): void;
+  /** After ready: start the watcher when it should run; look again whenever an operation ends. */
+  start(dispatcher: Pick<Dispatcher, 'handle'>): void;
+  watcherStatus(): WatcherStatus;
+  /** Stop the watcher (shutdown step 2): it issues no new calls afterwards. */
+  stop(): Promise<void>;
+}
+
+export function createKubeWiring(o: KubeWiringOptions): KubeWiring {
+  const { config, clock, metrics } = o;
+  const logger = o.logger.child({ component: 'kube' });
+  const makeClients = o.createClients ?? createKubeClients;
+  let memo: { key: string; value: KubeClients | KubeClientsUnavailable } | null = null;
+
+  /** The clients for the credentials of the moment (they change when the applied config does). */
+  function clients(): KubeClients | KubeClientsUnavailable {
+    // The simulated host's applied config names a placeholder API server: use Kubernetes there
+    // only with --kubeconfig, or with an explicit --watch.
+    const simWithoutKube = config.host === 'sim' && config.kubeconfig === null && config.watch !== true;
+    if (simWithoutKube) {
+      return {
+        source: null,
+        reason:
+          'the simulated host uses Kubernetes only with --kubeconfig (or --watch to use the applied config credentials)',
+      };
+    }
+    const applied = config.kubeconfig === null ? o.appliedConfig() : null;
+    const a = applied?.Kubelet;
+    const key =
+      config.kubeconfig ??
+      (a ? JSON.stringify([a.ApiServer, applied?.Cluster.CaCertBase64, a.Auth]) : 'in-cluster');
+    if (memo?.key !== key) {
+      memo = {
+        key,
+        value: makeClients({
+          kubeconfigPath: config.kubeconfig ?? undefined,
+          appliedConfig: applied,
+          inCluster: config.host !== 'sim',
+          crdGroup: config.crdGroup,
+          env: o.env,
+        }),
+      };
+      if (memo.value.source !== null) {
+        logger.info({ source: memo.value.source, server: memo.value.server }, 'Kubernetes credentials');
+      }
+    }
+    return memo.value;
+  }
+
+  const machineName = (): string | null => config.machineName ?? o.appliedConfig()?.MachineName ?? null;
+
+  // ---- cordon / drain / uncordon ----------------------------------------------------------
+
+  let cordoned: boolean | null = null;
+
+  function unavailableReason(): string | null {
+    let c: KubeClients | KubeClientsUnavailable;
+    try {
+      c = clients();
+    } catch (err) {
+      return describeError(err);
+    }
+    if (c.source === null) return c.reason;
+    if (machineName() === null) return 'no node name: pass --machine-name, or join the node first';
+    return null;
+  }
+
+  /** The Node is the one the Machine's `spec.kubernetes.nodeRef` names, else named like the Machine. */
+  async function bound() {
+    const why = unavailableReason();
+    if (why !== null) throw new PreconditionFailedError(`the Kubernetes API is not available: ${why}`);
+    const c = clients() as KubeClients;
+    const name = machineName() as string;
+    let node = name;
+    try {
+      const machine = await createMachineApi({ custom: c.custom, group: c.crdGroup, clock }).getMachine(name);
+      node = machine?.spec.kubernetes?.nodeRef?.name ?? name;
+    } catch {
+      // No CRD or no permission: the Node is named like the Machine.
+    }
+    return { drainer: createNodeDrainer({ core: c.core, clock }), core: c.core, node };
+  }
+
+  async function refreshCordoned(): Promise<void> {
+    try {
+      const { core, node } = await bound();
+      const read = (await core.readNode({ name: node })) as { spec?: { unschedulable?: boolean } };
+      cordoned = read.spec?.unschedulable === true;
+    } catch {
+      // Best effort: the state stays as last seen.
+    }
+  }
+
+  const nodeOps: NodeDrainOps = {
+    unavailableReason,
+    cordoned: () => cordoned,
+    async cordon() {
+      const { drainer, node } = await bound();
+      const r = await drainer.cordon(node);
+      cordoned = true;
+      return r;
+    },
+    async drain(options) {
+      const { drainer, node } = await bound();
+      try {
+        const r = await drainer.drainNode(node, options);
+        if (r.cordon !== null) cordoned = options.dryRun ? r.cordon.alreadyCordoned : true;
+        return r;
+      } catch (err) {
+        // A refused drain took its cordon back, a timed-out one did not: ask the node.
+        await refreshCordoned();
+        throw err;
+      }
+    },
+    async uncordon(options = {}) {
+      const { drainer, node } = await bound();
+      const r = await drainer.uncordon(node, options);
+      cordoned = r.outcome === 'cordoned-by-other';
+      return r;
+    },
+  };
+
+  // ---- the watcher ------------------------------------------------------------------------
+
+  let watcher: MachineWatcher | null = null;
+  let dispatcher: Pick<Dispatcher, 'handle'> | null = null;
+  let reason = 'the daemon is not ready yet';
+  let stopped = false;
+  let unsubscribe: (() => void) | null = null;
+  let checking: Promise<void> | null = null;
+  let checkAgain = false;
+
+  function whyNoWatcher(): string | null {
+    if (config.watch === false) return 'disabled by --no-watch';
+    const why = unavailableReason();
+    if (why !== null) return why;
+    return null;
+  }
+
+  async function startIfPossible(): Promise<void> {
+    if (stopped || watcher !== null || dispatcher === null) return;
+    await o.refreshNode?.().catch(() => undefined);
+    if (stopped || watcher !== null) return;
+    const why = whyNoWatcher();
+    if (why !== null) {
+      if (why !== reason) {
+        const level = config.watch === true ? 'warn' : 'info';
+        logger[level]({ reason: why }, 'the Machine watcher does not run');
+      }
+      reason = why;
+      return;
+    }
+    const c = clients() as KubeClients;
+    watcher = createMachineWatcher({
+      ...o.watcher,
+      machineName: machineName() as string,
+      machines: createMachineApi({ custom: c.custom, group: c.crdGroup, clock }),
+      watchMachine: createMachineWatch({ kc: c.kc, group: c.crdGroup }).watchMachine,
+      rpc: createRpcClient(createInProcessTransport(dispatcher, 'watcher')),
+      registrationConfig: o.appliedConfig,
+      logger,
+      metrics,
+      clock,
+    });
+    watcher.start();
+    void refreshCordoned();
+  }
+
+  /** Look (again) whether the watcher can start; calls during a look make it look once more. */
+  function recheck(): void {
+    if (checking !== null) {
+      checkAgain = true;
+      return;
+    }
+    checking = (async () => {
+      do {
+        checkAgain = false;
+        await startIfPossible().catch((err: unknown) => {
+          reason = `cannot start the watcher: ${describeError(err)}`;
+          logger.warn({ err: describeError(err) }, 'cannot start the Machine watcher');
+        });
+      } while (checkAgain && !stopped);
+    })().finally(() => {
+      checking = null;
+    });
+  }
+
+  return {
+    nodeOps,
+    updateDrainer: () => (unavailableReason() === null ? createUpdateDrainer(nodeOps) : null),
+    validate() {
+      if (config.kubeconfig !== null) clients();
+    },
+    start(d) {
+      dispatcher = d;
+      unsubscribe = o.events.subscribe((_seq, event) => {
+        if (event.type === 'operation' && FINAL_STATES.has(event.operation.state) && watcher === null)
+          recheck();
+      });
+      recheck();
+    },
+    watcherStatus() {
+      if (watcher !== null) return watcher.status();
+      return {
+        enabled: false,
+        reason,
+        connected: false,
+        machineName: machineName(),
+        lastEventAt: null,
+        lastReconcileAt: null,
+        lastError: null,
+        lastErrorCode: null,
+      };
+    },
+    async stop() {
+      stopped = true;
+      unsubscribe?.();
+      await checking;
+      await watcher?.stop();
+    },
+  };
+}

@@ -1,0 +1,6 @@
+/** The Machine CR watcher: watch loop, work queue and reconciler (DESIGN §7, docs/watcher.md). */
+export { createMachineWatcher } from './watcher.js';
+export type { MachineWatcher, MachineWatcherOptions } from './watcher.js';
+export type { ReconcileOutcome, ReconcileResult } from './reconcile.js';
+export { backoffDelay, DEFAULT_BACKOFF } from './backoff.js';
+export type { BackoffOptions } from './backoff.js';

@@ -1,0 +1,255 @@
+/**
+ * One reconcile of the node's Machine (DESIGN §7), from a fresh read: decide whether the Machine
+ * asks for a repave or an update; if so mark it `Provisioning` + `NodeUpdated=False/InProgress`,
+ * call `update` through the rpc client and wait, then write the outcome — `Joining`, the counter
+ * acknowledged and `NodeUpdated=True/Succeeded`, or `Failed` and `NodeUpdated=False/Failed`.
+ */
+import type { Logger } from 'pino';
+import { CancelledError } from '../errors.js';
+import type { Clock } from '../host/types.js';
+import type { Machine, MachineApi } from '../kube/index.js';
+import { RpcError } from '../rpc/client.js';
+import type { RpcClient } from '../rpc/client.js';
+import type { MethodTypes } from '../rpc/methods/index.js';
+import { decideMachine, describeDecision, readAppliedView } from './machine-goal.js';
+import type { MachineDecision } from './machine-goal.js';
+import { MESSAGE_PREFIX, clip, nodeUpdatedCondition, statusMutation } from './machine-status-writes.js';
+import type { WantedStatus } from './machine-status-writes.js';
+
+type Operation = MethodTypes['update']['result'];
+
+/** What a reconcile found or did. */
+export type ReconcileOutcome =
+  /** Nothing to do: the node runs what the Machine asks for. */
+  | 'in-sync'
+  /** The node has no applied config yet: the watcher does not drive a join. */
+  | 'not-joined'
+  /** The Machine does not exist (it is created only when the watcher starts). */
+  | 'missing'
+  /** Another operation holds the node: look again later. */
+  | 'busy'
+  | 'updated'
+  | 'failed'
+  /** This exact request already failed and was reported; wait for the Machine to change. */
+  | 'already-failed';
+
+export interface ReconcileResult {
+  outcome: ReconcileOutcome;
+  requeueAfterMs?: number;
+  operationId?: string;
+}
+
+export interface ReconcilerOptions {
+  name: string;
+  machines: Pick<MachineApi, 'getMachine' | 'patchMachineStatus'>;
+  rpc: RpcClient;
+  clock: Clock;
+  logger: Logger;
+  /** Look again this long after finding the node busy (default 250 ms after it became free). */
+  busyRequeueMs?: number;
+  /** How long one `operations.wait` for a foreign operation may take (default 30 s). */
+  busyWaitSeconds?: number;
+  /** Attempts in all of an update that an earlier daemon's shutdown or crash ended (default 3). */
+  maxAttempts?: number;
+}
+
+export interface Reconciler {
+  reconcile(signal: AbortSignal): Promise<ReconcileResult>;
+}
+
+const RETRYABLE_RPC_CODES = new Set(['DRAINING', 'UNAVAILABLE', 'INTERNAL']);
+const FAILED_KEYS_KEPT = 32;
+
+/** Settle with `promise`, or reject with CANCELLED as soon as `signal` aborts. */
+function raceAbort<T>(promise: Promise<T>, signal: AbortSignal, what: string): Promise<T> {
+  if (signal.aborted) {
+    // The call was already made: settle its rejection so it is not an unhandled one.
+    promise.catch(() => undefined);
+    return Promise.reject(new CancelledError(what));
+  }
+  return new Promise<T>((resolve, reject) => {
+    const onAbort = (): void => reject(new CancelledError(what));
+    signal.addEventListener('abort', onAbort, { once: true });
+    promise.then(
+      (v) => {
+        signal.removeEventListener('abort', onAbort);
+        resolve(v);
+      },
+      (err: unknown) => {
+        signal.removeEventListener('abort', onAbort);
+        reject(err instanceof Error ? err : new Error(String(err)));
+      },
+    );
+  });
+}
+
+export function createReconciler(o: ReconcilerOptions): Reconciler {
+  const { name, machines, rpc, clock } = o;
+  const logger = o.logger.child({ machine: name });
+  const busyRequeueMs = o.busyRequeueMs ?? 250;
+  const busyWaitSeconds = o.busyWaitSeconds ?? 30;
+  const maxAttempts = Math.max(1, o.maxAttempts ?? 3);
+  const startedAt = clock.now();
+  // Requests that failed in this process: not retried until the Machine changes (a new key).
+  const failedKeys: string[] = [];
+
+  async function appliedView(signal: AbortSignal) {
+    try {
+      const applied = await raceAbort(rpc.call('config.get'), signal, 'read the applied config');
+      return readAppliedView(applied.config);
+    } catch (err) {
+      if (err instanceof RpcError && err.appCode === 'NOT_FOUND') return null;
+      throw err;
+    }
+  }
+
+  const write = (want: WantedStatus, signal: AbortSignal): Promise<Machine> =>
+    machines.patchMachineStatus(name, statusMutation(want), { signal });
+
+  /** Wait out an operation someone else started; true when the node was busy. */
+  async function waitIfBusy(key: string, signal: AbortSignal): Promise<boolean> {
+    const status = await raceAbort(rpc.call('status'), signal, 'read the status');
+    const running = status.operation;
+    if (running === null || running.idempotencyKey?.startsWith(key)) return false;
+    logger.info(
+      { operation: running.id, kind: running.kind },
+      'another operation holds the node; waiting for it',
+    );
+    await raceAbort(
+      rpc.call('operations.wait', { id: running.id, timeoutSeconds: busyWaitSeconds }),
+      signal,
+      `wait for operation ${running.id}`,
+    );
+    return true;
+  }
+
+  /**
+   * Call `update` and wait. An operation with our key that an earlier daemon's shutdown or crash
+   * ended (cancelled/interrupted before this watcher started) is not the Machine's answer: the
+   * request is made again under a derived key, up to `maxAttempts` in all.
+   */
+  async function callUpdate(d: MachineDecision, reason: string, signal: AbortSignal): Promise<Operation> {
+    for (let attempt = 1; ; attempt += 1) {
+      const idempotencyKey = attempt === 1 ? d.idempotencyKey : `${d.idempotencyKey}/attempt-${attempt}`;
+      const op = await raceAbort(
+        rpc.call('update', {
+          ...(Object.keys(d.set).length > 0 ? { set: d.set } : {}),
+          force: d.repave,
+          wait: true,
+          idempotencyKey,
+          reason: clip(reason, 1024),
+        }),
+        signal,
+        `update for Machine ${name}`,
+      );
+      const endedBefore = op.finishedAt !== null && Date.parse(op.finishedAt) < startedAt;
+      const notAnAnswer = (op.state === 'cancelled' || op.state === 'interrupted') && endedBefore;
+      if (!notAnAnswer || attempt >= maxAttempts) return op;
+      logger.info(
+        { operation: op.id, state: op.state, attempt },
+        'an earlier daemon ended this update; asking again',
+      );
+    }
+  }
+
+  function rememberFailed(key: string): void {
+    failedKeys.push(key);
+    if (failedKeys.length > FAILED_KEYS_KEPT) failedKeys.shift();
+  }
+
+  async function reportFailure(key: string, message: string, signal: AbortSignal): Promise<void> {
+    logger.warn({ error: message }, 'Machine update failed');
+    await write(
+      {
+        phase: 'Failed',
+        message: clip(`${MESSAGE_PREFIX}${message}`),
+        nodeUpdated: { status: 'False', reason: 'Failed', message: clip(message) },
+      },
+      signal,
+    );
+    // Only once it is on the Machine: a failed write is retried, and asks `update` again first.
+    rememberFailed(key);
+  }
+
+  async function reconcile(signal: AbortSignal): Promise<ReconcileResult> {
+    const machine = await machines.getMachine(name);
+    if (machine === null) {
+      logger.warn('the Machine does not exist; nothing to reconcile');
+      return { outcome: 'missing' };
+    }
+    const applied = await appliedView(signal);
+    if (applied === null) return { outcome: 'not-joined' };
+    const d = decideMachine(machine, applied);
+    const condition = nodeUpdatedCondition(machine);
+    // A NodeUpdated=InProgress with no update of ours running is left over from a stopped
+    // watcher: asking again with the same key finds how that update ended.
+    const leftOver = condition?.status === 'False' && condition.reason === 'InProgress';
+    if (!d.repave && d.drift.length === 0 && !leftOver) {
+      if (condition?.status === 'True' && condition.observedGeneration !== machine.metadata.generation) {
+        await write(
+          {
+            nodeUpdated: {
+              status: 'True',
+              reason: condition.reason ?? 'Succeeded',
+              message: condition.message ?? '',
+            },
+          },
+          signal,
+        );
+      }
+      return { outcome: 'in-sync' };
+    }
+    if (failedKeys.includes(d.idempotencyKey)) return { outcome: 'already-failed' };
+    if (await waitIfBusy(d.idempotencyKey, signal)) return { outcome: 'busy', requeueAfterMs: busyRequeueMs };
+
+    const summary = describeDecision(d) || 'finish the update a stopped watcher left in progress';
+    logger.info(
+      { repave: d.repave, drift: d.drift, key: d.idempotencyKey },
+      `Machine asks for an update: ${summary}`,
+    );
+    await write(
+      {
+        phase: 'Provisioning',
+        message: null,
+        nodeUpdated: { status: 'False', reason: 'InProgress', message: clip(summary) },
+      },
+      signal,
+    );
+
+    let op: Operation;
+    try {
+      op = await callUpdate(d, `Machine ${name}: ${summary}`, signal);
+    } catch (err) {
+      if (!(err instanceof RpcError)) throw err;
+      if (err.appCode === 'BUSY') return { outcome: 'busy', requeueAfterMs: busyRequeueMs };
+      if (RETRYABLE_RPC_CODES.has(err.appCode)) throw err;
+      // The request itself is wrong (invalid version, precondition…): report it on the Machine.
+      await reportFailure(d.idempotencyKey, `update refused (${err.appCode}): ${err.message}`, signal);
+      return { outcome: 'failed' };
+    }
+
+    if (op.state !== 'succeeded') {
+      const why = op.error ? `${op.error.code}: ${op.error.message}` : 'no error recorded';
+      await reportFailure(d.idempotencyKey, `update ${op.id} ${op.state}: ${why}`, signal);
+      return { outcome: 'failed', operationId: op.id };
+    }
+    const after = await appliedView(signal);
+    const changed = op.result?.changed !== false;
+    const message = `update ${op.id} succeeded${changed ? ` (${op.from ?? 'new node'} → ${op.to ?? '?'})` : ' (nothing to change)'}`;
+    await write(
+      {
+        phase: 'Joining',
+        message: null,
+        // The counter this update satisfied: bumps that arrived meanwhile get their own update.
+        ...(d.repave ? { repaveCounter: d.requestedCounter } : {}),
+        ...(after ? { agentImage: after.image } : {}),
+        nodeUpdated: { status: 'True', reason: 'Succeeded', message },
+      },
+      signal,
+    );
+    logger.info({ operation: op.id, acknowledged: d.repave ? d.requestedCounter : null }, 'Machine updated');
+    return { outcome: 'updated', operationId: op.id };
+  }
+
+  return { reconcile };
+}

@@ -1,0 +1,237 @@
+import { CustomObjectsApi } from '@kubernetes/client-node';
+import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { createMachineApi } from '../../../src/kube/machine.js';
+import { createReconciler } from '../../../src/watcher/reconcile.js';
+import type { Reconciler } from '../../../src/watcher/reconcile.js';
+import { createTestClock, startFakeKube } from '../../support/fake-kube.js';
+import type { FakeKube, KubeObject, TestClock } from '../../support/fake-kube.js';
+import { createStubApi, rpcError, silentLogger, stubOp } from './rpc-stub.js';
+import type { StubApi } from './rpc-stub.js';
+
+const NAME = 'w1';
+
+function nodeUpdated(m: KubeObject | undefined): Record<string, unknown> | undefined {
+  return ((m?.status?.conditions ?? []) as Array<Record<string, unknown>>).find(
+    (c) => c.type === 'NodeUpdated',
+  );
+}
+
+describe('reconcile', () => {
+  let kube: FakeKube;
+  let clock: TestClock;
+  let api: StubApi;
+  let reconciler: Reconciler;
+  const signal = new AbortController().signal;
+
+  function make(): Reconciler {
+    return createReconciler({
+      name: NAME,
+      machines: createMachineApi({ custom: kube.kubeConfig().makeApiClient(CustomObjectsApi), clock }),
+      rpc: api.client,
+      clock,
+      logger: silentLogger,
+    });
+  }
+
+  const statusPatches = () =>
+    kube.requests
+      .filter((r) => r.resource === 'machines/status' && r.verb === 'patch' && r.status === 200)
+      .map((r) => (r.body as { status: Record<string, unknown> }).status);
+
+  beforeEach(async () => {
+    kube = await startFakeKube();
+    clock = createTestClock();
+    api = createStubApi();
+    kube.putMachine({
+      metadata: { name: NAME },
+      spec: { kubernetes: { version: 'v1.34.0', bootstrapTokenRef: { name: 't' } } },
+    });
+    reconciler = make();
+  });
+  afterEach(async () => {
+    await kube.close();
+  });
+
+  it('writes nothing and calls no update when the Machine asks for what runs', async () => {
+    expect(await reconciler.reconcile(signal)).toEqual({ outcome: 'in-sync' });
+    expect(api.updates()).toEqual([]);
+    expect(statusPatches()).toEqual([]);
+  });
+
+  it('repaves: Provisioning first, then update with force and the key, then Joining and the acknowledgement', async () => {
+    const m = kube.patchMachineSpecAsOtherWriter(NAME, { operations: { repaveCounter: 2 } });
+    expect(await reconciler.reconcile(signal)).toEqual({ outcome: 'updated', operationId: 'op-1' });
+    expect(api.updates()).toEqual([
+      {
+        force: true,
+        wait: true,
+        set: { kubernetesVersion: '1.34.0' },
+        idempotencyKey: `machine/${m.metadata.uid}/gen-2/repave-2`,
+        reason: 'Machine w1: repave requested (repaveCounter 0 → 2)',
+      },
+    ]);
+    const patches = statusPatches();
+    expect(patches[0]).toMatchObject({
+      phase: 'Provisioning',
+      conditions: [{ type: 'NodeUpdated', status: 'False', reason: 'InProgress' }],
+    });
+    expect(patches[1]).toMatchObject({
+      phase: 'Joining',
+      operations: { repaveCounter: 2 },
+      agent: { image: 'img:v1' },
+    });
+    expect(nodeUpdated(kube.getMachine(NAME))).toMatchObject({
+      status: 'True',
+      reason: 'Succeeded',
+      observedGeneration: 2,
+    });
+    // Level-based: the next reconcile finds nothing to do and writes nothing.
+    expect(await reconciler.reconcile(signal)).toEqual({ outcome: 'in-sync' });
+    expect(statusPatches()).toHaveLength(2);
+  });
+
+  it('updates without force on a spec change, and acknowledges no counter', async () => {
+    kube.patchMachineSpecAsOtherWriter(NAME, {
+      kubernetes: { version: 'v1.35.0' },
+      agent: { image: 'img:v2' },
+    });
+    api.onUpdate = (params) => {
+      api.applied = { version: '1.35.0', image: 'img:v2' };
+      return stubOp({ idempotencyKey: String(params.idempotencyKey) });
+    };
+    expect((await reconciler.reconcile(signal)).outcome).toBe('updated');
+    expect(api.updates()[0]).toMatchObject({
+      force: false,
+      set: { kubernetesVersion: '1.35.0', image: 'img:v2' },
+    });
+    const m = kube.getMachine(NAME);
+    expect(m?.status).toMatchObject({ phase: 'Joining', agent: { image: 'img:v2' } });
+    expect(m?.status?.operations).toBeUndefined();
+  });
+
+  it('marks a failed update Failed with its message and does not ask again for the same Machine state', async () => {
+    kube.patchMachineSpecAsOtherWriter(NAME, { operations: { repaveCounter: 1 } });
+    api.onUpdate = () =>
+      stubOp({
+        state: 'rolled_back',
+        error: { code: 'VERIFY_FAILED', message: 'kubelet in kube2 is not active' },
+      });
+    expect((await reconciler.reconcile(signal)).outcome).toBe('failed');
+    const m = kube.getMachine(NAME);
+    expect(m?.status).toMatchObject({
+      phase: 'Failed',
+      message: 'agentd: update op-1 rolled_back: VERIFY_FAILED: kubelet in kube2 is not active',
+    });
+    expect(nodeUpdated(m)).toMatchObject({
+      status: 'False',
+      reason: 'Failed',
+      message: expect.stringContaining('kubelet in kube2'),
+    });
+    expect(await reconciler.reconcile(signal)).toEqual({ outcome: 'already-failed' });
+    expect(api.updates()).toHaveLength(1);
+    // A new bump is a new request.
+    kube.patchMachineSpecAsOtherWriter(NAME, { operations: { repaveCounter: 2 } });
+    api.onUpdate = () => stubOp();
+    expect((await reconciler.reconcile(signal)).outcome).toBe('updated');
+    expect(kube.getMachine(NAME)?.status?.message).toBeUndefined();
+  });
+
+  it('reports an update the API refuses as Failed, but retries DRAINING and requeues BUSY', async () => {
+    kube.patchMachineSpecAsOtherWriter(NAME, { kubernetes: { version: 'vbad' } });
+    api.onUpdate = () => rpcError('INVALID_PARAMS', 'update: invalid params: set.kubernetesVersion');
+    expect((await reconciler.reconcile(signal)).outcome).toBe('failed');
+    expect(kube.getMachine(NAME)?.status?.phase).toBe('Failed');
+
+    kube.patchMachineSpecAsOtherWriter(NAME, { kubernetes: { version: 'v1.35.0' } });
+    api.onUpdate = () => rpcError('DRAINING');
+    await expect(reconciler.reconcile(signal)).rejects.toMatchObject({ appCode: 'DRAINING' });
+    api.onUpdate = () => rpcError('BUSY');
+    expect(await reconciler.reconcile(signal)).toEqual({ outcome: 'busy', requeueAfterMs: 250 });
+  });
+
+  it('waits for an operation someone else runs before acting', async () => {
+    kube.patchMachineSpecAsOtherWriter(NAME, { operations: { repaveCounter: 1 } });
+    api.running = stubOp({ id: 'op-admin', state: 'running', requestedBy: 'agentctl' });
+    expect(await reconciler.reconcile(signal)).toEqual({ outcome: 'busy', requeueAfterMs: 250 });
+    expect(api.calls.map((c) => c.method)).toEqual(['config.get', 'status', 'operations.wait']);
+    expect(api.calls[2]?.params).toEqual({ id: 'op-admin', timeoutSeconds: 30 });
+    expect(statusPatches()).toEqual([]);
+  });
+
+  it('does not drive a node that has not joined', async () => {
+    api.applied = null;
+    kube.patchMachineSpecAsOtherWriter(NAME, { operations: { repaveCounter: 1 } });
+    expect(await reconciler.reconcile(signal)).toEqual({ outcome: 'not-joined' });
+    expect(api.updates()).toEqual([]);
+  });
+
+  it('reports a missing Machine', async () => {
+    kube.deleteMachine(NAME);
+    expect(await reconciler.reconcile(signal)).toEqual({ outcome: 'missing' });
+  });
+
+  it('asks again under a new key when an earlier daemon cancelled or interrupted the update', async () => {
+    kube.patchMachineSpecAsOtherWriter(NAME, { operations: { repaveCounter: 1 } });
+    const before = new Date(clock.now() - 60_000).toISOString();
+    api.onUpdate = (params, n) =>
+      n === 1
+        ? stubOp({
+            id: 'op-old',
+            state: 'interrupted',
+            finishedAt: before,
+            idempotencyKey: String(params.idempotencyKey),
+          })
+        : stubOp({ id: 'op-new', idempotencyKey: String(params.idempotencyKey) });
+    expect(await reconciler.reconcile(signal)).toEqual({ outcome: 'updated', operationId: 'op-new' });
+    const keys = api.updates().map((u) => String(u.idempotencyKey));
+    expect(keys[1]).toBe(`${keys[0]}/attempt-2`);
+  });
+
+  it('treats a cancel that happened while it watched as the answer', async () => {
+    kube.patchMachineSpecAsOtherWriter(NAME, { operations: { repaveCounter: 1 } });
+    const later = new Date(clock.now() + 1000).toISOString();
+    api.onUpdate = () =>
+      stubOp({ state: 'cancelled', finishedAt: later, error: { code: 'CANCELLED', message: 'cancelled' } });
+    expect((await reconciler.reconcile(signal)).outcome).toBe('failed');
+    expect(api.updates()).toHaveLength(1);
+  });
+
+  it('finishes a NodeUpdated=InProgress left over by a stopped watcher', async () => {
+    kube.patchMachineStatusAsOtherWriter(NAME, {
+      phase: 'Provisioning',
+      conditions: [
+        { type: 'NodeUpdated', status: 'False', reason: 'InProgress', message: 'x', observedGeneration: 1 },
+      ],
+    });
+    api.onUpdate = () => stubOp({ result: { changed: false } });
+    expect((await reconciler.reconcile(signal)).outcome).toBe('updated');
+    expect(api.updates()[0]).toMatchObject({ force: false });
+    expect(nodeUpdated(kube.getMachine(NAME))).toMatchObject({
+      status: 'True',
+      message: 'update op-1 succeeded (nothing to change)',
+    });
+  });
+
+  it('gives up waiting when stopped', async () => {
+    kube.patchMachineSpecAsOtherWriter(NAME, { operations: { repaveCounter: 1 } });
+    const controller = new AbortController();
+    api.onUpdate = () => new Promise(() => undefined);
+    const pending = reconciler.reconcile(controller.signal);
+    for (let i = 0; i < 100 && api.updates().length === 0; i += 1) await new Promise((r) => setImmediate(r));
+    controller.abort();
+    await expect(pending).rejects.toMatchObject({ code: 'CANCELLED' });
+  });
+
+  it('survives a status conflict from another writer without losing the acknowledgement', async () => {
+    kube.patchMachineSpecAsOtherWriter(NAME, { operations: { repaveCounter: 1 } });
+    kube.beforeNext(
+      { resource: 'machines/status', verb: 'patch' },
+      () => {
+        kube.patchMachineStatusAsOtherWriter(NAME, { operations: { rebootCounter: 7 } });
+      },
+      2,
+    );
+    expect((await reconciler.reconcile(signal)).outcome).toBe('updated');
+    expect(kube.getMachine(NAME)?.status?.operations).toEqual({ repaveCounter: 1, rebootCounter: 7 });
+  });
+});

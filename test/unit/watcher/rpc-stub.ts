@@ -1,0 +1,118 @@
+/**
+ * Test helpers for the watcher: a scripted stand-in for the daemon's API (what the watcher
+ * calls through its rpc client) and a silent logger.
+ */
+import pino from 'pino';
+import { RpcError } from '../../../src/rpc/client.js';
+import type { RpcClient } from '../../../src/rpc/client.js';
+
+export const silentLogger = pino({ level: 'silent' });
+
+/** An operation as the API returns it. */
+export interface StubOp {
+  id: string;
+  kind: 'update';
+  state: string;
+  reason: string | null;
+  requestedBy: string;
+  idempotencyKey: string | null;
+  createdAt: string;
+  startedAt: string | null;
+  finishedAt: string | null;
+  from: 'kube1' | 'kube2' | null;
+  to: 'kube1' | 'kube2' | null;
+  phases: [];
+  result: Record<string, unknown> | null;
+  error: { code: string; message: string } | null;
+}
+
+export function stubOp(overrides: Partial<StubOp> = {}): StubOp {
+  return {
+    id: 'op-1',
+    kind: 'update',
+    state: 'succeeded',
+    reason: null,
+    requestedBy: 'watcher',
+    idempotencyKey: null,
+    createdAt: new Date(Date.UTC(2026, 0, 1)).toISOString(),
+    startedAt: null,
+    finishedAt: null,
+    from: 'kube1',
+    to: 'kube2',
+    phases: [],
+    result: { changed: true },
+    error: null,
+    ...overrides,
+  };
+}
+
+/** The applied config the stub's `config.get` answers (only the fields the watcher reads). */
+export interface StubApplied {
+  version: string;
+  image: string;
+  labels?: Record<string, string>;
+  taints?: string[];
+}
+
+export interface StubApi {
+  client: RpcClient;
+  /** Every call made, in order. */
+  calls: Array<{ method: string; params: Record<string, unknown> }>;
+  updates(): Array<Record<string, unknown>>;
+  /** The applied config, or null for a node that has not joined (`config.get` → NOT_FOUND). */
+  applied: StubApplied | null;
+  /** What `status` reports as running. */
+  running: StubOp | null;
+  /** How `update` answers: an operation, or an RpcError to throw. Default: succeeded. */
+  onUpdate: (params: Record<string, unknown>, n: number) => StubOp | RpcError | Promise<StubOp | RpcError>;
+}
+
+export function rpcError(appCode: string, message = `${appCode} from the stub`): RpcError {
+  return new RpcError({ code: 1000, message, data: { code: appCode } });
+}
+
+export function createStubApi(applied: StubApplied | null = { version: '1.34.0', image: 'img:v1' }): StubApi {
+  let updates = 0;
+  const api: StubApi = {
+    calls: [],
+    applied,
+    running: null,
+    onUpdate: (params, n) => stubOp({ id: `op-${n}`, idempotencyKey: String(params.idempotencyKey) }),
+    updates: () => api.calls.filter((c) => c.method === 'update').map((c) => c.params),
+    client: {
+      callRaw: () => Promise.reject(new Error('callRaw is not used by the watcher')),
+      call: (async (method: string, params?: Record<string, unknown>) => {
+        api.calls.push({ method, params: params ?? {} });
+        switch (method) {
+          case 'config.get': {
+            const a = api.applied;
+            if (a === null) throw rpcError('NOT_FOUND', 'applied config (the node has not joined yet)');
+            return {
+              machine: 'kube1',
+              hash: 'h',
+              verified: true,
+              config: {
+                Cluster: { Version: a.version },
+                OCIImage: a.image,
+                Kubelet: { Labels: a.labels ?? {}, RegisterWithTaints: a.taints ?? [] },
+              },
+            };
+          }
+          case 'status':
+            return { operation: api.running };
+          case 'operations.wait':
+            return api.running;
+          case 'update': {
+            updates += 1;
+            const answer = await api.onUpdate(params ?? {}, updates);
+            if (answer instanceof RpcError) throw answer;
+            return answer;
+          }
+          default:
+            throw rpcError('METHOD_NOT_FOUND');
+        }
+      }) as RpcClient['call'],
+    },
+  };
+  return api;
+}

@@ -1,0 +1,144 @@
+/**
+ * The whole watcher in process: the real Machine client and watch against the fake API server,
+ * a scripted API behind the rpc client, and the test clock for every backoff.
+ */
+import { CustomObjectsApi } from '@kubernetes/client-node';
+import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { agentConfigSchema } from '../../../src/engine/agent-config.js';
+import { createMachineApi } from '../../../src/kube/machine.js';
+import { createMachineWatch } from '../../../src/kube/watch.js';
+import { createMetrics } from '../../../src/metrics/metrics.js';
+import { createMachineWatcher } from '../../../src/watcher/watcher.js';
+import type { MachineWatcher } from '../../../src/watcher/watcher.js';
+import { makeAgentConfig } from '../../support/agent-config.js';
+import { createTestClock, startFakeKube } from '../../support/fake-kube.js';
+import type { FakeKube, FakeKubeOptions } from '../../support/fake-kube.js';
+import { createStubApi, silentLogger, stubOp } from './rpc-stub.js';
+import type { StubApi } from './rpc-stub.js';
+
+const NAME = 'worker-01';
+
+async function until(what: string, check: () => boolean): Promise<void> {
+  const deadline = Date.now() + 10_000;
+  while (!check()) {
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
+    await new Promise((r) => setTimeout(r, 5));
+  }
+}
+
+describe('createMachineWatcher', () => {
+  let kube: FakeKube;
+  let api: StubApi;
+  let watcher: MachineWatcher | undefined;
+  let joined = true;
+  const metrics = createMetrics({ version: 't', collectDefaults: false });
+
+  async function start(options: FakeKubeOptions = {}): Promise<MachineWatcher> {
+    kube = await startFakeKube(options);
+    const kc = kube.kubeConfig();
+    watcher = createMachineWatcher({
+      machineName: NAME,
+      machines: createMachineApi({ custom: kc.makeApiClient(CustomObjectsApi), clock: createTestClock() }),
+      watchMachine: createMachineWatch({ kc }).watchMachine,
+      rpc: api.client,
+      registrationConfig: () => (joined ? agentConfigSchema.parse(makeAgentConfig()) : null),
+      logger: silentLogger,
+      metrics,
+      clock: createTestClock(),
+      backoff: { baseMs: 10, maxMs: 50, random: () => 0 },
+    });
+    watcher.start();
+    return watcher;
+  }
+
+  beforeEach(() => {
+    // What the node runs matches what it registers with: no drift until the tests make some.
+    api = createStubApi({
+      version: '1.34.0',
+      image: 'img:v1',
+      labels: { 'unbounded-cloud.io/site': 'test' },
+    });
+    joined = true;
+  });
+  afterEach(async () => {
+    await watcher?.stop();
+    watcher = undefined;
+    await kube.close();
+  });
+
+  it('registers the missing Machine, reconciles once, and repaves on a bump', async () => {
+    const w = await start();
+    await until('the watch', () => w.status().connected);
+    expect(kube.getMachine(NAME)?.spec).toMatchObject({
+      kubernetes: { version: 'v1.34.0', bootstrapTokenRef: { name: 'bootstrap-token-abc123' } },
+    });
+    await until('the first reconcile', () => w.status().lastReconcileAt !== null);
+    expect(api.updates()).toEqual([]);
+
+    kube.patchMachineSpecAsOtherWriter(NAME, { operations: { repaveCounter: 1 } });
+    await until('the acknowledgement', () => kube.getMachine(NAME)?.status?.phase === 'Joining');
+    expect(api.updates()).toHaveLength(1);
+    expect(api.updates()[0]).toMatchObject({ force: true, wait: true });
+    expect(w.status()).toMatchObject({ enabled: true, machineName: NAME, connected: true, lastError: null });
+    expect(w.status().lastEventAt).not.toBeNull();
+
+    await w.stop();
+    const calls = api.calls.length;
+    kube.patchMachineSpecAsOtherWriter(NAME, { operations: { repaveCounter: 2 } });
+    await new Promise((r) => setTimeout(r, 50));
+    expect(api.calls).toHaveLength(calls);
+    expect(w.status().connected).toBe(false);
+  });
+
+  it('coalesces bumps that arrive while an update runs into one more update', async () => {
+    const w = await start();
+    await until('the watch', () => w.status().connected);
+    let release: () => void = () => undefined;
+    api.onUpdate = (params, n) =>
+      n === 1
+        ? new Promise((resolve) => {
+            release = () => resolve(stubOp({ idempotencyKey: String(params.idempotencyKey) }));
+          })
+        : stubOp({ id: `op-${n}`, idempotencyKey: String(params.idempotencyKey) });
+    kube.patchMachineSpecAsOtherWriter(NAME, { operations: { repaveCounter: 1 } });
+    await until('the first update', () => api.updates().length === 1);
+    const modified = async (): Promise<number> =>
+      (await metrics.watchEvents.get()).values.find((v) => v.labels.type === 'MODIFIED')?.value ?? 0;
+    const before = await modified();
+    for (const n of [2, 3, 4]) kube.patchMachineSpecAsOtherWriter(NAME, { operations: { repaveCounter: n } });
+    // All three events reach the watcher while the first update is still running.
+    for (let i = 0; i < 2000 && (await modified()) < before + 3; i += 1)
+      await new Promise((r) => setTimeout(r, 5));
+    expect(await modified()).toBeGreaterThanOrEqual(before + 3);
+    expect(api.updates()).toHaveLength(1);
+    release();
+    await until('the last acknowledgement', () => {
+      const ops = kube.getMachine(NAME)?.status?.operations as { repaveCounter?: number } | undefined;
+      return ops?.repaveCounter === 4;
+    });
+    await new Promise((r) => setTimeout(r, 50));
+    expect(api.updates().map((u) => String(u.idempotencyKey).split('/').pop())).toEqual([
+      'repave-1',
+      'repave-4',
+    ]);
+  });
+
+  it('reports a missing CRD and recovers when it is installed', async () => {
+    const w = await start({ crdInstalled: { 'unbounded-cloud.io': false } });
+    await until('the error', () => w.status().lastErrorCode === 'KUBE_UNAVAILABLE');
+    expect(w.status().lastError).toContain('machines.unbounded-cloud.io');
+    expect(w.status().connected).toBe(false);
+    kube.setCrdInstalled('unbounded-cloud.io', true);
+    await until('the watch', () => w.status().connected);
+    expect(kube.getMachine(NAME)).toBeDefined();
+  });
+
+  it('does not register before the node has joined', async () => {
+    joined = false;
+    const w = await start();
+    await until('the error', () => w.status().lastErrorCode === 'PRECONDITION_FAILED');
+    expect(kube.getMachine(NAME)).toBeUndefined();
+    joined = true;
+    await until('the watch', () => w.status().connected);
+  });
+});
