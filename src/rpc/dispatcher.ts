@@ -15,6 +15,7 @@ import type { Logger } from 'pino';
 import { DrainingError, InvalidParamsError, UnavailableError } from '../errors.js';
 import type { Metrics } from '../metrics/metrics.js';
 import { makeWireError, toWireError, wireCodeOf } from './error-map.js';
+import { RawJson } from './raw-json.js';
 import type { CallContext, MethodDescriptor } from './method.js';
 import type { RpcServices } from './services.js';
 
@@ -37,6 +38,12 @@ export interface Dispatcher {
   handle(body: unknown, caller: string): Promise<RpcResponse>;
   /** Dispatch raw text; invalid JSON answers a parse error. */
   handleText(text: string, caller: string): Promise<RpcResponse>;
+}
+
+function isEmptyObject(v: unknown): boolean {
+  if (typeof v !== 'object' || v === null) return false;
+  for (const _ in v) return false;
+  return true;
 }
 
 function isValidId(id: unknown): id is JSONRPCID {
@@ -102,12 +109,28 @@ export function createDispatcher(options: DispatcherOptions): Dispatcher {
         );
 
   for (const method of options.methods) {
+    // Most calls carry no params: validate `{}` once, up front, and reuse the frozen result.
+    const empty = method.params.safeParse({});
+    const emptyParams: unknown = empty.success ? Object.freeze(empty.data) : undefined;
+    let cached: { key: string; result: RawJson } | null = null;
     server.addMethod(method.name, async (rawParams: unknown, ctx: CallContext) => {
       if (Array.isArray(rawParams)) {
         throw new InvalidParamsError(
           `${method.name}: params must be an object of named parameters, not an array`,
           [],
         );
+      }
+      if (
+        !method.mutating &&
+        emptyParams !== undefined &&
+        (rawParams === undefined || isEmptyObject(rawParams))
+      ) {
+        if (!method.cacheKey) return method.handler(emptyParams, ctx);
+        const key = method.cacheKey(ctx.services);
+        if (cached?.key === key) return cached.result;
+        const result = new RawJson(JSON.stringify(await method.handler(emptyParams, ctx)));
+        cached = { key, result };
+        return result;
       }
       const parsed = method.params.safeParse(rawParams ?? {});
       if (!parsed.success) {
@@ -131,6 +154,22 @@ export function createDispatcher(options: DispatcherOptions): Dispatcher {
     });
   }
 
+  // Label lookups bound once per (method, code): the per-call path only increments.
+  const counters = new Map<string, { inc(): void }>();
+  const histograms = new Map<string, { observe(v: number): void }>();
+  const counterFor = (method: string, code: string): { inc(): void } => {
+    const k = `${method} ${code}`;
+    let c = counters.get(k);
+    if (!c) counters.set(k, (c = metrics.rpcRequests.labels({ method, code })));
+    return c;
+  };
+  const histogramFor = (method: string): { observe(v: number): void } => {
+    let h = histograms.get(method);
+    if (!h) histograms.set(method, (h = metrics.rpcDuration.labels({ method })));
+    return h;
+  };
+  const logCalls = logger.isLevelEnabled('info');
+
   async function single(member: unknown, ctx: CallContext): Promise<JSONRPCResponse | null> {
     const started = now();
     const bad = screen(member);
@@ -139,12 +178,14 @@ export function createDispatcher(options: DispatcherOptions): Dispatcher {
     const method = bad ? '(invalid)' : known.has(request.method) ? request.method : '(unknown)';
     const code = response && 'error' in response && response.error ? wireCodeOf(response.error) : 'ok';
     const seconds = (now() - started) / 1000;
-    metrics.rpcRequests.inc({ method, code });
-    metrics.rpcDuration.observe({ method }, seconds);
-    logger.info(
-      { rpc: method, code, caller: ctx.caller, durationMs: Math.round(seconds * 1e5) / 100 },
-      'rpc',
-    );
+    counterFor(method, code).inc();
+    histogramFor(method).observe(seconds);
+    if (logCalls) {
+      logger.info(
+        { rpc: method, code, caller: ctx.caller, durationMs: Math.round(seconds * 1e5) / 100 },
+        'rpc',
+      );
+    }
     return response;
   }
 

@@ -24,6 +24,11 @@ export interface MethodDescriptor<P extends z.ZodType = z.ZodType, R extends z.Z
   params: P;
   result: R;
   handler: (params: z.output<P>, ctx: CallContext) => Promise<z.input<R>>;
+  /**
+   * For read methods polled often: a key that changes whenever the result would. While it is
+   * unchanged (and the call has no params), the serialized result is reused.
+   */
+  cacheKey?: (services: RpcServices) => string;
 }
 
 /** Identity helper that keeps the descriptor's schema types. */

@@ -9,6 +9,7 @@ import type { EngineEvent, EventBus } from '../engine/events.js';
 import type { Metrics } from '../metrics/metrics.js';
 import type { Dispatcher } from '../rpc/dispatcher.js';
 import { makeWireError } from '../rpc/error-map.js';
+import { serializeResponse } from '../rpc/raw-json.js';
 
 /** Largest accepted /rpc body. A full agent config is a few KiB. */
 export const RPC_BODY_LIMIT = 1024 * 1024;
@@ -40,19 +41,22 @@ function baseApp(logger: Logger): FastifyInstance {
     return503OnClosing: true,
     forceCloseConnections: true,
   });
-  app.addHook('onResponse', (req, reply, done) => {
-    const level = req.url.startsWith('/rpc') ? 'debug' : 'trace';
-    logger[level](
-      {
-        http: req.method,
-        url: req.url,
-        status: reply.statusCode,
-        durationMs: Math.round(reply.elapsedTime * 100) / 100,
-      },
-      'http',
-    );
-    done();
-  });
+  // HTTP-level lines are debug detail (each RPC call already logs one line at info); the hook
+  // is only installed when debug is on, so it costs nothing on the hot path otherwise.
+  if (logger.isLevelEnabled('debug')) {
+    app.addHook('onResponse', (req, reply, done) => {
+      logger.debug(
+        {
+          http: req.method,
+          url: req.url,
+          status: reply.statusCode,
+          durationMs: Math.round(reply.elapsedTime * 100) / 100,
+        },
+        'http',
+      );
+      done();
+    });
+  }
   return app;
 }
 
@@ -111,7 +115,7 @@ export function createAdminApp(o: AppOptions): FastifyInstance {
     const caller = String(req.headers['x-agentd-caller'] ?? req.headers['user-agent'] ?? 'http').slice(0, 64);
     const response = await o.dispatcher.handleText(typeof req.body === 'string' ? req.body : '', caller);
     if (response === null) return reply.code(204).send();
-    return reply.type('application/json').send(JSON.stringify(response));
+    return reply.type('application/json').send(serializeResponse(response));
   });
 
   registerProbeRoutes(app, o);
