@@ -106,7 +106,6 @@ export async function startDaemon(config: DaemonConfig, deps: DaemonDeps): Promi
       env: deps.env ?? process.env,
     });
     kube = kubeWiring;
-    kubeWiring.validate();
     const engine = new Engine({
       paths,
       stateDir: config.stateDir,
@@ -176,6 +175,9 @@ export async function startDaemon(config: DaemonConfig, deps: DaemonDeps): Promi
     state = 'recovering';
     const recovery = await engine.start();
     if (recovery) logger.warn({ recovery }, 'startup recovery');
+    // After recovery the applied config is known: load the Kubernetes client if credentials may
+    // exist, and fail now (exit 2) on a --kubeconfig that cannot be loaded. [kube-wiring]
+    await kubeWiring.validate();
     state = 'ready';
     readinessReasons.length = 0;
     metrics.ready.set(1);

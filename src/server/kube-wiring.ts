@@ -15,15 +15,15 @@ import { FINAL_STATES } from '../engine/operation.js';
 import type { NodeDrainer } from '../engine/update.js';
 import { PreconditionFailedError, describeError } from '../errors.js';
 import type { Clock } from '../host/types.js';
-import { createKubeClients, createMachineApi, createMachineWatch, createNodeDrainer } from '../kube/index.js';
-import type { KubeClients, KubeClientsUnavailable } from '../kube/index.js';
+import type { KubeClients, KubeClientsUnavailable, createKubeClients } from '../kube/index.js';
 import type { Metrics } from '../metrics/metrics.js';
 import { createRpcClient } from '../rpc/client.js';
 import type { Dispatcher } from '../rpc/dispatcher.js';
 import { createInProcessTransport } from '../rpc/in-process-transport.js';
 import type { WatcherStatus } from '../rpc/services.js';
-import { createMachineWatcher } from '../watcher/index.js';
 import type { MachineWatcher, MachineWatcherOptions } from '../watcher/index.js';
+
+type KubeRuntime = typeof import('./kube-runtime.js');
 
 export interface KubeWiringOptions {
   config: Pick<DaemonConfig, 'kubeconfig' | 'machineName' | 'watch' | 'crdGroup' | 'host'>;
@@ -49,7 +49,7 @@ export interface KubeWiring {
   /** The update's drain seam, or null when there are no credentials (then `drain: true` is refused). */
   updateDrainer(): NodeDrainer | null;
   /** Throws INVALID_CONFIG when `--kubeconfig` cannot be loaded (called before serving). */
-  validate(): void;
+  validate(): Promise<void>;
   /** After ready: start the watcher when it should run; look again whenever an operation ends. */
   start(dispatcher: Pick<Dispatcher, 'handle'>): void;
   watcherStatus(): WatcherStatus;
@@ -60,21 +60,45 @@ export interface KubeWiring {
 export function createKubeWiring(o: KubeWiringOptions): KubeWiring {
   const { config, clock, metrics } = o;
   const logger = o.logger.child({ component: 'kube' });
-  const makeClients = o.createClients ?? createKubeClients;
+  let runtime: KubeRuntime | null = null;
+  let loading: Promise<KubeRuntime> | null = null;
+  /** Load the Kubernetes client code (once); nothing of it is loaded before this. */
+  const loadRuntime = (): Promise<KubeRuntime> =>
+    (loading ??= import('./kube-runtime.js').then((m) => (runtime = m)));
   let memo: { key: string; value: KubeClients | KubeClientsUnavailable } | null = null;
+
+  const simWithoutKube = (): boolean =>
+    config.host === 'sim' && config.kubeconfig === null && config.watch !== true;
+  /** Whether any credential source may exist (decided without loading the client library). */
+  const mightHaveCredentials = (): boolean =>
+    !simWithoutKube() &&
+    (config.kubeconfig !== null ||
+      o.appliedConfig() !== null ||
+      Boolean((o.env ?? process.env).KUBERNETES_SERVICE_HOST));
 
   /** The clients for the credentials of the moment (they change when the applied config does). */
   function clients(): KubeClients | KubeClientsUnavailable {
     // The simulated host's applied config names a placeholder API server: use Kubernetes there
     // only with --kubeconfig, or with an explicit --watch.
-    const simWithoutKube = config.host === 'sim' && config.kubeconfig === null && config.watch !== true;
-    if (simWithoutKube) {
+    if (simWithoutKube()) {
       return {
         source: null,
         reason:
           'the simulated host uses Kubernetes only with --kubeconfig (or --watch to use the applied config credentials)',
       };
     }
+    if (runtime === null) {
+      if (!mightHaveCredentials()) {
+        return {
+          source: null,
+          reason:
+            'no Kubernetes credentials: no --kubeconfig, no applied config (the node has not joined yet), and KUBERNETES_SERVICE_HOST is not set',
+        };
+      }
+      void loadRuntime().catch((err: unknown) => logger.error({ err }, 'loading the Kubernetes client'));
+      return { source: null, reason: 'the Kubernetes client is still loading; retry in a moment' };
+    }
+    const makeClients = o.createClients ?? runtime.createKubeClients;
     const applied = config.kubeconfig === null ? o.appliedConfig() : null;
     const a = applied?.Kubelet;
     const key =
@@ -118,18 +142,22 @@ export function createKubeWiring(o: KubeWiringOptions): KubeWiring {
 
   /** The Node is the one the Machine's `spec.kubernetes.nodeRef` names, else named like the Machine. */
   async function bound() {
+    if (mightHaveCredentials()) await loadRuntime();
     const why = unavailableReason();
     if (why !== null) throw new PreconditionFailedError(`the Kubernetes API is not available: ${why}`);
+    const rt = runtime as KubeRuntime;
     const c = clients() as KubeClients;
     const name = machineName() as string;
     let node = name;
     try {
-      const machine = await createMachineApi({ custom: c.custom, group: c.crdGroup, clock }).getMachine(name);
+      const machine = await rt
+        .createMachineApi({ custom: c.custom, group: c.crdGroup, clock })
+        .getMachine(name);
       node = machine?.spec.kubernetes?.nodeRef?.name ?? name;
     } catch {
       // No CRD or no permission: the Node is named like the Machine.
     }
-    return { drainer: createNodeDrainer({ core: c.core, clock }), core: c.core, node };
+    return { drainer: rt.createNodeDrainer({ core: c.core, clock }), core: c.core, node };
   }
 
   async function refreshCordoned(): Promise<void> {
@@ -191,6 +219,7 @@ export function createKubeWiring(o: KubeWiringOptions): KubeWiring {
   async function startIfPossible(): Promise<void> {
     if (stopped || watcher !== null || dispatcher === null) return;
     await o.refreshNode?.().catch(() => undefined);
+    if (mightHaveCredentials()) await loadRuntime();
     if (stopped || watcher !== null) return;
     const why = whyNoWatcher();
     if (why !== null) {
@@ -201,12 +230,13 @@ export function createKubeWiring(o: KubeWiringOptions): KubeWiring {
       reason = why;
       return;
     }
+    const rt = runtime as KubeRuntime;
     const c = clients() as KubeClients;
-    watcher = createMachineWatcher({
+    watcher = rt.createMachineWatcher({
       ...o.watcher,
       machineName: machineName() as string,
-      machines: createMachineApi({ custom: c.custom, group: c.crdGroup, clock }),
-      watchMachine: createMachineWatch({ kc: c.kc, group: c.crdGroup }).watchMachine,
+      machines: rt.createMachineApi({ custom: c.custom, group: c.crdGroup, clock }),
+      watchMachine: rt.createMachineWatch({ kc: c.kc, group: c.crdGroup }).watchMachine,
       rpc: createRpcClient(createInProcessTransport(dispatcher, 'watcher')),
       registrationConfig: o.appliedConfig,
       logger,
@@ -239,7 +269,9 @@ export function createKubeWiring(o: KubeWiringOptions): KubeWiring {
   return {
     nodeOps,
     updateDrainer: () => (unavailableReason() === null ? createUpdateDrainer(nodeOps) : null),
-    validate() {
+    async validate() {
+      // Load the client code only when a credential source may exist, before the daemon is ready.
+      if (mightHaveCredentials()) await loadRuntime();
       if (config.kubeconfig !== null) clients();
     },
     start(d) {

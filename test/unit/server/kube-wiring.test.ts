@@ -111,10 +111,13 @@ describe('createKubeWiring', () => {
     expect(factoryCalls).toEqual([]);
   });
 
-  it('takes credentials from the applied config, once per set of credentials', () => {
+  it('takes credentials from the applied config, once per set of credentials', async () => {
     const w = make({});
     expect(w.nodeOps.unavailableReason()).toContain('no Kubernetes credentials');
     applied = agentConfigSchema.parse(makeAgentConfig());
+    // The client library is loaded only once a credential source may exist.
+    expect(w.nodeOps.unavailableReason()).toContain('still loading');
+    await w.validate();
     expect(w.nodeOps.unavailableReason()).toBeNull();
     expect(w.updateDrainer()).not.toBeNull();
     expect(w.nodeOps.unavailableReason()).toBeNull();
@@ -129,9 +132,9 @@ describe('createKubeWiring', () => {
     expect(factoryCalls.every((c) => c.inCluster === true && c.crdGroup === 'unbounded-cloud.io')).toBe(true);
   });
 
-  it('refuses a --kubeconfig that cannot be loaded at start', () => {
+  it('refuses a --kubeconfig that cannot be loaded at start', async () => {
     const w = make({ kubeconfig: path.join(dir, 'missing') });
-    expect(() => w.validate()).toThrow(expect.objectContaining({ code: 'INVALID_CONFIG' }));
+    await expect(w.validate()).rejects.toMatchObject({ code: 'INVALID_CONFIG' });
   });
 
   it('needs a node name: --machine-name, else the applied config MachineName', async () => {
@@ -139,11 +142,15 @@ describe('createKubeWiring', () => {
     try {
       const file = path.join(dir, 'kubeconfig');
       await writeFile(file, kube.kubeconfigYaml());
-      expect(make({ kubeconfig: file }).nodeOps.unavailableReason()).toContain('no node name');
+      const first = make({ kubeconfig: file });
+      await first.validate();
+      expect(first.nodeOps.unavailableReason()).toContain('no node name');
       applied = agentConfigSchema.parse(makeAgentConfig());
       expect(wiring?.nodeOps.unavailableReason()).toBeNull();
       await wiring?.stop();
-      expect(make({ kubeconfig: file, watch: false }).nodeOps.unavailableReason()).toBeNull();
+      const second = make({ kubeconfig: file, watch: false });
+      await second.validate();
+      expect(second.nodeOps.unavailableReason()).toBeNull();
       wiring?.start(notJoined);
       await until('the first look', () => wiring?.watcherStatus().reason === 'disabled by --no-watch');
       expect(wiring?.watcherStatus().machineName).toBe('worker-01');
