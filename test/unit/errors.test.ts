@@ -1,0 +1,74 @@
+/**
+ * The error catalogue (src/errors.ts), docs/errors.md and the OpenRPC document's
+ * components.errors list the same codes, both ways, with the same numeric JSON-RPC codes.
+ */
+import { readFile } from 'node:fs/promises';
+import path from 'node:path';
+import { describe, expect, it } from 'vitest';
+import { ERROR_CODES, type ErrorCode } from '../../src/errors.js';
+import { METHOD_LIST } from '../../src/rpc/methods/index.js';
+import { buildOpenRpcDocument } from '../../src/rpc/openrpc.js';
+import { VERSION } from '../../src/version.js';
+
+const REPO_ROOT = path.resolve(import.meta.dirname, '../..');
+const catalogue = Object.keys(ERROR_CODES).sort();
+
+/**
+ * The rows of the markdown tables in errors.md whose first cell is a backticked code in
+ * SCREAMING_SNAKE_CASE: code → the JSON-RPC number in the second cell.
+ */
+function documentedCodes(markdown: string): Map<string, number> {
+  const rows = new Map<string, number>();
+  for (const line of markdown.split('\n')) {
+    const m = /^\|\s*`([A-Z][A-Z0-9_]*)`\s*\|\s*(-?\d+)\s*\|/.exec(line);
+    if (m) rows.set(m[1]!, Number(m[2]));
+  }
+  return rows;
+}
+
+describe('error codes', () => {
+  it('are all documented in docs/errors.md with their JSON-RPC code, and nothing else is', async () => {
+    const doc = documentedCodes(await readFile(path.join(REPO_ROOT, 'docs/errors.md'), 'utf8'));
+    expect([...doc.keys()].sort()).toEqual(catalogue);
+    for (const code of catalogue as ErrorCode[]) {
+      expect(doc.get(code), `JSON-RPC code of ${code} in docs/errors.md`).toBe(ERROR_CODES[code].rpc);
+    }
+  });
+
+  it('are all in the OpenRPC components.errors, and nothing else is', () => {
+    const doc = buildOpenRpcDocument(METHOD_LIST, VERSION) as {
+      components: { errors: Record<string, { code: number; data: { code: string } }> };
+    };
+    const errors = doc.components.errors;
+    expect(Object.keys(errors).sort()).toEqual(catalogue);
+    for (const [name, e] of Object.entries(errors)) {
+      expect(e.data.code).toBe(name);
+      expect(e.code).toBe(ERROR_CODES[name as ErrorCode].rpc);
+    }
+  });
+
+  it('use unique JSON-RPC codes, application codes outside the reserved range', () => {
+    const numbers = Object.values(ERROR_CODES).map((e) => e.rpc);
+    expect(new Set(numbers).size).toBe(numbers.length);
+    const spec = new Set([-32700, -32600, -32601, -32602, -32603]);
+    for (const n of numbers) {
+      if (!spec.has(n)) expect(n < -32768 || n > -32000, `${n} is in the reserved range`).toBe(true);
+    }
+  });
+
+  it('the table reader finds codes and ignores prose (so the checks above can fail)', () => {
+    const rows = documentedCodes(
+      [
+        '| code | JSON-RPC |',
+        '| --- | --- |',
+        '| `BUSY` | 1001 | x |',
+        '|  `PARSE_ERROR`  | -32700 | y |',
+        'The `DRAINING` code is prose.',
+      ].join('\n'),
+    );
+    expect([...rows.entries()]).toEqual([
+      ['BUSY', 1001],
+      ['PARSE_ERROR', -32700],
+    ]);
+  });
+});
