@@ -22,8 +22,9 @@ import type { Dispatcher } from '../rpc/dispatcher.js';
 import { createInProcessTransport } from '../rpc/in-process-transport.js';
 import type { WatcherStatus } from '../rpc/services.js';
 import type { MachineWatcher, MachineWatcherOptions } from '../watcher/index.js';
+import type * as KubeRuntimeModule from './kube-runtime.js';
 
-type KubeRuntime = typeof import('./kube-runtime.js');
+type KubeRuntime = typeof KubeRuntimeModule;
 
 export interface KubeWiringOptions {
   config: Pick<DaemonConfig, 'kubeconfig' | 'machineName' | 'watch' | 'crdGroup' | 'host'>;
