@@ -107,6 +107,8 @@ export class Engine {
   #node: NodeStatus = { activeMachine: null, applied: null, machines: [], cordoned: null, warnings: [] };
   #activeRecord: AppliedConfigRecord | null = null;
   #nodeAt = 0;
+  /** Applied configs that exist but cannot be read (bad sidecar, bad JSON), by machine. */
+  #unreadable = new Map<MachineName, unknown>();
   /** Bumped by every node refresh (see statusKey). */
   #nodeVersion = 0;
   #refreshing: Promise<void> | null = null;
@@ -199,7 +201,13 @@ export class Engine {
   } | null> {
     await this.refreshNode();
     const rec = this.#activeRecord;
-    if (!rec) return null;
+    if (!rec) {
+      // A joined node whose applied config cannot be read answers why, not "not joined".
+      const active = this.#node.activeMachine;
+      const unreadable = active ? this.#unreadable.get(active) : [...this.#unreadable.values()][0];
+      if (unreadable !== undefined) throw unreadable;
+      return null;
+    }
     return {
       machine: rec.machine,
       config: redactAgentConfig(rec.config),
@@ -275,6 +283,15 @@ export class Engine {
         if (seen) return seen;
       }
       const source = this.#node.activeMachine;
+      const unreadable = source ? this.#unreadable.get(source) : [...this.#unreadable.values()][0];
+      if (unreadable !== undefined) {
+        // Never treat a node whose applied config is damaged as fresh: that would provision
+        // over the machine that serves.
+        throw new PreconditionFailedError(
+          `the applied config of the node cannot be read (${isAgentError(unreadable) ? `${unreadable.code}: ` : ''}${describeError(unreadable)}); restore it, or run reset`,
+          { cause: unreadable, data: { machine: source ?? [...this.#unreadable.keys()][0] } },
+        );
+      }
       if (source === null && this.#hasAmbiguousMachines()) {
         throw new PreconditionFailedError(
           'the node has applied configs but no active machine (see status warnings); run reset, or recover the node by hand',
@@ -595,6 +612,7 @@ export class Engine {
   async #readNode(): Promise<void> {
     const warnings: string[] = [];
     const records = new Map<MachineName, AppliedConfigRecord>();
+    const unreadable = new Map<MachineName, unknown>();
     for (const m of MACHINE_NAMES) {
       try {
         const rec = await this.#applied.read(m);
@@ -603,14 +621,17 @@ export class Engine {
           if (!rec.verified) warnings.push(`${m}: applied config has no .sha256 sidecar`);
         }
       } catch (err) {
+        unreadable.set(m, err);
         warnings.push(`${m}: ${isAgentError(err) ? `${err.code}: ` : ''}${describeError(err)}`);
       }
     }
+    this.#unreadable = unreadable;
     let active: MachineName | null = null;
     try {
       const state = await readNodeState(this.#o.stateDir);
       if (state) active = state.activeMachine;
-      else if (records.size === 1) active = [...records.keys()][0] ?? null;
+      else if (records.size === 1 && unreadable.size === 0) active = [...records.keys()][0] ?? null;
+      else if (records.size === 0 && unreadable.size === 1) active = [...unreadable.keys()][0] ?? null;
       else if (records.size > 1)
         warnings.push('both machines have applied configs and no journal says which is active');
     } catch (err) {

@@ -87,7 +87,7 @@ describe('applied configs on disk', () => {
     const root = path.join(dir, 'root');
     const written = await writeAppliedConfig(root, 'kube1', makeAgentConfig(), { sidecar });
     const d = await startSimDaemon({ dir, root });
-    return { d, written };
+    return { d, written, root };
   }
 
   it('a sidecar that does not match is refused: a status warning', async () => {
@@ -98,13 +98,20 @@ describe('applied configs on disk', () => {
     await d.stop();
   });
 
-  // KNOWN ENGINE BUG (reported): Engine.appliedConfig() turns the store's CHECKSUM_MISMATCH into
-  // a status warning and then answers NOT_FOUND. Remove `.fails` once it rethrows the error.
-  it.fails('a sidecar that does not match makes config.get fail with CHECKSUM_MISMATCH', async () => {
-    const { d } = await daemonWithApplied(`${'0'.repeat(64)}\n`);
+  it('a sidecar that does not match: config.get fails with CHECKSUM_MISMATCH and update refuses', async () => {
+    const { d, root } = await daemonWithApplied(`${'0'.repeat(64)}\n`);
+    // The simulated host's own state (and its lock file) is not the node's: leave it out.
+    const snapshot = () => snapshotTree(root, { ignore: ['var/lib/agentd-sim'] });
+    const before = await snapshot();
     const err = await rpcError(d, 'config.get');
-    await d.stop();
     expect(err.data.code).toBe('CHECKSUM_MISMATCH');
+    expect((await nodeStatus(d)).node.activeMachine).toBe('kube1');
+    // Never treated as a fresh node: a bare update must not provision over the serving machine.
+    const refused = await rpcError(d, 'update', { wait: true });
+    expect(refused.data.code).toBe('PRECONDITION_FAILED');
+    expect(refused.message).toMatch(/CHECKSUM_MISMATCH/);
+    await d.stop();
+    expect(await snapshot()).toEqual(before);
   });
 
   it('a missing sidecar is read with a warning, unverified', async () => {
