@@ -1,0 +1,98 @@
+/**
+ * Rollback (DESIGN §5, issue 4): a target that does not come up healthy is stopped and the
+ * source started again (`rolled_back`); when the source fails too the update is `failed` with
+ * both reasons. Faults are injected through `AGENTD_SIM_FAULTS` on a node joined without them.
+ */
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import {
+  JOIN_VERSION,
+  NEW_VERSION,
+  cloneSimNode,
+  createJoinedTemplate,
+  disposeSimNode,
+  expectSingleMachine,
+  type SimNode,
+} from '../support/sim-node.js';
+
+describe('rollback', () => {
+  let template: SimNode;
+  beforeAll(async () => {
+    template = await createJoinedTemplate();
+  });
+  afterAll(async () => {
+    await disposeSimNode(template);
+  });
+
+  async function updateWithFaults(
+    faults: string,
+  ): Promise<{ node: SimNode; op: Awaited<ReturnType<SimNode['update']>> }> {
+    const node = await cloneSimNode(template);
+    await node.start({ faults });
+    const op = await node.update({ wait: true, set: { kubernetesVersion: NEW_VERSION } });
+    return { node, op };
+  }
+
+  const phaseStates = (op: { phases: Array<{ name: string; state: string }> }): Record<string, string> =>
+    Object.fromEntries(op.phases.map((p) => [p.name, p.state]));
+
+  it('kubelet-inactive:kube2 → rolled_back, the node is back on kube1 and kube2 is gone', async () => {
+    const { node, op } = await updateWithFaults('kubelet-inactive:kube2');
+    expect(op.state, JSON.stringify(op.error)).toBe('rolled_back');
+    expect(op.error?.code).toBe('VERIFY_FAILED');
+    expect(op.error?.message).toContain('kube2');
+    expect(phaseStates(op)).toMatchObject({
+      preflight: 'succeeded',
+      provision: 'succeeded',
+      stage: 'succeeded',
+      stop: 'succeeded',
+      start: 'succeeded',
+      verify: 'failed',
+      commit: 'skipped',
+      cleanup: 'skipped',
+      rollback: 'succeeded',
+    });
+    await expectSingleMachine(node, { active: 'kube1', version: JOIN_VERSION });
+    expect(await node.readJournal()).toMatchObject({
+      operationId: op.id,
+      closed: true,
+      outcome: 'rolled_back',
+    });
+  });
+
+  it('start-fails:kube2 → rolled_back', async () => {
+    const { node, op } = await updateWithFaults('start-fails:kube2');
+    expect(op.state, JSON.stringify(op.error)).toBe('rolled_back');
+    expect(op.error?.code).toBe('COMMAND_FAILED');
+    expect(phaseStates(op)).toMatchObject({
+      stop: 'succeeded',
+      start: 'failed',
+      verify: 'skipped',
+      rollback: 'succeeded',
+    });
+    await expectSingleMachine(node, { active: 'kube1', version: JOIN_VERSION });
+    expect(await node.readJournal()).toMatchObject({
+      operationId: op.id,
+      closed: true,
+      outcome: 'rolled_back',
+    });
+  });
+
+  it('kubelet-inactive:kube2 and start-fails:kube1 → failed, with both reasons', async () => {
+    const { node, op } = await updateWithFaults('kubelet-inactive:kube2,start-fails:kube1');
+    expect(op.state).toBe('failed');
+    expect(phaseStates(op)).toMatchObject({ verify: 'failed', rollback: 'failed' });
+    // Both reasons: why kube2 was refused, and why kube1 did not come back.
+    expect(op.error?.message).toMatch(/verify machine kube2: kubelet not healthy/);
+    expect(op.error?.message).toMatch(/rollback to kube1 failed too: .*start-fails:kube1/s);
+    expect(op.error?.data?.failure).toMatchObject({ code: 'VERIFY_FAILED' });
+    expect(op.error?.data?.rollback).toEqual(
+      expect.arrayContaining([expect.objectContaining({ step: 'start kube1', ok: false })]),
+    );
+    // Nothing serves; kube1 stays the recorded active machine, its config untouched.
+    const { node: status } = await node.status();
+    expect(status.activeMachine).toBe('kube1');
+    expect(status.machines.filter((m) => m.state === 'running')).toEqual([]);
+    expect((await node.readVerifiedApplied('kube1')).Cluster.Version).toBe(JOIN_VERSION);
+    expect(await node.readJournal()).toMatchObject({ operationId: op.id, closed: true, outcome: 'failed' });
+  });
+});

@@ -1,0 +1,214 @@
+/**
+ * The Engine with fake host pieces: one mutating operation at a time (BUSY names the running
+ * one), idempotency keys, cancel before and after the point of no return, no-op and dry run.
+ */
+import { describe, expect, it } from 'vitest';
+import { Engine } from '../../../src/engine/engine.js';
+import type { Operation } from '../../../src/engine/operation.js';
+import type { AgentError } from '../../../src/errors.js';
+import { BusyError } from '../../../src/errors.js';
+import { config, createEngineFixture, silentLogger, type EngineFixture } from './fakes.js';
+
+const BASE = config();
+
+function createEngine(f: EngineFixture): Engine {
+  return new Engine({
+    paths: f.paths,
+    stateDir: f.stateDir,
+    machines: f.machines,
+    provisioner: f.provisioner,
+    clock: f.clock,
+    logger: silentLogger,
+    metrics: f.metrics,
+    events: f.events,
+    defaultConfig: () => structuredClone(BASE),
+    verifyTimeoutMs: 1000,
+  });
+}
+
+/** An engine on a node joined to kube1 with BASE. */
+async function joinedEngine(): Promise<{ f: EngineFixture; engine: Engine }> {
+  const f = await createEngineFixture();
+  const engine = createEngine(f);
+  await engine.start();
+  const join = await engine.update({ wait: true, requestedBy: 'test' });
+  expect(join.state).toBe('succeeded');
+  f.log.calls.length = 0;
+  return { f, engine };
+}
+
+const to = (version: string) => ({ set: { kubernetesVersion: version }, requestedBy: 'test' });
+
+async function settle<T>(p: Promise<T>): Promise<{ value?: T; error?: AgentError }> {
+  try {
+    return { value: await p };
+  } catch (err) {
+    return { error: err as AgentError };
+  }
+}
+
+describe('Engine: one operation at a time', () => {
+  it('a join with the default config, then status shows kube1 active', async () => {
+    const { engine } = await joinedEngine();
+    const { node, operation, lastOperation } = engine.status();
+    expect(node.activeMachine).toBe('kube1');
+    expect(node.applied?.kubernetesVersion).toBe('1.34.0');
+    expect(operation).toBeNull();
+    expect(lastOperation).toMatchObject({ kind: 'update', state: 'succeeded', to: 'kube1' });
+  });
+
+  it('five concurrent updates: one operation; the others BUSY naming it, even while it is being admitted', async () => {
+    const { f, engine } = await joinedEngine();
+    let open!: () => void;
+    f.machines.inspectGate = new Promise<void>((r) => (open = r)); // hold the admission's node refresh
+    const calls = ['1.35.0', '1.35.1', '1.35.2', '1.36.0', '1.36.1'].map((v) => settle(engine.update(to(v))));
+    open();
+    f.machines.inspectGate = null;
+    const answers = await Promise.all(calls);
+    const started = answers.filter((a) => a.value).map((a) => a.value as Operation);
+    expect(started).toHaveLength(1);
+    const id = started[0]!.id;
+    const refused = answers.filter((a) => a.error).map((a) => a.error!);
+    expect(refused).toHaveLength(4);
+    for (const err of refused) {
+      expect(err).toBeInstanceOf(BusyError);
+      expect(err.data).toEqual({ operation: id, kind: 'update' });
+    }
+    expect((await engine.waitOperation(id, undefined)).state).toBe('succeeded');
+    expect(engine.listOperations({}).filter((o) => o.kind === 'update')).toHaveLength(2);
+  });
+
+  it('a dry run during an admission does not release it: a third call is still BUSY', async () => {
+    const { f, engine } = await joinedEngine();
+    let open!: () => void;
+    f.machines.inspectGate = new Promise<void>((r) => (open = r));
+    const first = settle(engine.update(to('1.35.0')));
+    const dry = settle(engine.update({ ...to('1.36.0'), dryRun: true }));
+    const third = settle(engine.update(to('1.37.0')));
+    open();
+    f.machines.inspectGate = null;
+    const [a, d, c] = await Promise.all([first, dry, third]);
+    expect(d.value?.result).toMatchObject({ dryRun: true });
+    expect(c.error?.code).toBe('BUSY');
+    expect(c.error?.data.operation).toBe(a.value?.id);
+    await engine.waitOperation(a.value!.id, undefined);
+  });
+
+  it('reset while an update runs is BUSY; the next update after it ends runs', async () => {
+    const { f, engine } = await joinedEngine();
+    const held = f.log.hold('stage kube2');
+    const op = await engine.update(to('1.35.0'));
+    await held.reached;
+    await expect(engine.reset({ requestedBy: 'test' })).rejects.toMatchObject({
+      code: 'BUSY',
+      data: { operation: op.id },
+    });
+    held.release();
+    expect((await engine.waitOperation(op.id, undefined)).state).toBe('succeeded');
+    expect((await engine.update({ ...to('1.36.0'), wait: true })).state).toBe('succeeded');
+  });
+
+  it('an update whose admission fails (invalid) lets the next caller go ahead', async () => {
+    const { engine } = await joinedEngine();
+    const bad = settle(engine.update(to('not-a-version')));
+    const good = settle(engine.update({ ...to('1.35.0'), wait: true }));
+    const [b, g] = await Promise.all([bad, good]);
+    expect(b.error?.code).toBe('INVALID_PARAMS');
+    expect(g.value?.state).toBe('succeeded');
+  });
+});
+
+describe('Engine: idempotency, no-op and dry run', () => {
+  it('the same idempotency key returns the same operation, running or ended', async () => {
+    const { f, engine } = await joinedEngine();
+    const held = f.log.hold('provision kube2');
+    const first = await engine.update({ ...to('1.35.0'), idempotencyKey: 'k' });
+    await held.reached;
+    expect((await engine.update({ ...to('1.35.0'), idempotencyKey: 'k' })).id).toBe(first.id);
+    held.release();
+    const ended = await engine.update({ ...to('9.9.9'), idempotencyKey: 'k', wait: true });
+    expect(ended).toMatchObject({ id: first.id, state: 'succeeded' });
+    expect(engine.listOperations({}).filter((o) => o.idempotencyKey === 'k')).toHaveLength(1);
+  });
+
+  it('no-op: the applied config again → succeeded, changed=false, no host call', async () => {
+    const { f, engine } = await joinedEngine();
+    const op = await engine.update({ ...to('1.34.0'), wait: true });
+    expect(op).toMatchObject({ state: 'succeeded', phases: [], from: 'kube1', to: 'kube1' });
+    expect(op.result?.changed).toBe(false);
+    expect(f.log.calls).toEqual([]);
+    // force re-provisions even so
+    const forced = await engine.update({ requestedBy: 'test', force: true, wait: true });
+    expect(forced).toMatchObject({ state: 'succeeded', from: 'kube1', to: 'kube2' });
+  });
+
+  it('dry run: a plan, no host call, nothing recorded', async () => {
+    const { f, engine } = await joinedEngine();
+    const before = engine.listOperations({});
+    const op = await engine.update({ ...to('1.35.0'), dryRun: true });
+    expect(op.result).toMatchObject({
+      dryRun: true,
+      changed: true,
+      plan: {
+        from: 'kube1',
+        to: 'kube2',
+        changes: [{ path: 'Cluster.Version', from: '1.34.0', to: '1.35.0' }],
+        phases: ['preflight', 'provision', 'stage', 'stop', 'start', 'verify', 'commit', 'cleanup'],
+        files: ['/var/lib/machines/kube2/etc/hostname'],
+        removes: [f.paths.machineDir('kube1'), f.paths.appliedConfig('kube1')],
+      },
+    });
+    expect(f.log.calls).toEqual([]);
+    expect(engine.listOperations({})).toEqual(before);
+  });
+});
+
+describe('Engine: cancel', () => {
+  it('before stop: the operation ends cancelled and the target is removed', async () => {
+    const { f, engine } = await joinedEngine();
+    const held = f.log.hold('provision kube2');
+    const op = await engine.update(to('1.35.0'));
+    await held.reached;
+    engine.cancelOperation(op.id);
+    const done = await engine.waitOperation(op.id, undefined);
+    expect(done.state).toBe('cancelled');
+    expect(f.log.calls).not.toContain('stop kube1');
+    expect(f.log.calls).toContain('remove kube2');
+    expect(engine.status().node.activeMachine).toBe('kube1');
+  });
+
+  it('after stop: PRECONDITION_FAILED naming the phase, and the update completes', async () => {
+    const { f, engine } = await joinedEngine();
+    const held = f.log.hold('start kube2');
+    const op = await engine.update(to('1.35.0'));
+    await held.reached;
+    let err: AgentError | undefined;
+    try {
+      engine.cancelOperation(op.id);
+    } catch (e) {
+      err = e as AgentError;
+    }
+    expect(err?.code).toBe('PRECONDITION_FAILED');
+    expect(err?.data).toEqual({ phase: 'start' });
+    held.release();
+    expect((await engine.waitOperation(op.id, undefined)).state).toBe('succeeded');
+  });
+
+  it('an ended operation: PRECONDITION_FAILED; an unknown one: NOT_FOUND', async () => {
+    const { engine } = await joinedEngine();
+    const [join] = engine.listOperations({});
+    expect(() => engine.cancelOperation(join!.id)).toThrow(
+      expect.objectContaining({ code: 'PRECONDITION_FAILED' }),
+    );
+    expect(() => engine.cancelOperation('op-nope')).toThrow(expect.objectContaining({ code: 'NOT_FOUND' }));
+  });
+
+  it('shutdown cancels an update that has not stopped the source yet', async () => {
+    const { f, engine } = await joinedEngine();
+    const held = f.log.hold('stage kube2');
+    const op = await engine.update(to('1.35.0'));
+    await held.reached;
+    await engine.shutdown(10_000);
+    expect(engine.getOperation(op.id).state).toBe('cancelled');
+  });
+});

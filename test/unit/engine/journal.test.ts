@@ -1,0 +1,75 @@
+/** The switch-over journal: atomic writes, strict reads, and the writer recovery relies on. */
+import { mkdtemp, readFile, rm, stat, writeFile } from 'node:fs/promises';
+import os from 'node:os';
+import path from 'node:path';
+import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { journalPath, readJournal, writeJournal, type Journal } from '../../../src/engine/journal.js';
+import { JournalWriter } from '../../../src/engine/switch-journal.js';
+
+let stateDir: string;
+beforeEach(async () => {
+  stateDir = path.join(await mkdtemp(path.join(os.tmpdir(), 'agentd-journal-')), 'state');
+});
+afterEach(async () => {
+  await rm(path.dirname(stateDir), { recursive: true, force: true });
+});
+
+const sample: Journal = {
+  version: 1,
+  operationId: 'op-1',
+  kind: 'update',
+  source: 'kube1',
+  target: 'kube2',
+  phase: 'stop',
+  phaseState: 'running',
+  committed: false,
+  sourceStopped: true,
+  cordonedByUs: false,
+  targetHash: null,
+  closed: false,
+  outcome: null,
+  updatedAt: '2026-01-01T00:00:00.000Z',
+};
+
+describe('journal file', () => {
+  it('absent → null', async () => {
+    expect(await readJournal(stateDir)).toBeNull();
+  });
+
+  it('round-trips, mode 0600, in a 0700 state dir', async () => {
+    await writeJournal(stateDir, sample);
+    expect(await readJournal(stateDir)).toEqual(sample);
+    expect((await stat(journalPath(stateDir))).mode & 0o777).toBe(0o600);
+    expect((await stat(stateDir)).mode & 0o777).toBe(0o700);
+  });
+
+  it('a journal that does not match the schema is refused, never half-trusted', async () => {
+    await writeJournal(stateDir, sample);
+    await writeFile(journalPath(stateDir), JSON.stringify({ ...sample, source: 'kube3' }));
+    await expect(readJournal(stateDir)).rejects.toThrow(/not a valid journal/);
+  });
+});
+
+describe('JournalWriter', () => {
+  it('every change is on disk before set() resolves; close records the outcome', async () => {
+    let tick = 0;
+    const w = new JournalWriter(
+      stateDir,
+      { operationId: 'op-2', kind: 'update', source: null, target: 'kube1', targetHash: null },
+      () => `2026-01-01T00:00:0${tick++}.000Z`,
+    );
+    expect(await readJournal(stateDir)).toBeNull(); // nothing until the first set
+    await w.set({});
+    expect(await readJournal(stateDir)).toMatchObject({ phase: 'init', phaseState: 'done', closed: false });
+    await w.set({ phase: 'provision', phaseState: 'running' });
+    expect(await readJournal(stateDir)).toMatchObject({ phase: 'provision', phaseState: 'running' });
+    await w.set({ committed: true, targetHash: 'abc' });
+    expect(w.state).toMatchObject({ phase: 'provision', committed: true, targetHash: 'abc' });
+    await w.close('succeeded');
+    const j = await readJournal(stateDir);
+    expect(j).toMatchObject({ operationId: 'op-2', committed: true, closed: true, outcome: 'succeeded' });
+    expect(j?.updatedAt).toBe('2026-01-01T00:00:04.000Z');
+    // Pretty-printed JSON with a trailing newline, readable by an operator.
+    expect(await readFile(journalPath(stateDir), 'utf8')).toMatch(/^\{\n {2}"version": 1,[\s\S]*\}\n$/);
+  });
+});

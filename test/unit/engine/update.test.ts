@@ -1,0 +1,305 @@
+/**
+ * `runUpdate` with a fake machine manager and provisioner: the order of host steps, the
+ * journal at the end, and what each phase's failure leads to (DESIGN §5).
+ */
+import { describe, expect, it } from 'vitest';
+import { readJournal } from '../../../src/engine/journal.js';
+import { readNodeState } from '../../../src/engine/node-state.js';
+import { UPDATE_PHASES, runUpdate, type NodeDrainer } from '../../../src/engine/update.js';
+import type { AgentError } from '../../../src/errors.js';
+import { CancelledError } from '../../../src/errors.js';
+import { configAt, createEngineFixture, type EngineFixture } from './fakes.js';
+
+const OLD = configAt('1.34.0');
+const NEW = configAt('1.35.0');
+
+/** A fixture whose node runs kube1 on OLD (as a join left it). */
+async function joinedFixture(): Promise<EngineFixture> {
+  const f = await createEngineFixture();
+  await f.applied.write('kube1', OLD);
+  f.machines.running.add('kube1');
+  f.machines.present.add('kube1');
+  return f;
+}
+
+async function switchToKube2(f: EngineFixture, signal = new AbortController().signal, drain = false) {
+  const rec = f.recorder(UPDATE_PHASES);
+  const outcome = await runUpdate(
+    f.deps,
+    rec,
+    { source: 'kube1', target: 'kube2', config: NEW, drain },
+    signal,
+  );
+  return { rec, outcome, phases: Object.fromEntries(rec.op.phases.map((p) => [p.name, p.state])) };
+}
+
+/** What undoing a target before stop does. */
+const REMOVE_KUBE2 = ['stop kube2', 'remove kube2', 'removeMachineFiles kube2', 'daemonReload'];
+
+describe('runUpdate: success', () => {
+  it('join (no source): provision, stage, start, verify and commit kube1; stop and cleanup skipped', async () => {
+    const f = await createEngineFixture();
+    const rec = f.recorder(UPDATE_PHASES);
+    const outcome = await runUpdate(
+      f.deps,
+      rec,
+      { source: null, target: 'kube1', config: OLD, drain: false },
+      new AbortController().signal,
+    );
+    expect(outcome.state).toBe('succeeded');
+    expect(f.log.calls).toEqual([
+      'preflight',
+      'provision kube1',
+      'stage kube1',
+      'start kube1',
+      'startServices kube1',
+      'verify kube1',
+    ]);
+    expect(Object.fromEntries(rec.op.phases.map((p) => [p.name, p.state]))).toEqual({
+      preflight: 'succeeded',
+      provision: 'succeeded',
+      stage: 'succeeded',
+      drain: 'skipped',
+      stop: 'skipped',
+      start: 'succeeded',
+      verify: 'succeeded',
+      commit: 'succeeded',
+      cleanup: 'skipped',
+      uncordon: 'skipped',
+    });
+    expect((await f.applied.read('kube1'))?.config.Cluster.Version).toBe('1.34.0');
+    expect((await readNodeState(f.stateDir))?.activeMachine).toBe('kube1');
+    expect(await readJournal(f.stateDir)).toMatchObject({
+      kind: 'update',
+      source: null,
+      target: 'kube1',
+      committed: true,
+      sourceStopped: false,
+      closed: true,
+      outcome: 'succeeded',
+    });
+    expect(outcome.result.downWindowMs).toBeUndefined();
+  });
+
+  it('switch: everything of kube2 is ready before kube1 stops; kube1 is removed after the commit', async () => {
+    const f = await joinedFixture();
+    const { outcome, phases } = await switchToKube2(f);
+    expect(outcome.state).toBe('succeeded');
+    expect(f.log.calls).toEqual([
+      'preflight',
+      'provision kube2',
+      'stage kube2',
+      'stop kube1',
+      'start kube2',
+      'startServices kube2',
+      'verify kube2',
+      'remove kube1',
+      'removeMachineFiles kube1',
+      'daemonReload',
+    ]);
+    expect(phases).toMatchObject({ stop: 'succeeded', commit: 'succeeded', cleanup: 'succeeded' });
+    expect(await f.applied.read('kube1')).toBeNull();
+    expect((await f.applied.read('kube2'))?.config.Cluster.Version).toBe('1.35.0');
+    expect((await readNodeState(f.stateDir))?.activeMachine).toBe('kube2');
+    expect(outcome.result).toMatchObject({
+      changed: true,
+      from: 'kube1',
+      to: 'kube2',
+      imageDigest: 'sha256:feed',
+    });
+    // The down window is measured on the injected clock (the fakes take no time).
+    expect(outcome.result.downWindowMs).toBe(0);
+    expect(await readJournal(f.stateDir)).toMatchObject({
+      committed: true,
+      closed: true,
+      outcome: 'succeeded',
+    });
+  });
+
+  it('a failed cleanup is a warning: the update succeeded and recovery retries later', async () => {
+    const f = await joinedFixture();
+    f.log.fail('remove kube1');
+    const { outcome, phases } = await switchToKube2(f);
+    expect(outcome.state).toBe('succeeded');
+    expect(phases.cleanup).toBe('failed');
+    expect(outcome.result.warnings).toEqual([expect.stringContaining('cleanup of kube1 failed')]);
+    expect((await readNodeState(f.stateDir))?.activeMachine).toBe('kube2');
+  });
+
+  it('with drain: cordons before stop and uncordons after cleanup when it cordoned', async () => {
+    const f = await joinedFixture();
+    const drainer: NodeDrainer = {
+      drain: async () => {
+        f.log.calls.push('drain');
+        return { cordonedByUs: true, result: { evicted: [] } };
+      },
+      uncordon: async () => {
+        f.log.calls.push('uncordon');
+      },
+    };
+    f.deps.drainer = drainer;
+    const { outcome, phases } = await switchToKube2(f, undefined, true);
+    expect(outcome.state).toBe('succeeded');
+    expect(phases).toMatchObject({ drain: 'succeeded', uncordon: 'succeeded' });
+    const calls = f.log.calls;
+    expect(calls.indexOf('drain')).toBeLessThan(calls.indexOf('stop kube1'));
+    expect(calls.at(-1)).toBe('uncordon');
+  });
+});
+
+describe('runUpdate: failure before stop removes the target and never touches the source', () => {
+  it.each([
+    ['preflight', 'preflight'],
+    ['provision', 'provision kube2'],
+    ['stage', 'stage kube2'],
+  ])('%s fails → failed', async (phase, call) => {
+    const f = await joinedFixture();
+    f.log.fail(call);
+    const { outcome, phases } = await switchToKube2(f);
+    expect(outcome.state).toBe('failed');
+    expect((outcome.error as AgentError).code).toBe('COMMAND_FAILED');
+    expect(phases[phase]).toBe('failed');
+    expect(phases).toMatchObject({ stop: 'skipped', start: 'skipped', commit: 'skipped' });
+    expect(f.log.calls.slice(f.log.calls.indexOf(call) + 1)).toEqual(REMOVE_KUBE2);
+    expect(f.log.calls).not.toContain('stop kube1');
+    expect(f.machines.running).toEqual(new Set(['kube1']));
+    expect(await readJournal(f.stateDir)).toMatchObject({
+      sourceStopped: false,
+      closed: true,
+      outcome: 'failed',
+    });
+    expect((await readNodeState(f.stateDir))?.activeMachine ?? 'kube1').toBe('kube1');
+  });
+
+  it('a failed preflight check → PRECONDITION_FAILED naming the check, nothing provisioned', async () => {
+    const f = await joinedFixture();
+    f.provisioner.checks = [
+      { name: 'image', ok: false, message: 'manifest unknown' },
+      { name: 'disk-space', ok: true, message: 'plenty' },
+    ];
+    const { outcome } = await switchToKube2(f);
+    expect(outcome.state).toBe('failed');
+    expect(outcome.error).toMatchObject({
+      code: 'PRECONDITION_FAILED',
+      data: { checks: [{ name: 'image' }] },
+    });
+    expect((outcome.error as Error).message).toContain('image: manifest unknown');
+    expect(f.log.calls).not.toContain('provision kube2');
+  });
+
+  it('a running target → PRECONDITION_FAILED, refusing to overwrite it', async () => {
+    const f = await joinedFixture();
+    f.machines.running.add('kube2');
+    const { outcome } = await switchToKube2(f);
+    expect(outcome.error).toMatchObject({ code: 'PRECONDITION_FAILED' });
+    expect((outcome.error as Error).message).toContain('kube2 is running');
+    expect(f.log.calls).not.toContain('provision kube2');
+  });
+
+  it('cancel during provision → cancelled, the phase marked cancelled, the target removed', async () => {
+    const f = await joinedFixture();
+    const held = f.log.hold('provision kube2');
+    const controller = new AbortController();
+    const running = switchToKube2(f, controller.signal);
+    await held.reached;
+    controller.abort(new CancelledError('test'));
+    const { outcome, phases } = await running;
+    expect(outcome.state).toBe('cancelled');
+    expect((outcome.error as AgentError).code).toBe('CANCELLED');
+    expect(phases).toMatchObject({ provision: 'cancelled', stage: 'skipped', stop: 'skipped' });
+    expect(f.log.calls.slice(-REMOVE_KUBE2.length)).toEqual(REMOVE_KUBE2);
+    expect(await readJournal(f.stateDir)).toMatchObject({ closed: true, outcome: 'cancelled' });
+  });
+
+  it('with drain: cancelled between drain and stop → uncordons what it cordoned', async () => {
+    const f = await joinedFixture();
+    const controller = new AbortController();
+    f.deps.drainer = {
+      drain: async () => {
+        // The cancel arrives while the drain runs; the drain itself completes.
+        controller.abort(new CancelledError('test'));
+        return { cordonedByUs: true, result: {} };
+      },
+      uncordon: async () => {
+        f.log.calls.push('uncordon');
+      },
+    };
+    f.log.fail('daemonReload'); // an undo step failing does not stop the others
+    const { outcome, phases } = await switchToKube2(f, controller.signal, true);
+    expect(outcome.state).toBe('cancelled');
+    expect(phases).toMatchObject({ drain: 'succeeded', stop: 'skipped' });
+    expect(f.log.calls).not.toContain('stop kube1');
+    expect(f.log.calls.at(-1)).toBe('uncordon');
+    expect(outcome.result.undo).toEqual(
+      expect.arrayContaining([
+        expect.objectContaining({ step: 'daemon-reload', ok: false }),
+        expect.objectContaining({ step: 'uncordon', ok: true }),
+      ]),
+    );
+  });
+});
+
+describe('runUpdate: failure after stop rolls back to the source', () => {
+  it.each([
+    ['stop', 'stop kube1'],
+    ['start', 'start kube2'],
+    ['start', 'startServices kube2'],
+    ['verify', 'verify kube2'],
+  ])('%s fails (%s) → rolled_back: target stopped, source back, target removed', async (phase, call) => {
+    const f = await joinedFixture();
+    f.log.fail(call);
+    const { outcome, phases } = await switchToKube2(f);
+    expect(outcome.state).toBe('rolled_back');
+    expect(phases[phase]).toBe('failed');
+    expect(phases).toMatchObject({ commit: 'skipped', cleanup: 'skipped', rollback: 'succeeded' });
+    expect(f.log.calls.slice(f.log.calls.indexOf(call) + 1)).toEqual([
+      'stop kube2',
+      'start kube1',
+      'startServices kube1',
+      'verify kube1',
+      'remove kube2',
+      'removeMachineFiles kube2',
+      'daemonReload',
+    ]);
+    expect(f.machines.running).toEqual(new Set(['kube1']));
+    expect(await f.applied.read('kube2')).toBeNull();
+    expect((await f.applied.read('kube1'))?.config.Cluster.Version).toBe('1.34.0');
+    expect(await readJournal(f.stateDir)).toMatchObject({
+      sourceStopped: true,
+      committed: false,
+      closed: true,
+      outcome: 'rolled_back',
+    });
+  });
+
+  it('a failed commit (applied config not written) rolls back too', async () => {
+    const f = await joinedFixture();
+    const write = f.applied.write.bind(f.applied);
+    f.deps.applied = {
+      ...f.applied,
+      write: async (m, c) => (m === 'kube2' ? Promise.reject(new Error('EIO: disk gone')) : write(m, c)),
+    };
+    const { outcome, phases } = await switchToKube2(f);
+    expect(outcome.state).toBe('rolled_back');
+    expect(phases.commit).toBe('failed');
+    expect(f.machines.running).toEqual(new Set(['kube1']));
+  });
+
+  it('the source does not come back either → failed with both reasons', async () => {
+    const f = await joinedFixture();
+    f.log.fail('verify kube2');
+    f.log.fail('start kube1');
+    const { outcome, phases } = await switchToKube2(f);
+    expect(outcome.state).toBe('failed');
+    expect(phases.rollback).toBe('failed');
+    const err = outcome.error as AgentError;
+    expect(err.code).toBe('VERIFY_FAILED');
+    expect(err.message).toMatch(
+      /^verify: .*verify kube2 failed; rollback to kube1 failed too: .*start kube1 failed/,
+    );
+    expect(err.data).toMatchObject({ failure: { code: 'COMMAND_FAILED' } });
+    // The target is not removed: it is all that is left to investigate with.
+    expect(f.log.calls).not.toContain('remove kube2');
+    expect(await readJournal(f.stateDir)).toMatchObject({ closed: true, outcome: 'failed' });
+  });
+});
