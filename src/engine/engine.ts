@@ -234,14 +234,16 @@ export class Engine {
     const running = this.#running;
     if (FINAL_STATES.has(op.state) || !running || running.rec.op.id !== id) return op;
     if (timeoutMs === undefined) return running.done;
-    let timer: NodeJS.Timeout | undefined;
-    const timeout = new Promise<Operation>((resolve) => {
-      timer = setTimeout(() => resolve(structuredClone(running.rec.op)), timeoutMs);
-    });
+    // The timeout runs on the injected clock; it is aborted as soon as the operation ends.
+    const stop = new AbortController();
+    const timeout = this.#o.clock.sleep(timeoutMs, stop.signal).then(
+      () => structuredClone(running.rec.op),
+      () => running.done,
+    );
     try {
       return await Promise.race([running.done, timeout]);
     } finally {
-      clearTimeout(timer);
+      stop.abort();
     }
   }
 
@@ -358,6 +360,7 @@ export class Engine {
       });
       return op;
     }
+    while (this.#admitting) await this.#admissionEnded;
     this.#assertIdle();
     this.#admitting = true;
     try {
@@ -371,6 +374,7 @@ export class Engine {
 
   async uncordon(req: UncordonRequest): Promise<Operation> {
     const ops = requireNodeOps(this.#o.nodeOps);
+    while (this.#admitting) await this.#admissionEnded;
     this.#assertIdle();
     this.#admitting = true;
     try {
