@@ -3,8 +3,9 @@
  * machines are registered/running/stale, units inside them start only when their rootfs lets
  * them, and output and exit codes follow the real tools closely enough for the engine's checks.
  */
-import { rm, stat } from 'node:fs/promises';
+import { readFile, rm, stat } from 'node:fs/promises';
 import path from 'node:path';
+import { writeFileAtomic } from '../../host/fs-atomic.js';
 import type { HostPaths } from '../../host/paths.js';
 import { MACHINE_NAMES } from '../../host/types.js';
 import type { MachineName } from '../../host/types.js';
@@ -33,12 +34,6 @@ export interface SimOutcome {
 export interface SimModelContext {
   paths: HostPaths;
   faults: readonly SimFault[];
-  /**
-   * Since when (epoch ms) the current faults are in force. `kubelet-inactive` models a bad new
-   * build: it affects kubelets installed at or after this time, so a machine provisioned before
-   * the faults were set (the source of an update) still comes back on rollback.
-   */
-  faultsSince?: () => Promise<number>;
 }
 
 const ok = (stdout = '', stderr = ''): SimOutcome => ({ exitCode: 0, stdout, stderr });
@@ -232,15 +227,46 @@ export async function settleSimState(ctx: SimModelContext, state: SimPersistedSt
   }
 }
 
-// Was the machine's kubelet installed while the current faults were in force?
-async function installedSince(rootfs: string, ctx: SimModelContext): Promise<boolean> {
-  if (!ctx.faultsSince) return true;
+/**
+ * `kubelet-inactive` models a bad new build: it affects a kubelet binary that has never been
+ * active. One that has run before — the source machine of an update, brought back by a
+ * rollback — still comes up. Binaries are told apart by inode, size and change time, recorded
+ * in `var/lib/agentd-sim/known-good-kubelets.json` when they first become active.
+ */
+function knownGoodFile(ctx: SimModelContext): string {
+  return path.join(ctx.paths.resolve('/var/lib/agentd-sim'), 'known-good-kubelets.json');
+}
+
+async function kubeletIdentity(rootfs: string): Promise<string | null> {
   try {
     const st = await stat(path.join(rootfs, 'usr/local/bin/kubelet'));
-    return Math.max(st.mtimeMs, st.ctimeMs) >= (await ctx.faultsSince());
+    return `${st.ino}:${st.size}:${Math.round(st.ctimeMs)}`;
   } catch {
-    return true;
+    return null;
   }
+}
+
+async function readKnownGood(ctx: SimModelContext): Promise<Record<string, string>> {
+  try {
+    return JSON.parse(await readFile(knownGoodFile(ctx), 'utf8')) as Record<string, string>;
+  } catch {
+    return {};
+  }
+}
+
+async function isKnownGoodKubelet(ctx: SimModelContext, m: MachineName, rootfs: string): Promise<boolean> {
+  const id = await kubeletIdentity(rootfs);
+  return id !== null && (await readKnownGood(ctx))[m] === id;
+}
+
+// Called under the state lock (every command runs inside one transaction).
+async function rememberGoodKubelet(ctx: SimModelContext, m: MachineName, rootfs: string): Promise<void> {
+  const id = await kubeletIdentity(rootfs);
+  if (id === null) return;
+  const known = await readKnownGood(ctx);
+  if (known[m] === id) return;
+  known[m] = id;
+  await writeFileAtomic(knownGoodFile(ctx), `${JSON.stringify(known)}\n`);
 }
 
 // The state a unit reaches when it is started now.
@@ -258,7 +284,7 @@ async function evaluateUnit(
   if (!(await kubeletBinaryPresent(rootfs))) {
     return { active: 'failed', reason: 'usr/local/bin/kubelet is missing or not executable' };
   }
-  if (hasSimFault(ctx.faults, 'kubelet-inactive', m) && (await installedSince(rootfs, ctx))) {
+  if (hasSimFault(ctx.faults, 'kubelet-inactive', m) && !(await isKnownGoodKubelet(ctx, m, rootfs))) {
     return { active: 'activating', reason: `fault kubelet-inactive:${m}` };
   }
   const other = MACHINE_NAMES.find(
@@ -272,7 +298,9 @@ async function evaluateUnit(
     return { active: 'activating', reason: `the kubelet of ${other} holds the host's kubelet ports` };
   }
   const check = await checkKubelet(rootfs);
-  return check.ok ? { active: 'active' } : { active: 'activating', reason: check.reason };
+  if (!check.ok) return { active: 'activating', reason: check.reason };
+  await rememberGoodKubelet(ctx, m, rootfs);
+  return { active: 'active' };
 }
 
 // The container is gone: its units are no longer running (enablement stays in the rootfs).

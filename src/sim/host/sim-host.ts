@@ -3,11 +3,8 @@
  * commands agentd issues and plays them against a model of systemd machines persisted under
  * the root, so the daemon and the sim executables see one host.
  */
-import { readFile } from 'node:fs/promises';
-import path from 'node:path';
 import type { Logger } from 'pino';
 import { commandFailpoint } from '../../host/failpoints.js';
-import { writeFileAtomic } from '../../host/fs-atomic.js';
 import { CancelledError, CommandFailedError, TimeoutError } from '../../errors.js';
 import { systemClock } from '../../host/clock.js';
 import { createHostPaths } from '../../host/paths.js';
@@ -93,11 +90,7 @@ export function createSimHost(options: SimHostOptions): SimHost {
   // No default logger on purpose: the sim executables start once per command and pino costs startup time.
   const logger = options.logger;
   const faults = options.faults ?? [];
-  // Recorded when the host is created, not lazily: what is installed after this is affected.
-  const since: Promise<number> = faults.some((f) => f.kind === 'kubelet-inactive')
-    ? readFaultsSince(paths.root, faults).catch(() => 0)
-    : Promise.resolve(0);
-  const ctx: SimModelContext = { paths, faults, faultsSince: () => since };
+  const ctx: SimModelContext = { paths, faults };
 
   // One read-modify-write of the shared state, under its lock.
   async function transact<T>(fn: (state: SimPersistedState) => Promise<T>): Promise<T> {
@@ -190,23 +183,4 @@ export function createSimHost(options: SimHostOptions): SimHost {
       await transact(async (state) => crashSimMachine(state, m));
     },
   };
-}
-
-/**
- * When the current fault set took effect, shared by every process on the root through
- * `var/lib/agentd-sim/faults.json`: the first process that sees a new set records the time.
- */
-async function readFaultsSince(root: string, faults: readonly SimFault[]): Promise<number> {
-  const file = path.join(simStateFile(root), '..', 'faults.json');
-  const spec = JSON.stringify(faults);
-  try {
-    const recorded = JSON.parse(await readFile(file, 'utf8')) as { spec?: string; since?: number };
-    if (recorded.spec === spec && typeof recorded.since === 'number') return recorded.since;
-  } catch {
-    // No record yet: this process is the first to see these faults.
-  }
-  // Wall time, not the injected clock: it is compared with file times.
-  const since = Date.now();
-  await writeFileAtomic(file, `${JSON.stringify({ spec, since })}\n`, { dirMode: 0o755 });
-  return since;
 }
