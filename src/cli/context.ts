@@ -2,8 +2,12 @@
  * What every agentctl command gets: the resolved global options, the output, and a lazily
  * created RPC client. Turns transport and RPC failures into exit codes and helpful messages.
  */
+import { systemClock } from '../host/clock.js';
+import type { Clock } from '../host/types.js';
+import type { MethodName, MethodTypes } from '../rpc/methods/index.js';
 import { createRpcClient, RpcError, type RpcClient } from '../rpc/client.js';
 import { createHttpTransport, DaemonUnreachableError } from '../rpc/http-transport.js';
+import { VERSION } from '../version.js';
 import { CliError, EXIT } from './exit-codes.js';
 import type { Output } from './output.js';
 
@@ -14,12 +18,53 @@ export interface GlobalOptions {
   color: boolean;
 }
 
+/** What a command needs of the process besides stdout/stderr (injectable for tests). */
+export interface CliProcess {
+  /** Where confirmation prompts read the answer. */
+  stdin: NodeJS.ReadableStream & { isTTY?: boolean };
+  clock: Clock;
+  /** Run `handler` on Ctrl-C (SIGINT) instead of exiting; returns the function that removes it. */
+  onInterrupt(handler: () => void): () => void;
+}
+
 export interface CliContext {
   options: GlobalOptions;
   out: Output;
   env: NodeJS.ProcessEnv;
   cwd: string;
+  proc: CliProcess;
   client(): RpcClient;
+  /**
+   * Call a method this command needs. A daemon that does not have it (an older agentd) is
+   * reported by name with both versions, not as a bare "method not found".
+   */
+  call<M extends MethodName>(method: M, params?: MethodTypes[M]['params']): Promise<MethodTypes[M]['result']>;
+  /** The same for a method whose types this build does not declare (params and result as given). */
+  callUntyped<T>(method: string, params?: Record<string, unknown>): Promise<T>;
+}
+
+/** The real process: stdin, the system clock and SIGINT. */
+export const defaultCliProcess: CliProcess = {
+  stdin: process.stdin,
+  clock: systemClock,
+  onInterrupt(handler) {
+    process.on('SIGINT', handler);
+    return () => void process.off('SIGINT', handler);
+  },
+};
+
+function describeIssues(data: Record<string, unknown>): string {
+  const issues = Array.isArray(data.issues) ? (data.issues as { path?: unknown; message?: unknown }[]) : [];
+  // The first issue is already in the message; list the rest so one run shows every problem.
+  const rest = issues
+    .slice(1)
+    .map((i) => `${String(i.path ?? '') || '(params)'}: ${String(i.message ?? '')}`);
+  return rest.length > 0 ? `; also ${rest.join('; ')}` : '';
+}
+
+/** "No such method", also from a daemon that answers only the JSON-RPC code (no `data.code`). */
+export function isMethodNotFound(err: unknown): boolean {
+  return err instanceof RpcError && (err.appCode === 'METHOD_NOT_FOUND' || err.rpcCode === -32601);
 }
 
 /** Translate a failure of an RPC call into a CliError with the right exit code. */
@@ -42,7 +87,7 @@ export function toCliError(err: unknown, socket: string): CliError {
   }
   if (err instanceof RpcError) {
     const data = { code: err.appCode, ...err.data };
-    switch (err.appCode) {
+    switch (isMethodNotFound(err) ? 'METHOD_NOT_FOUND' : err.appCode) {
       case 'BUSY':
         return new CliError(EXIT.BUSY, err.message, data);
       case 'TIMEOUT':
@@ -54,6 +99,7 @@ export function toCliError(err: unknown, socket: string): CliError {
           data,
         );
       case 'INVALID_PARAMS':
+        return new CliError(EXIT.USAGE, err.message + describeIssues(err.data), data);
       case 'INVALID_REQUEST':
       case 'PARSE_ERROR':
       case 'INVALID_CONFIG':
@@ -65,23 +111,52 @@ export function toCliError(err: unknown, socket: string): CliError {
   return new CliError(EXIT.FAILED, err instanceof Error ? err.message : String(err));
 }
 
+/** The error for a method the daemon does not have, naming both versions. */
+export async function unsupportedMethodError(client: RpcClient, method: string): Promise<CliError> {
+  let daemonVersion: string | null = null;
+  try {
+    const s = (await client.callRaw('status')) as { daemon?: { version?: unknown } };
+    daemonVersion = typeof s.daemon?.version === 'string' ? s.daemon.version : null;
+  } catch {
+    // Only for the message: the daemon answered the call before, so this rarely fails.
+  }
+  const daemon = daemonVersion ? `agentd ${daemonVersion}` : 'this agentd';
+  return new CliError(
+    EXIT.USAGE,
+    `${daemon} does not support the method "${method}" that this command needs (agentctl ${VERSION}); upgrade agentd, or use the agentctl that came with it`,
+    { code: 'METHOD_NOT_FOUND', method, clientVersion: VERSION, daemonVersion },
+  );
+}
+
 export function createCliContext(
   options: GlobalOptions,
   out: Output,
   env: NodeJS.ProcessEnv,
   cwd: string,
+  proc: CliProcess = defaultCliProcess,
 ): CliContext {
   let client: RpcClient | null = null;
+  const getClient = (): RpcClient =>
+    (client ??= createRpcClient(
+      createHttpTransport({ socketPath: options.socket, timeoutMs: options.timeoutMs }),
+    ));
+  const callUntyped = async <T>(method: string, params?: Record<string, unknown>): Promise<T> => {
+    try {
+      return (await getClient().callRaw(method, params)) as T;
+    } catch (err) {
+      if (isMethodNotFound(err)) throw await unsupportedMethodError(getClient(), method);
+      throw err;
+    }
+  };
   return {
     options,
     out,
     env,
     cwd,
-    client() {
-      client ??= createRpcClient(
-        createHttpTransport({ socketPath: options.socket, timeoutMs: options.timeoutMs }),
-      );
-      return client;
-    },
+    proc,
+    client: getClient,
+    call: <M extends MethodName>(method: M, params?: MethodTypes[M]['params']) =>
+      callUntyped<MethodTypes[M]['result']>(method, params as Record<string, unknown> | undefined),
+    callUntyped,
   };
 }

@@ -6,6 +6,8 @@ export const EXIT = {
   UNREACHABLE: 3,
   BUSY: 4,
   TIMEOUT: 5,
+  /** Ctrl-C while following an operation: agentctl detached, the operation keeps running (128 + SIGINT). */
+  DETACHED: 130,
 } as const;
 export type ExitCode = (typeof EXIT)[keyof typeof EXIT];
 
@@ -18,5 +20,17 @@ export class CliError extends Error {
   ) {
     super(message);
     this.name = 'CliError';
+  }
+}
+
+/**
+ * The command has already printed its result (and any diagnostics); agentctl only has to exit
+ * with this code. Used when the outcome is not success but is not an error of agentctl either:
+ * an operation that failed, a preflight check that did not pass, an uninstall step that failed.
+ */
+export class CliExit extends Error {
+  constructor(readonly exitCode: ExitCode) {
+    super(`exit ${exitCode}`);
+    this.name = 'CliExit';
   }
 }

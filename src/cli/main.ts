@@ -3,7 +3,7 @@
  */
 import { CommanderError, type Command } from 'commander';
 import { toCliError } from './context.js';
-import { CliError, EXIT } from './exit-codes.js';
+import { CliError, CliExit, EXIT } from './exit-codes.js';
 import { defaultSocket } from './paths.js';
 import { buildProgram, type ProgramIo } from './program.js';
 
@@ -23,10 +23,13 @@ export async function runCli(argv: string[], io: ProgramIo): Promise<number> {
     await program.parseAsync(argv);
     return EXIT.OK;
   } catch (err) {
+    // The command printed its result already; only the exit code is left to give.
+    if (err instanceof CliExit) return err.exitCode;
     if (err instanceof CommanderError) {
       // Help and --version exit 0; every usage error is 2 (commander would say 1).
       return err.exitCode === 0 ? EXIT.OK : EXIT.USAGE;
     }
+    // Only for an error that does not know its socket; the transport's own errors name it.
     const socketIdx = argv.indexOf('--socket');
     const socket = socketIdx >= 0 ? (argv[socketIdx + 1] ?? '') : defaultSocket(io.env, io.cwd);
     const cliErr = err instanceof CliError ? err : toCliError(err, socket);

@@ -5,11 +5,29 @@
 export interface Output {
   json: boolean;
   color: boolean;
+  /** stdout is a terminal. */
+  tty: boolean;
   /** The command's result: JSON (--json) or the human rendering. */
   result(value: unknown, human: () => string): void;
+  /** One line of human output as it happens (stdout); nothing with --json, where `result` says it all. */
+  line(text: string): void;
   /** Progress and diagnostics (stderr). */
   info(line: string): void;
   error(line: string): void;
+  paint(word: string, tone: Tone): string;
+  /** Where progress goes (stderr): whether it is a terminal, and its own coloring. */
+  progress: ProgressStream;
+}
+
+/** stderr as the progress display sees it. */
+export interface ProgressStream {
+  /** A terminal: live redrawing is possible. */
+  tty: boolean;
+  /** Colors allowed on stderr (a terminal, no --no-color, no NO_COLOR). */
+  color: boolean;
+  /** Terminal width (80 when unknown). */
+  columns: number;
+  write(text: string): void;
   paint(word: string, tone: Tone): string;
 }
 
@@ -29,12 +47,19 @@ export function createOutput(options: {
   stdout: NodeJS.WriteStream;
   stderr: NodeJS.WriteStream;
 }): Output {
-  const color = options.colorFlag && !options.env.NO_COLOR && Boolean(options.stdout.isTTY) && !options.json;
+  const colorAllowed = options.colorFlag && !options.env.NO_COLOR;
+  const color = colorAllowed && Boolean(options.stdout.isTTY) && !options.json;
+  const stderrTty = Boolean(options.stderr.isTTY);
+  const stderrColor = colorAllowed && stderrTty;
   return {
     json: options.json,
     color,
+    tty: Boolean(options.stdout.isTTY),
     result(value, human) {
       options.stdout.write(options.json ? `${JSON.stringify(value, null, 2)}\n` : `${human()}\n`);
+    },
+    line(text) {
+      if (!options.json) options.stdout.write(`${text}\n`);
     },
     info(line) {
       options.stderr.write(`${line}\n`);
@@ -42,12 +67,20 @@ export function createOutput(options: {
     error(line) {
       options.stderr.write(`agentctl: ${line}\n`);
     },
-    paint(word, tone) {
-      if (!color) return word;
-      const [open, close] = CODES[tone];
-      return `\u001b[${open}m${word}\u001b[${close}m`;
+    paint: (word, tone) => (color ? paintWord(word, tone) : word),
+    progress: {
+      tty: stderrTty,
+      color: stderrColor,
+      columns: options.stderr.columns > 0 ? options.stderr.columns : 80,
+      write: (text) => void options.stderr.write(text),
+      paint: (word, tone) => (stderrColor ? paintWord(word, tone) : word),
     },
   };
+}
+
+function paintWord(word: string, tone: Tone): string {
+  const [open, close] = CODES[tone];
+  return `\u001b[${open}m${word}\u001b[${close}m`;
 }
 
 /** The tone of a state word (operation, phase, machine, kubelet). */
@@ -89,4 +122,29 @@ export function formatAge(ms: number): string {
   const h = Math.floor(m / 60);
   if (h < 48) return `${h}h ${m % 60}m`;
   return `${Math.floor(h / 24)}d ${h % 24}h`;
+}
+
+/** "1.4s", "2m 3s" — how long a phase or operation took. */
+export function formatElapsed(ms: number): string {
+  if (ms < 60_000) return `${(Math.max(0, ms) / 1000).toFixed(1)}s`;
+  return formatAge(ms);
+}
+
+/** "512 B", "1.5 KiB", "12.0 MiB". */
+export function formatBytes(n: number): string {
+  if (n < 1024) return `${n} B`;
+  const units = ['KiB', 'MiB', 'GiB', 'TiB'];
+  let v = n / 1024;
+  let i = 0;
+  while (v >= 1024 && i < units.length - 1) {
+    v /= 1024;
+    i++;
+  }
+  return `${v.toFixed(1)} ${units[i]}`;
+}
+
+/** The first line of a message (multi-line command errors would break tables and progress lines). */
+export function firstLine(text: string, max = 160): string {
+  const line = text.split('\n', 1)[0] ?? '';
+  return line.length > max ? `${line.slice(0, max - 1)}…` : line;
 }

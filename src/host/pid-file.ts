@@ -27,12 +27,50 @@ export function processCmdline(pid: number, procDir = '/proc'): string | null {
   }
 }
 
-/** True when the command line is agentd's: the binary or its script is named agentd(.js). */
+const AGENTD_NAME = /^agentd(\.js)?$/;
+const NODE_NAME = /^node(js)?$/;
+const baseName = (arg: string): string => arg.slice(arg.lastIndexOf('/') + 1);
+
+/**
+ * True when the command line is agentd's: the program itself is named agentd (the installed
+ * binary, or the process title agentd sets), or the program is node and the script it runs —
+ * its first argument that is not a node option — is agentd(.js). A program that merely has
+ * agentd as an argument (`less /usr/bin/agentd`, `vim agentd.js`) is not agentd.
+ */
 export function isAgentdCmdline(cmdline: string): boolean {
-  return cmdline
-    .split(' ')
-    .slice(0, 3)
-    .some((arg) => /(^|\/)agentd(\.js)?$/.test(arg));
+  const [program, ...args] = cmdline.split(' ').filter((a) => a !== '');
+  if (program === undefined) return false;
+  if (AGENTD_NAME.test(baseName(program))) return true;
+  if (!NODE_NAME.test(baseName(program))) return false;
+  const script = nodeScript(args);
+  return script !== null && AGENTD_NAME.test(baseName(script));
+}
+
+/** node options whose value is the next argument (so that value is not taken for the script). */
+const NODE_VALUE_OPTIONS = new Set([
+  '-r',
+  '--require',
+  '--import',
+  '--loader',
+  '--experimental-loader',
+  '-C',
+  '--conditions',
+  '--title',
+  '--env-file',
+  '--input-type',
+]);
+/** node options that run code given on the command line: there is no script then. */
+const NODE_EVAL_OPTIONS = new Set(['-e', '--eval', '-p', '--print', '-i', '--interactive']);
+
+/** The script node runs: its first argument that is neither a node option nor an option's value. */
+function nodeScript(args: readonly string[]): string | null {
+  for (let i = 0; i < args.length; i++) {
+    const arg = args[i] ?? '';
+    if (NODE_EVAL_OPTIONS.has(arg)) return null;
+    if (NODE_VALUE_OPTIONS.has(arg)) i++;
+    else if (!arg.startsWith('-')) return arg;
+  }
+  return null;
 }
 
 /** Read and classify a PID file. Never throws for a missing or malformed file. */

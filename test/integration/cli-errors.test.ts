@@ -26,6 +26,22 @@ describe('agentctl without a daemon', () => {
     expect(r.stderr).toContain(socket);
   });
 
+  it.each([
+    ['update'],
+    ['ops', 'list'],
+    ['ops', 'wait', 'op-1'],
+    ['drain'],
+    ['config', 'show'],
+    ['preflight'],
+  ])('%s: exit 3 naming the socket', async (...command) => {
+    const dir = await makeTempDir();
+    const socket = path.join(dir, 'agentd.sock');
+    const r = await runAgentctl(['--socket', socket, ...command]);
+    expect(r.code).toBe(3);
+    expect(r.stderr).toContain(`cannot reach agentd on ${socket}`);
+    expect(r.stderr).not.toMatch(/\n\s+at /);
+  });
+
   // On a machine that really runs agentd the system socket wins; the fallback is not reachable there.
   it.skipIf(existsSync('/run/agentd/agentd.sock'))(
     'falls back to ./.agentd/agentd.sock (a --sim daemon) when only that exists',
@@ -49,6 +65,13 @@ describe('agentctl usage errors: exit 2 naming the problem', () => {
     [['--timeout', 'soon', 'status'], '--timeout'],
     [['rpc'], "missing required argument 'method'"],
     [['frobnicate'], 'frobnicate'],
+    [['update', '--bogus'], "unknown option '--bogus'"],
+    [['update', '--kubernetes-version'], "option '--kubernetes-version <version>' argument missing"],
+    [['drain', '--timeout', 'soon'], '--timeout: expected a duration'],
+    [['ops', 'list', '--limit', 'many'], '--limit: expected a whole number'],
+    [['ops', 'wait'], "missing required argument 'id'"],
+    [['uninstall', '--grace', 'x', '--yes'], '--grace: expected a duration'],
+    [['completion', 'powershell'], "'powershell' is invalid"],
   ])('%j', async (args, named) => {
     const r = await runAgentctl(args);
     expect(r.code).toBe(2);

@@ -54,7 +54,9 @@ export function renderStatus(s: Status, ctx: CliContext, now: number): string {
   if (s.watcher) {
     const w = s.watcher;
     lines.push(
-      `watcher   ${w.machineName ?? '-'}  ${w.connected ? p('connected', 'good') : p('disconnected', 'warn')}${w.lastError ? `  last error: ${w.lastError}` : ''}`,
+      w.enabled
+        ? `watcher   ${w.machineName ?? '-'}  ${w.connected ? p('connected', 'good') : p('disconnected', 'warn')}${w.lastError ? `  last error: ${w.lastError}` : ''}`
+        : `watcher   ${p('off', 'dim')}${w.reason ? `  ${w.reason}` : ''}`,
     );
   }
   for (const warning of node.warnings) lines.push(p(`warning: ${warning}`, 'warn'));

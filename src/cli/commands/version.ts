@@ -12,9 +12,11 @@ export async function runVersion(ctx: CliContext): Promise<void> {
   } catch (err) {
     daemonError = toCliError(err, ctx.options.socket).message;
   }
+  const sameVersion = daemon ? daemon.version === VERSION : null;
   const value = {
     client: { version: VERSION, node: process.version },
     daemon,
+    sameVersion,
     ...(daemonError ? { daemonError } : {}),
   };
   ctx.out.result(value, () =>
@@ -23,6 +25,14 @@ export async function runVersion(ctx: CliContext): Promise<void> {
       daemon
         ? `agentd   ${daemon.version} (pid ${daemon.pid})`
         : `agentd   unreachable: ${daemonError ?? ''}`,
+      ...(sameVersion === false
+        ? [
+            ctx.out.paint(
+              'note: the versions differ; a command that needs a method this agentd lacks says so',
+              'warn',
+            ),
+          ]
+        : []),
     ].join('\n'),
   );
 }

@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
-import { toCliError } from '../../../src/cli/context.js';
+import { toCliError, unsupportedMethodError } from '../../../src/cli/context.js';
 import { CliError, EXIT } from '../../../src/cli/exit-codes.js';
-import { RpcError } from '../../../src/rpc/client.js';
+import { RpcError, type RpcClient } from '../../../src/rpc/client.js';
 import { DaemonUnreachableError } from '../../../src/rpc/http-transport.js';
 
 function rpcError(code: string, rpc = 1000): RpcError {
@@ -57,5 +57,57 @@ describe('toCliError', () => {
     expect(other.exitCode).toBe(EXIT.FAILED);
     expect(other.message).toBe('boom');
     expect(toCliError('text', '/s').message).toBe('text');
+  });
+});
+
+describe('invalid params', () => {
+  it('lists every issue, not only the first', () => {
+    const err = toCliError(
+      new RpcError({
+        code: -32602,
+        message: 'update: invalid params: set.image: too short',
+        data: {
+          code: 'INVALID_PARAMS',
+          issues: [
+            { path: 'set.image', message: 'too short' },
+            { path: 'set.kubernetesVersion', message: 'not a version' },
+            { path: '', message: 'unknown key' },
+          ],
+        },
+      }),
+      '/s',
+    );
+    expect(err.exitCode).toBe(EXIT.USAGE);
+    expect(err.message).toBe(
+      'update: invalid params: set.image: too short; also set.kubernetesVersion: not a version; (params): unknown key',
+    );
+  });
+});
+
+describe('unsupportedMethodError', () => {
+  const client = (status: unknown): RpcClient => ({
+    call: async () => {
+      throw new Error('unused');
+    },
+    callRaw: async () => {
+      if (status instanceof Error) throw status;
+      return status;
+    },
+  });
+
+  it('names the method and both versions (exit 2)', async () => {
+    const err = await unsupportedMethodError(client({ daemon: { version: '0.0.1' } }), 'drain');
+    expect(err.exitCode).toBe(EXIT.USAGE);
+    expect(err.message).toMatch(
+      /^agentd 0\.0\.1 does not support the method "drain" that this command needs \(agentctl \d/,
+    );
+    expect(err.message).toContain('upgrade agentd');
+    expect(err.details).toMatchObject({ code: 'METHOD_NOT_FOUND', method: 'drain', daemonVersion: '0.0.1' });
+  });
+
+  it('still clear when even status fails', async () => {
+    const err = await unsupportedMethodError(client(new Error('gone')), 'drain');
+    expect(err.message).toMatch(/^this agentd does not support the method "drain"/);
+    expect(err.details.daemonVersion).toBeNull();
   });
 });

@@ -2,7 +2,9 @@ import { mkdtemp, rm } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { PassThrough } from 'node:stream';
 import { runCli } from '../../../src/cli/main.js';
+import { systemClock } from '../../../src/host/clock.js';
 
 let dir: string;
 beforeEach(async () => {
@@ -27,7 +29,9 @@ function stream(): NodeJS.WriteStream & { text: () => string } {
 async function cli(...args: string[]) {
   const stdout = stream();
   const stderr = stream();
-  const code = await runCli(['node', 'agentctl', ...args], { env: {}, cwd: dir, stdout, stderr });
+  // Never the test runner's own stdin: on a developer's terminal a prompt would wait for an answer.
+  const proc = { stdin: new PassThrough(), clock: systemClock, onInterrupt: () => () => undefined };
+  const code = await runCli(['node', 'agentctl', ...args], { env: {}, cwd: dir, stdout, stderr, proc });
   return { code, stdout: stdout.text(), stderr: stderr.text() };
 }
 
@@ -105,5 +109,81 @@ describe('runCli exit codes', () => {
     const v = JSON.parse(r.stdout) as { daemon: unknown; daemonError: string };
     expect(v.daemon).toBeNull();
     expect(v.daemonError).toContain('none.sock');
+  });
+});
+
+describe('every command', () => {
+  const leaves = [
+    'status',
+    'update',
+    'reset',
+    'drain',
+    'uncordon',
+    'ops list',
+    'ops get',
+    'ops wait',
+    'ops cancel',
+    'config show',
+    'preflight',
+    'rpc',
+    'metrics',
+    'stop',
+    'uninstall',
+    'version',
+    'completion',
+  ];
+
+  it.each(leaves)('%s --help shows its usage and an example', async (command) => {
+    const r = await cli(...command.split(' '), '--help');
+    expect(r.code).toBe(0);
+    expect(r.stdout).toContain(`Usage: agentctl ${command}`);
+    expect(r.stdout).toMatch(/Examples:\n {2}\$ agentctl|Examples:\n {2}\$ (sudo|source)/);
+    // The global options are listed too (commander's showGlobalOptions).
+    expect(r.stdout).toContain('--json');
+  });
+
+  it('takes --json after its name', async () => {
+    const r = await cli('stop', '--pid-file', path.join(dir, 'none.pid'), '--json');
+    expect(r.code).toBe(0);
+    expect(JSON.parse(r.stdout)).toMatchObject({ pidFilePresent: false });
+  });
+});
+
+describe('usage errors name the flag (exit 2)', () => {
+  it.each([
+    [['ops', 'list', '--limit', '0'], '--limit'],
+    [['ops', 'list', '--state', 'bogus'], "option '--state <state>' argument 'bogus' is invalid"],
+    [['ops', 'wait', 'op-1', '--timeout', 'x'], '--timeout'],
+    [['drain', '--timeout', 'soon'], '--timeout'],
+    [['completion', 'tcsh'], "'tcsh' is invalid"],
+    [['ops', 'get'], "missing required argument 'id'"],
+    [['update', '--config', 'x.yaml', '--image', 'r/i:1'], '--config cannot be combined'],
+    [['update', '--config', 'missing.yaml'], '--config: cannot read'],
+    [['reset'], 'pass --yes'],
+    [['uninstall'], 'pass --yes'],
+    [['uninstall', '--grace', 'never', '--yes'], '--grace'],
+  ])('%j', async (args, named) => {
+    const r = await cli('--socket', path.join(dir, 'none.sock'), ...args);
+    expect(r.code, r.stderr).toBe(2);
+    expect(r.stderr).toContain(named);
+  });
+
+  it('--json puts the usage error on stdout as JSON', async () => {
+    const r = await cli('--json', 'reset');
+    expect(r.code).toBe(2);
+    expect(JSON.parse(r.stdout)).toMatchObject({ error: { exitCode: 2, code: 'CONFIRMATION_REQUIRED' } });
+  });
+});
+
+describe('completion', () => {
+  it('prints a script; with --json it is wrapped in one JSON value', async () => {
+    const r = await cli('completion', 'bash');
+    expect(r.code).toBe(0);
+    expect(r.stdout).toContain('complete -o default -F _agentctl agentctl');
+    const j = await cli('--json', 'completion', 'fish');
+    expect(JSON.parse(j.stdout)).toMatchObject({
+      shell: 'fish',
+      script: expect.stringContaining('complete -c agentctl'),
+    });
   });
 });

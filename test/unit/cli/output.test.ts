@@ -1,5 +1,14 @@
 import { describe, expect, it } from 'vitest';
-import { createOutput, formatAge, stripAnsiLength, table, toneOf } from '../../../src/cli/output.js';
+import {
+  createOutput,
+  firstLine,
+  formatAge,
+  formatBytes,
+  formatElapsed,
+  stripAnsiLength,
+  table,
+  toneOf,
+} from '../../../src/cli/output.js';
 
 /** A stand-in for process.stdout/stderr that records what was written. */
 function fakeStream(isTTY: boolean): NodeJS.WriteStream & { text: () => string } {
@@ -132,5 +141,71 @@ describe('formatAge', () => {
     [50 * 3_600_000, '2d 2h'],
   ])('%d ms is %j', (ms, text) => {
     expect(formatAge(ms)).toBe(text);
+  });
+});
+
+describe('the progress side (stderr)', () => {
+  function streams(stdoutTty: boolean, stderrTty: boolean) {
+    return { stdout: fakeStream(stdoutTty), stderr: fakeStream(stderrTty) };
+  }
+
+  it('is live and colored when stderr is a terminal, even with --json or a piped stdout', () => {
+    const s = streams(false, true);
+    const out = createOutput({ json: true, colorFlag: true, env: {}, ...s });
+    expect(out.progress).toMatchObject({ tty: true, color: true, columns: 80 });
+    expect(out.progress.paint('ok', 'good')).toBe('\u001b[32mok\u001b[39m');
+    out.progress.write('x');
+    expect(s.stderr.text()).toBe('x');
+    expect(s.stdout.text()).toBe('');
+  });
+
+  it.each([
+    ['NO_COLOR', { env: { NO_COLOR: '1' }, colorFlag: true }],
+    ['--no-color', { env: {}, colorFlag: false }],
+  ])('is never colored with %s', (_name, o) => {
+    const out = createOutput({ json: false, ...o, ...streams(true, true) });
+    expect(out.progress.color).toBe(false);
+    expect(out.progress.paint('ok', 'good')).toBe('ok');
+    expect(out.paint('ok', 'good')).toBe('ok');
+  });
+
+  it('plain when stderr is not a terminal', () => {
+    const out = createOutput({ json: false, colorFlag: true, env: {}, ...streams(true, false) });
+    expect(out.progress).toMatchObject({ tty: false, color: false });
+    expect(out.tty).toBe(true);
+  });
+});
+
+describe('line', () => {
+  it('streams human lines to stdout, and nothing with --json', () => {
+    const human = output({});
+    human.out.line('step 1');
+    expect(human.stdout.text()).toBe('step 1\n');
+    const json = output({ json: true });
+    json.out.line('step 1');
+    expect(json.stdout.text()).toBe('');
+  });
+});
+
+describe('formatting helpers', () => {
+  it.each([
+    [0, '0 B'],
+    [1023, '1023 B'],
+    [1536, '1.5 KiB'],
+    [5 * 1024 * 1024, '5.0 MiB'],
+    [3 * 1024 ** 3, '3.0 GiB'],
+  ])('formatBytes(%d) is %j', (n, text) => {
+    expect(formatBytes(n)).toBe(text);
+  });
+
+  it('formatElapsed: tenths of seconds below a minute, then like formatAge', () => {
+    expect(formatElapsed(1234)).toBe('1.2s');
+    expect(formatElapsed(-5)).toBe('0.0s');
+    expect(formatElapsed(61_000)).toBe('1m 1s');
+  });
+
+  it('firstLine: the first line, cut to a length', () => {
+    expect(firstLine('a\nb')).toBe('a');
+    expect(firstLine('abcdef', 4)).toBe('abc…');
   });
 });

@@ -105,6 +105,14 @@ describe('isAgentdCmdline', () => {
     ['node /x/not-agentd.js', false],
     ['/usr/bin/agentd-helper', false],
     ['bash -c echo x y agentd', false],
+    ['less /usr/bin/agentd', false],
+    ['vim /opt/agentd/dist/bin/agentd.js', false],
+    ['sudo /usr/local/bin/agentd', false],
+    ['/usr/bin/node /x/agentctl.js agentd', false],
+    ['node -e 0 /x/agentd.js', false],
+    ['node --require /x/agentd.js other.js', false],
+    ['nodejs /x/agentd.js', true],
+    ['agentd.js --sim', true],
     ['', false],
   ])('%j → %s', (cmdline, expected) => {
     expect(isAgentdCmdline(cmdline)).toBe(expected);

@@ -66,11 +66,13 @@ const joined: Status = {
   }),
   watcher: {
     enabled: true,
+    reason: null,
     connected: false,
     machineName: 'node-a',
     lastEventAt: null,
     lastReconcileAt: null,
     lastError: 'connection refused',
+    lastErrorCode: 'KUBE_UNAVAILABLE',
   },
 };
 
@@ -123,6 +125,25 @@ describe('renderStatus', () => {
         '',
         'operation none',
       ].join('\n'),
+    );
+  });
+
+  it('says why the watcher is off', () => {
+    const off = {
+      ...fresh,
+      watcher: {
+        enabled: false,
+        reason: 'no Kubernetes credentials',
+        connected: false,
+        machineName: null,
+        lastEventAt: null,
+        lastReconcileAt: null,
+        lastError: null,
+        lastErrorCode: null,
+      },
+    };
+    expect(renderStatus(off, ctx(false), NOW).split('\n').at(-1)).toBe(
+      'watcher   off  no Kubernetes credentials',
     );
   });
 

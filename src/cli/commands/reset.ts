@@ -1,0 +1,24 @@
+/** `agentctl reset`: tear the node's machines down (after confirmation) and follow it. */
+import { confirmOrRefuse } from '../confirm.js';
+import type { CliContext } from '../context.js';
+import { followAndReport, guardInterrupt } from '../follow/follow-command.js';
+
+export async function runReset(
+  ctx: CliContext,
+  flags: { yes?: boolean; stderr: NodeJS.WritableStream },
+): Promise<void> {
+  await confirmOrRefuse(ctx, {
+    yes: Boolean(flags.yes),
+    command: 'reset',
+    question:
+      'Stop and remove both machines (kube1, kube2), their nspawn files and applied configs? The node stops serving.',
+    stderr: flags.stderr,
+  });
+  const interrupt = guardInterrupt(ctx);
+  try {
+    const op = await ctx.call('reset', { wait: false });
+    await followAndReport(ctx, op, { interrupt });
+  } finally {
+    interrupt.dispose();
+  }
+}

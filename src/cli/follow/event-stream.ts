@@ -1,0 +1,104 @@
+/**
+ * `GET /v1/events` over the unix socket (node:http, like the RPC transport): an async iterable
+ * of the daemon's operation events, closed by the caller or by the daemon.
+ */
+import http from 'node:http';
+import { DaemonUnreachableError } from '../../rpc/http-transport.js';
+import type { StreamEvent } from '../types.js';
+import { createSseParser } from './sse-parser.js';
+
+/** The daemon answered, but not with an event stream (an agentd without `/v1/events`). */
+export class EventStreamUnavailableError extends Error {
+  constructor(readonly status: number) {
+    super(`GET /v1/events answered HTTP ${status}`);
+    this.name = 'EventStreamUnavailableError';
+  }
+}
+
+/** An open event stream. Iterating ends when the daemon closes it or `close()` is called. */
+export interface EventStream extends AsyncIterable<StreamEvent> {
+  close(): void;
+}
+
+/** Open a stream; the signature the follower takes, so tests can feed events without a daemon. */
+export type OpenEventStream = (operationId: string) => Promise<EventStream>;
+
+function unreachable(socketPath: string, err: NodeJS.ErrnoException): DaemonUnreachableError {
+  const reason =
+    err.code === 'ENOENT'
+      ? 'missing'
+      : err.code === 'ECONNREFUSED'
+        ? 'refused'
+        : err.code === 'EACCES'
+          ? 'permission'
+          : 'other';
+  return new DaemonUnreachableError(socketPath, reason, err.message);
+}
+
+/** Open `GET /v1/events?operation=<id>` on the socket; resolves once the daemon has answered 200. */
+export function openEventStream(socketPath: string, operationId: string): Promise<EventStream> {
+  return new Promise((resolve, reject) => {
+    const req = http.request({
+      socketPath,
+      method: 'GET',
+      path: `/v1/events?operation=${encodeURIComponent(operationId)}`,
+      headers: { accept: 'text/event-stream', 'x-agentd-caller': 'agentctl' },
+    });
+    req.on('error', (err: NodeJS.ErrnoException) => reject(unreachable(socketPath, err)));
+    req.on('response', (res) => {
+      if (res.statusCode !== 200) {
+        res.resume();
+        req.destroy();
+        reject(new EventStreamUnavailableError(res.statusCode ?? 0));
+        return;
+      }
+      res.setEncoding('utf8');
+      const parser = createSseParser();
+      const queue: StreamEvent[] = [];
+      let ended = false;
+      let wake: (() => void) | null = null;
+      const notify = (): void => {
+        const w = wake;
+        wake = null;
+        w?.();
+      };
+      res.on('data', (chunk: string) => {
+        for (const e of parser.push(chunk)) {
+          try {
+            queue.push(JSON.parse(e.data) as StreamEvent);
+          } catch {
+            // A frame that is not JSON is not one of ours: skip it rather than stop following.
+          }
+        }
+        notify();
+      });
+      const end = (): void => {
+        ended = true;
+        notify();
+      };
+      res.on('end', end);
+      res.on('close', end);
+      res.on('error', end);
+      req.on('close', end);
+      resolve({
+        close() {
+          ended = true;
+          req.destroy();
+          notify();
+        },
+        async *[Symbol.asyncIterator]() {
+          for (;;) {
+            const next = queue.shift();
+            if (next) {
+              yield next;
+              continue;
+            }
+            if (ended) return;
+            await new Promise<void>((r) => (wake = r));
+          }
+        },
+      });
+    });
+    req.end();
+  });
+}

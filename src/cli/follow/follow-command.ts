@@ -1,0 +1,135 @@
+/**
+ * What `update`, `reset`, `drain`, `uncordon` and `ops wait` share: follow the operation with
+ * progress on stderr (live on a terminal, timestamped lines otherwise), print the final
+ * operation, and exit 0 (succeeded), 1 (failed, rolled back, cancelled, interrupted),
+ * 5 (still running at --timeout) or 130 (detached with Ctrl-C: it keeps running).
+ */
+import { formatDuration } from '../../config/duration.js';
+import { toCliError, type CliContext } from '../context.js';
+import { CliError, CliExit, EXIT } from '../exit-codes.js';
+import { defaultSocket } from '../paths.js';
+import { firstLine } from '../output.js';
+import { renderOperation } from '../render/operation.js';
+import type { Operation } from '../types.js';
+import { openEventStream } from './event-stream.js';
+import { followOperation, type ChangeSink } from './follow-operation.js';
+import { createLiveView } from './live-view.js';
+import { createPlainLines } from './plain-lines.js';
+import { FollowModel } from './progress-model.js';
+
+/** The command that picks following up again (naming the socket when it is not the default). */
+export function resumeCommand(ctx: CliContext, id: string): string {
+  const socket =
+    ctx.options.socket === defaultSocket(ctx.env, ctx.cwd) ? '' : ` --socket ${ctx.options.socket}`;
+  return `agentctl${socket} ops wait ${id}`;
+}
+
+function display(ctx: CliContext, model: FollowModel): { onChange: ChangeSink; finish(): void } {
+  const now = (): number => ctx.proc.clock.now();
+  const progress = ctx.out.progress;
+  if (progress.tty) {
+    const view = createLiveView({ model, stream: progress, now });
+    return { onChange: () => view.update(), finish: () => view.finish() };
+  }
+  const plain = createPlainLines(now);
+  return {
+    onChange: (change) => {
+      for (const line of plain.lines(change)) progress.write(`${line}\n`);
+    },
+    finish: () => undefined,
+  };
+}
+
+/** Ctrl-C turned into an abort signal (a detach) for as long as the guard is in place. */
+export interface InterruptGuard {
+  signal: AbortSignal;
+  dispose(): void;
+}
+
+/**
+ * Take over Ctrl-C. Commands that start an operation put this in place before the RPC that
+ * starts it: a Ctrl-C while that call is in flight then becomes a detach once the operation id
+ * is known, instead of killing agentctl with the operation started but never named.
+ */
+export function guardInterrupt(ctx: CliContext): InterruptGuard {
+  const controller = new AbortController();
+  const remove = ctx.proc.onInterrupt(() => controller.abort());
+  return { signal: controller.signal, dispose: remove };
+}
+
+export interface FollowCommandOptions {
+  /** A guard the caller put in place before starting the operation (one is made otherwise). */
+  interrupt?: InterruptGuard;
+  /** Stop following after this long (ms); exit 5. */
+  timeoutMs?: number;
+  /** Human rendering of the final operation (default: `renderOperation`). */
+  render?: (op: Operation) => string;
+}
+
+/** Follow `initial` to its end and report it; throws `CliExit`/`CliError` for a non-zero exit. */
+export async function followAndReport(
+  ctx: CliContext,
+  initial: Operation,
+  options: FollowCommandOptions = {},
+): Promise<void> {
+  const id = initial.id;
+  const model = new FollowModel();
+  const view = display(ctx, model);
+  const interrupt = options.interrupt ?? guardInterrupt(ctx);
+  let outcome;
+  try {
+    outcome = await followOperation({
+      operation: initial,
+      model,
+      onChange: view.onChange,
+      openStream: (opId) => openEventStream(ctx.options.socket, opId),
+      getOperation: (opId) => ctx.call('operations.get', { id: opId }),
+      waitOperation: (opId, timeoutSeconds) => ctx.call('operations.wait', { id: opId, timeoutSeconds }),
+      clock: ctx.proc.clock,
+      timeoutMs: options.timeoutMs,
+      signal: interrupt.signal,
+    });
+  } catch (err) {
+    view.finish();
+    const e = toCliError(err, ctx.options.socket);
+    // Following broke (the daemon went away?): the operation may well go on; say how to resume.
+    throw new CliError(
+      e.exitCode,
+      `${e.message}; following ${initial.kind} ${id} stopped, it may still be running: ${resumeCommand(ctx, id)}`,
+      { ...e.details, operation: id },
+    );
+  } finally {
+    interrupt.dispose();
+  }
+  view.finish();
+  const op = outcome.operation;
+  // On a terminal that just watched the live phase list, the first line says the rest again.
+  const compact = ctx.out.tty && ctx.out.progress.tty;
+  const render =
+    options.render ??
+    ((o: Operation) => {
+      const text = renderOperation(o, ctx.out.paint, ctx.proc.clock.now());
+      return compact ? (text.split('\n')[0] ?? '') : text;
+    });
+  switch (outcome.kind) {
+    case 'detached':
+      // Human stdout stays empty: nothing ended. --json still gets its one value.
+      if (ctx.out.json) ctx.out.result(op, () => '');
+      ctx.out.info(
+        `detached; ${op.kind} ${id} keeps running. Follow it again with: ${resumeCommand(ctx, id)}`,
+      );
+      throw new CliExit(EXIT.DETACHED);
+    case 'timeout':
+      ctx.out.result(op, () => render(op));
+      ctx.out.error(
+        `${op.kind} ${id} is still ${op.state} after ${formatDuration(options.timeoutMs ?? 0)}; keep following: ${resumeCommand(ctx, id)}`,
+      );
+      throw new CliExit(EXIT.TIMEOUT);
+    default:
+      ctx.out.result(op, () => render(op));
+      if (op.state !== 'succeeded') {
+        ctx.out.error(`${op.kind} ${id} ${op.state}${op.error ? `: ${firstLine(op.error.message)}` : ''}`);
+        throw new CliExit(EXIT.FAILED);
+      }
+  }
+}

@@ -1,0 +1,97 @@
+/**
+ * Shared pieces of agentctl's command definitions: value parsers that fail with exit 2 naming
+ * the flag, examples in help, and the global options every leaf command also accepts.
+ */
+import { Option, type Command } from 'commander';
+import { parseDuration } from '../config/duration.js';
+import { CliError, EXIT } from './exit-codes.js';
+
+export function durationArg(flag: string) {
+  return (value: string): number => {
+    const ms = parseDuration(value);
+    if (ms === null || ms <= 0)
+      throw new CliError(
+        EXIT.USAGE,
+        `${flag}: expected a duration such as 5s or 2m, got ${JSON.stringify(value)}`,
+      );
+    return ms;
+  };
+}
+
+export function positiveIntArg(flag: string, max: number) {
+  return (value: string): number => {
+    const n = Number(value);
+    if (!/^\d+$/.test(value.trim()) || n < 1 || n > max)
+      throw new CliError(
+        EXIT.USAGE,
+        `${flag}: expected a whole number from 1 to ${max}, got ${JSON.stringify(value)}`,
+      );
+    return n;
+  };
+}
+
+/** Add an "Examples:" block to a command's help (docs/cli.md renders it as a code block). */
+export function example(cmd: Command, lines: string[]): Command {
+  return cmd.addHelpText('after', `\nExamples:\n${lines.map((l) => `  $ ${l}`).join('\n')}\n`);
+}
+
+/** Names of the global options (attribute names as commander stores them). */
+export type GlobalKey = 'socket' | 'json' | 'timeout' | 'color';
+
+/** The global options, defined once; `root` is agentctl itself, otherwise a hidden copy for a leaf. */
+export function globalOptions(root: boolean): Option[] {
+  const hide = (o: Option): Option => (root ? o : o.hideHelp());
+  return [
+    hide(
+      new Option(
+        '--socket <path>',
+        'agentd socket (env AGENTD_SOCKET; default /run/agentd/agentd.sock, or ./.agentd/agentd.sock when only that exists)',
+      ),
+    ),
+    hide(new Option('--json', 'machine output: one JSON value on stdout; progress on stderr')),
+    hide(
+      new Option(
+        '--timeout <duration>',
+        'give up on a daemon call after this long (following an operation has no limit)',
+      ).argParser(durationArg('--timeout')),
+    ),
+    hide(new Option('--no-color', 'no colors (also NO_COLOR)')),
+  ];
+}
+
+/**
+ * Let a leaf command accept the global options after its name too (`agentctl status --json`).
+ * The program parses positionally (its options only before the command), so that a command may
+ * have its own option of a global's name — `drain --timeout` is the drain timeout, not the RPC
+ * one — and these hidden copies are what makes the usual order work everywhere else.
+ */
+export function withGlobals(cmd: Command, except: GlobalKey[] = []): Command {
+  for (const o of globalOptions(false)) {
+    if (!except.includes(o.attributeName() as GlobalKey)) cmd.addOption(o);
+  }
+  GLOBAL_COPIES.add(cmd);
+  return cmd;
+}
+
+/** Commands carrying hidden copies of the global options (see `globalValues`). */
+const GLOBAL_COPIES = new WeakSet<Command>();
+
+/**
+ * The global options of a run: agentctl's own, overridden by the copies the leaf command got
+ * on its command line (given after the command name). A command's own option of a global's
+ * name (drain's `--timeout`) is not a copy and is not taken.
+ */
+export function globalValues(cmd: Command): Partial<Record<GlobalKey, unknown>> {
+  const chain: Command[] = [];
+  for (let c: Command | null = cmd; c; c = c.parent) chain.unshift(c);
+  const values: Partial<Record<GlobalKey, unknown>> = { ...chain[0]?.opts() };
+  for (const c of chain.slice(1)) {
+    if (!GLOBAL_COPIES.has(c)) continue;
+    for (const o of c.options) {
+      const key = o.attributeName() as GlobalKey;
+      if (!o.hidden || !['socket', 'json', 'timeout', 'color'].includes(key)) continue;
+      if (c.getOptionValueSource(key) === 'cli') values[key] = c.getOptionValue(key);
+    }
+  }
+  return values;
+}

@@ -1,0 +1,35 @@
+/** Wire types the CLI renders, taken from the method table (types only: nothing is loaded). */
+import type { MethodTypes } from '../rpc/methods/index.js';
+
+/** An operation as the daemon reports it (DESIGN §4). */
+export type Operation = MethodTypes['operations.get']['result'];
+export type OperationState = Operation['state'];
+export type Phase = Operation['phases'][number];
+
+/** Operation states after which nothing changes any more. */
+export const FINAL_STATES: ReadonlySet<string> = new Set([
+  'succeeded',
+  'failed',
+  'rolled_back',
+  'cancelled',
+  'interrupted',
+]);
+
+export function isFinal(op: { state: string }): boolean {
+  return FINAL_STATES.has(op.state);
+}
+
+/** An event of `GET /v1/events`, as sent (the engine's `EngineEvent`). */
+export type StreamEvent =
+  | { type: 'operation'; operation: Operation }
+  | { type: 'phase'; operationId: string; phase: string; state: Phase['state']; at: string; error?: string }
+  | {
+      type: 'progress';
+      operationId: string;
+      phase: string;
+      task: string;
+      message?: string;
+      bytes?: number;
+      totalBytes?: number;
+      at: string;
+    };

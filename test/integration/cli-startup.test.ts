@@ -1,0 +1,182 @@
+/**
+ * What agentctl costs and how it behaves at the edges: the modules `status` loads (lazy
+ * imports: no Kubernetes client, no schemas, no host code), `… | head` closing the pipe early,
+ * and an agentd of another version — one that lacks a method, or the event stream.
+ */
+import { spawn } from 'node:child_process';
+import { readFile, writeFile } from 'node:fs/promises';
+import http from 'node:http';
+import path from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { AGENTCTL_BIN, runAgentctl } from '../support/cli.js';
+import { childEnv, makeTempDir, startTestDaemon, type TestDaemon } from '../support/daemon.js';
+
+describe('agentctl status loads only what it uses', () => {
+  let d: TestDaemon;
+  beforeAll(async () => {
+    d = await startTestDaemon();
+  });
+  afterAll(async () => {
+    await d?.dispose();
+  });
+
+  /** Run agentctl with a module hook that records every module it resolves. */
+  async function loadedModules(args: string[]): Promise<string[]> {
+    const dir = await makeTempDir('agentctl-modules-');
+    const log = path.join(dir, 'modules.log');
+    await writeFile(
+      path.join(dir, 'hooks.mjs'),
+      [
+        "import { appendFileSync } from 'node:fs';",
+        'let log;',
+        'export function initialize(data) { log = data.log; }',
+        'export async function resolve(specifier, context, next) {',
+        '  const result = await next(specifier, context);',
+        "  appendFileSync(log, result.url + '\\n');",
+        '  return result;',
+        '}',
+      ].join('\n'),
+    );
+    await writeFile(
+      path.join(dir, 'register.mjs'),
+      `import { register } from 'node:module';\nregister('./hooks.mjs', import.meta.url, { data: { log: ${JSON.stringify(log)} } });\n`,
+    );
+    const code = await new Promise<number | null>((resolve) => {
+      const proc = spawn(
+        process.execPath,
+        ['--import', path.join(dir, 'register.mjs'), AGENTCTL_BIN, '--socket', d.socket, ...args],
+        { env: childEnv(), stdio: 'ignore' },
+      );
+      proc.once('close', resolve);
+    });
+    expect(code).toBe(0);
+    return (await readFile(log, 'utf8')).trim().split('\n');
+  }
+
+  it('status: commander and the RPC client, no Kubernetes client, schemas, logger or host code', async () => {
+    const modules = await loadedModules(['status', '--json']);
+    // The hook saw the command run (so an empty list cannot pass).
+    expect(modules.some((m) => m.endsWith('/dist/cli/commands/status.js'))).toBe(true);
+    expect(modules.some((m) => m.includes('/node_modules/commander/'))).toBe(true);
+    const forbidden = [
+      '/node_modules/@kubernetes/',
+      '/node_modules/zod/',
+      '/node_modules/yaml/',
+      '/node_modules/execa/',
+      '/node_modules/pino/',
+      '/node_modules/fastify/',
+      '/node_modules/undici/',
+      '/dist/engine/',
+      '/dist/kube/',
+      '/dist/rpc/methods/',
+      '/dist/host/machines',
+      '/dist/host/execa-runner',
+      '/dist/cli/follow/',
+      '/dist/cli/uninstall/',
+      '/dist/cli/completion/scripts',
+    ];
+    expect(modules.filter((m) => forbidden.some((f) => m.includes(f)))).toEqual([]);
+  });
+});
+
+describe('a reader that goes away early (agentctl … | true)', () => {
+  it('exits quietly: no EPIPE, no stack trace', async () => {
+    const script = `set -o pipefail; '${process.execPath}' '${AGENTCTL_BIN}' completion bash | true; echo "rc=\${PIPESTATUS[0]}" >&2`;
+    const { stderr } = await new Promise<{ stderr: string }>((resolve) => {
+      const proc = spawn('bash', ['-c', script], { env: childEnv(), stdio: ['ignore', 'ignore', 'pipe'] });
+      let err = '';
+      proc.stderr.on('data', (c: Buffer) => (err += c.toString()));
+      proc.once('close', () => resolve({ stderr: err }));
+    });
+    expect(stderr).toBe('rc=0\n');
+  });
+});
+
+/** A daemon of another version: answers `status` (version 0.0.1) and a few calls; no event stream. */
+describe('an agentd of another version', () => {
+  let socket: string;
+  let server: http.Server;
+  const calls: string[] = [];
+  const op = (state: string) => ({
+    id: 'op-old',
+    kind: 'update',
+    state,
+    reason: null,
+    requestedBy: 'agentctl',
+    idempotencyKey: null,
+    createdAt: '2026-03-01T12:00:00.000Z',
+    startedAt: '2026-03-01T12:00:00.000Z',
+    finishedAt: state === 'running' ? null : '2026-03-01T12:00:05.000Z',
+    from: 'kube1',
+    to: 'kube2',
+    phases: [],
+    result: null,
+    error: null,
+  });
+
+  beforeAll(async () => {
+    socket = path.join(await makeTempDir('agentctl-old-'), 'old.sock');
+    server = http.createServer((req, res) => {
+      let body = '';
+      req.on('data', (c: Buffer) => (body += c.toString()));
+      req.on('end', () => {
+        if (req.method !== 'POST' || req.url !== '/rpc') {
+          res.writeHead(404).end('not found');
+          return;
+        }
+        const call = JSON.parse(body) as { id: number; method: string };
+        calls.push(call.method);
+        const results: Record<string, unknown> = {
+          status: {
+            daemon: { version: '0.0.1', pid: 1, startedAt: '2026-03-01T12:00:00.000Z', state: 'ready' },
+          },
+          'operations.get': op('running'),
+          'operations.wait': op('succeeded'),
+        };
+        const answer =
+          call.method in results
+            ? { jsonrpc: '2.0', id: call.id, result: results[call.method] }
+            : // A plain JSON-RPC "method not found", without agentd's data.code.
+              { jsonrpc: '2.0', id: call.id, error: { code: -32601, message: 'Method not found' } };
+        res.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify(answer));
+      });
+    });
+    await new Promise<void>((resolve) => server.listen(socket, resolve));
+  });
+  afterAll(async () => {
+    await new Promise((resolve) => server?.close(resolve));
+  });
+
+  it('a method it does not have: exit 2, naming the method and both versions', async () => {
+    const r = await runAgentctl(['--socket', socket, 'drain']);
+    expect(r.code).toBe(2);
+    expect(r.stderr).toMatch(
+      /^agentctl: agentd 0\.0\.1 does not support the method "drain" that this command needs \(agentctl \d+\.\d+\.\d+\); upgrade agentd/,
+    );
+    expect(r.stderr).not.toMatch(/\n\s+at /);
+    const j = await runAgentctl(['--socket', socket, '--json', 'uncordon']);
+    expect(JSON.parse(j.stdout)).toMatchObject({
+      error: { code: 'METHOD_NOT_FOUND', exitCode: 2, method: 'uncordon', daemonVersion: '0.0.1' },
+    });
+  });
+
+  it('version reports both sides', async () => {
+    const r = await runAgentctl(['--socket', socket, '--json', 'version']);
+    expect(r.code).toBe(0);
+    const v = JSON.parse(r.stdout) as { client: { version: string }; daemon: { version: string } };
+    expect(v.daemon.version).toBe('0.0.1');
+    expect(v.client.version).not.toBe('0.0.1');
+    expect(v).toMatchObject({ sameVersion: false });
+    const human = await runAgentctl(['--socket', socket, 'version']);
+    expect(human.stdout).toMatch(/^agentd {3}0\.0\.1 \(pid 1\)$/m);
+    expect(human.stdout).toContain('note: the versions differ');
+  });
+
+  it('no /v1/events: following falls back to operations.wait', async () => {
+    calls.length = 0;
+    const r = await runAgentctl(['--socket', socket, '--json', 'ops', 'wait', 'op-old']);
+    expect(r.code, r.stderr).toBe(0);
+    expect(JSON.parse(r.stdout)).toMatchObject({ id: 'op-old', state: 'succeeded' });
+    expect(calls).toEqual(['operations.get', 'operations.wait']);
+  });
+});

@@ -1,0 +1,288 @@
+/**
+ * `agentctl uninstall` against a `--root` tree: the real daemon (`--sim`) with a joined node,
+ * the machine commands run by agentctl itself through the sim executables first on PATH, and
+ * the PID-file cases: a daemon that ignores SIGTERM, a stale PID file, a PID that is not agentd.
+ */
+import { existsSync } from 'node:fs';
+import { mkdir, readFile, writeFile, chmod } from 'node:fs/promises';
+import path from 'node:path';
+import { beforeAll, describe, expect, it } from 'vitest';
+import { installSimBinaries, simBinDistDir } from '../../src/sim/bin/install.js';
+import { runAgentctl, type CliRun } from '../support/cli.js';
+import {
+  impossiblePid,
+  makeTempDir,
+  spawnFakeAgentd,
+  spawnForeignProcess,
+  type TestDaemon,
+} from '../support/daemon.js';
+import { startSimDaemon } from '../support/provision-fixtures.js';
+
+interface Step {
+  step: string;
+  ok: boolean;
+  skipped: boolean;
+  detail: string;
+  data?: Record<string, unknown>;
+}
+interface Report {
+  ok: boolean;
+  steps: Step[];
+}
+
+let simBin: string;
+beforeAll(async () => {
+  if (!existsSync(path.join(simBinDistDir(), 'machinectl.js'))) throw new Error('run npm run build first');
+  simBin = await makeTempDir('agentctl-simbin-');
+  await installSimBinaries(simBin);
+});
+
+/** agentctl uninstall with the sim's machinectl/systemctl/systemd-run first on PATH. */
+function uninstall(
+  o: { root: string; stateDir?: string; pidFile: string; socket?: string; pathFirst?: string },
+  ...args: string[]
+): Promise<CliRun> {
+  return runAgentctl(
+    [
+      '--json',
+      ...(o.socket ? ['--socket', o.socket] : []),
+      'uninstall',
+      '--yes',
+      '--root',
+      o.root,
+      '--pid-file',
+      o.pidFile,
+      ...(o.stateDir ? ['--state-dir', o.stateDir] : []),
+      ...args,
+    ],
+    {
+      env: {
+        PATH: [o.pathFirst, simBin, process.env.PATH].filter(Boolean).join(path.delimiter),
+        AGENTD_SIM_ROOT: o.root,
+      },
+    },
+  );
+}
+
+const step = (report: Report, name: string): Step | undefined => report.steps.find((s) => s.step === name);
+
+/** The files an installed, joined node has besides what the daemon wrote. */
+async function addInstallFiles(root: string): Promise<string[]> {
+  const files = ['/etc/systemd/system/agentd.service', '/etc/agentd/config.yaml'].map((f) =>
+    path.join(root, f),
+  );
+  for (const f of files) {
+    await mkdir(path.dirname(f), { recursive: true });
+    await writeFile(f, '# test\n');
+  }
+  return files;
+}
+
+async function joinedDaemon(): Promise<TestDaemon> {
+  const d = await startSimDaemon();
+  const join = await runAgentctl(['--socket', d.socket, 'update']);
+  expect(join.code, join.stderr).toBe(0);
+  return d;
+}
+
+describe('uninstall with a running daemon', () => {
+  it('stops it, removes both machines and every file, and reports each step (exit 0)', async () => {
+    const d = await joinedDaemon();
+    const extra = await addInstallFiles(d.root);
+    const machineDir = path.join(d.root, 'var/lib/machines/kube1');
+    const applied = path.join(d.root, 'etc/unbounded/agent/kube1-applied-config.json');
+    expect(existsSync(machineDir) && existsSync(applied)).toBe(true);
+
+    const r = await uninstall({ root: d.root, stateDir: d.stateDir, pidFile: d.pidFile, socket: d.socket });
+    expect(r.code, r.stderr).toBe(0);
+    const report = JSON.parse(r.stdout) as Report;
+    expect(report.ok).toBe(true);
+    expect(report.steps.map((s) => [s.step, s.ok])).toEqual([
+      ['disable-unit', true],
+      ['stop-daemon', true],
+      ['remove-machine-kube1', true],
+      ['remove-machine-kube2', true],
+      ['remove-nspawn-files', true],
+      ['remove-configs', true],
+      ['remove-state', true],
+      ['remove-runtime', true],
+      ['remove-unit', true],
+      ['daemon-reload', true],
+    ]);
+    // No systemd on a test machine (and it is never touched): both systemctl steps say so.
+    if (!existsSync('/run/systemd/system')) expect(step(report, 'disable-unit')?.skipped).toBe(true);
+    expect(step(report, 'stop-daemon')).toMatchObject({
+      data: { pid: d.pid, signalled: true, forceKilled: false },
+    });
+    expect(await d.waitExit()).toBe(0);
+    expect(step(report, 'remove-machine-kube1')?.detail).toBe('kube1 stopped and removed');
+    for (const gone of [machineDir, applied, d.stateDir, d.pidFile, d.socket, ...extra])
+      expect(existsSync(gone), gone).toBe(false);
+    // Progress went to stderr, one line per step.
+    expect(r.stderr).toMatch(/^ok {6}stop-daemon: agentd \(pid \d+\) stopped \(SIGTERM\)$/m);
+  });
+
+  it('--keep-config keeps the applied config and /etc/agentd; human output lists the steps', async () => {
+    // No daemon and no machine here: an installed node's files only.
+    const dir = await makeTempDir();
+    const root = path.join(dir, 'root');
+    await addInstallFiles(root);
+    const applied = path.join(root, 'etc/unbounded/agent/kube1-applied-config.json');
+    const nspawn = path.join(root, 'etc/systemd/nspawn/kube1.nspawn');
+    for (const f of [applied, nspawn]) {
+      await mkdir(path.dirname(f), { recursive: true });
+      await writeFile(f, '{}');
+    }
+    const r = await runAgentctl(
+      ['uninstall', '--yes', '--keep-config', '--root', root, '--pid-file', path.join(dir, 'agentd.pid')],
+      { env: { PATH: `${simBin}${path.delimiter}${process.env.PATH}`, AGENTD_SIM_ROOT: root } },
+    );
+    expect(r.code, r.stderr).toBe(0);
+    expect(r.stdout).toMatch(/^ok {6}stop-daemon: no PID file: nothing to stop$/m);
+    expect(r.stdout).toMatch(/^ok {6}remove-machine-kube1: kube1 is absent$/m);
+    expect(r.stdout).toMatch(/^skip {4}remove-configs: kept \(--keep-config\)/m);
+    expect(r.stdout.trimEnd().split('\n').at(-1)).toBe('agentd is uninstalled');
+    expect(existsSync(applied)).toBe(true);
+    expect(existsSync(path.join(root, 'etc/agentd/config.yaml'))).toBe(true);
+    expect(existsSync(nspawn)).toBe(false);
+    expect(existsSync(path.join(root, 'etc/systemd/system/agentd.service'))).toBe(false);
+  });
+});
+
+describe('uninstall and the PID file', () => {
+  it('a daemon that ignores SIGTERM is force-killed after the grace period, and the report says so', async () => {
+    const dir = await makeTempDir();
+    const fake = await spawnFakeAgentd(dir, { ignoreSigterm: true });
+    const pidFile = path.join(dir, 'agentd.pid');
+    await writeFile(pidFile, `${fake.pid}\n`);
+    const r = await uninstall({ root: path.join(dir, 'root'), pidFile }, '--grace', '300ms');
+    expect(r.code, r.stderr).toBe(0);
+    const stop = step(JSON.parse(r.stdout) as Report, 'stop-daemon');
+    expect(stop).toMatchObject({ ok: true, data: { pid: fake.pid, signalled: true, forceKilled: true } });
+    expect(stop?.detail).toContain('force-killed (SIGKILL)');
+    expect((await fake.exited).signal).toBe('SIGKILL');
+    expect(existsSync(pidFile)).toBe(false);
+  });
+
+  it('a stale PID file: nothing to stop, the rest goes ahead', async () => {
+    const dir = await makeTempDir();
+    const pidFile = path.join(dir, 'agentd.pid');
+    const pid = impossiblePid();
+    await writeFile(pidFile, `${pid}\n`);
+    const r = await uninstall({ root: path.join(dir, 'root'), pidFile });
+    expect(r.code, r.stderr).toBe(0);
+    const report = JSON.parse(r.stdout) as Report;
+    expect(step(report, 'stop-daemon')).toMatchObject({ ok: true, data: { pid, signalled: false } });
+    expect(step(report, 'stop-daemon')?.detail).toContain('is not running: nothing to stop');
+    expect(report.ok).toBe(true);
+  });
+
+  it('a PID file naming a live process that is not agentd: it is not signalled', async () => {
+    const dir = await makeTempDir();
+    const sleeper = spawnForeignProcess();
+    const pidFile = path.join(dir, 'agentd.pid');
+    await writeFile(pidFile, `${sleeper.pid}\n`);
+    const r = await uninstall({ root: path.join(dir, 'root'), pidFile }, '--grace', '100ms');
+    expect(r.code, r.stderr).toBe(0);
+    const stop = step(JSON.parse(r.stdout) as Report, 'stop-daemon');
+    expect(stop).toMatchObject({
+      ok: true,
+      data: { pid: sleeper.pid, signalled: false, forceKilled: false },
+    });
+    expect(stop?.detail).toContain('is not agentd');
+    expect(sleeper.alive()).toBe(true);
+  });
+});
+
+describe('uninstall when a machine cannot be removed', () => {
+  it('keeps every file and says so (exit 1); a rerun finishes the job', async () => {
+    const d = await joinedDaemon();
+    await addInstallFiles(d.root);
+    // A machinectl whose `remove` fails and after which machined still lists that machine (as
+    // when its container would not go away); every other call is the sim's.
+    const broken = await makeTempDir('agentctl-broken-');
+    const marker = path.join(broken, 'remove-tried-$2');
+    await writeFile(
+      path.join(broken, 'machinectl'),
+      [
+        '#!/bin/sh',
+        `if [ "$1" = remove ]; then touch "${marker}"; echo "Failed to remove image $2: No image '$2' known" >&2; exit 1; fi`,
+        `if [ "$1" = show ] && [ -e "${marker}" ]; then echo "Name=$2"; exit 0; fi`,
+        `exec '${path.join(simBin, 'machinectl')}' "$@"`,
+        '',
+      ].join('\n'),
+    );
+    await chmod(path.join(broken, 'machinectl'), 0o755);
+    const applied = path.join(d.root, 'etc/unbounded/agent/kube1-applied-config.json');
+    const o = { root: d.root, stateDir: d.stateDir, pidFile: d.pidFile, socket: d.socket };
+
+    const first = await uninstall({ ...o, pathFirst: broken });
+    const report = JSON.parse(first.stdout) as Report;
+    expect(step(report, 'remove-machine-kube1')).toMatchObject({ ok: false, skipped: false });
+    expect(step(report, 'remove-machine-kube1')?.detail).toContain('still registered');
+    expect(first.code).toBe(1);
+    expect(report.ok).toBe(false);
+    for (const name of ['remove-nspawn-files', 'remove-configs', 'remove-state', 'remove-unit']) {
+      expect(step(report, name)).toMatchObject({ ok: false, skipped: true });
+      expect(step(report, name)?.detail).toContain('the machines could not be removed');
+    }
+    expect(existsSync(applied)).toBe(true);
+    expect(existsSync(path.join(d.root, 'etc/systemd/system/agentd.service'))).toBe(true);
+
+    const rerun = await uninstall(o);
+    expect(rerun.code, rerun.stderr).toBe(0);
+    expect((JSON.parse(rerun.stdout) as Report).ok).toBe(true);
+    expect(existsSync(applied)).toBe(false);
+  });
+});
+
+describe('uninstall where systemd runs', () => {
+  it('disables the unit first and reloads systemd last (a recording systemctl)', async () => {
+    const dir = await makeTempDir();
+    const root = path.join(dir, 'root');
+    await addInstallFiles(root);
+    const log = path.join(dir, 'systemctl.log');
+    // Records every call; `disable --now agentd.service` is accepted here, the rest goes to the sim.
+    await writeFile(
+      path.join(dir, 'systemctl'),
+      `#!/bin/sh\necho "$*" >> '${log}'\nif [ "$1" = disable ]; then exit 0; fi\nexec '${path.join(simBin, 'systemctl')}' "$@"\n`,
+    );
+    await chmod(path.join(dir, 'systemctl'), 0o755);
+    const r = await uninstall(
+      { root, pidFile: path.join(dir, 'agentd.pid'), pathFirst: dir },
+      '--systemd',
+      'yes',
+    );
+    expect(r.code, r.stderr).toBe(0);
+    const report = JSON.parse(r.stdout) as Report;
+    expect(step(report, 'disable-unit')).toMatchObject({
+      ok: true,
+      skipped: false,
+      detail: 'agentd.service disabled and stopped',
+    });
+    expect(step(report, 'daemon-reload')).toMatchObject({ ok: true, skipped: false });
+    expect((await readFile(log, 'utf8')).trim().split('\n')).toEqual([
+      'disable --now agentd.service',
+      'daemon-reload',
+    ]);
+  });
+
+  it('a unit that is not installed is nothing to disable', async () => {
+    const dir = await makeTempDir();
+    await writeFile(
+      path.join(dir, 'systemctl'),
+      `#!/bin/sh\nif [ "$1" = disable ]; then echo "Failed to disable unit: Unit file agentd.service does not exist." >&2; exit 1; fi\nexit 0\n`,
+    );
+    await chmod(path.join(dir, 'systemctl'), 0o755);
+    const r = await uninstall(
+      { root: path.join(dir, 'root'), pidFile: path.join(dir, 'agentd.pid'), pathFirst: dir },
+      '--systemd',
+      'yes',
+    );
+    expect(r.code, r.stderr).toBe(0);
+    expect(step(JSON.parse(r.stdout) as Report, 'disable-unit')).toMatchObject({
+      ok: true,
+      detail: 'agentd.service is not installed',
+    });
+  });
+});

@@ -1,0 +1,103 @@
+import { spawnSync } from 'node:child_process';
+import { PassThrough } from 'node:stream';
+import { describe, expect, it } from 'vitest';
+import { bashScript, fishScript, zshScript } from '../../../../src/cli/completion/scripts.js';
+import { completionNodes } from '../../../../src/cli/completion/spec.js';
+import { buildProgram } from '../../../../src/cli/program.js';
+
+const nullStream = (): NodeJS.WriteStream => new PassThrough() as unknown as NodeJS.WriteStream;
+const nodes = completionNodes(
+  buildProgram({ env: {}, cwd: '/', stdout: nullStream(), stderr: nullStream() }),
+);
+const has = (tool: string): boolean => spawnSync('sh', ['-c', `command -v ${tool}`]).status === 0;
+
+/** What bash completes for the words typed so far (the last one is being completed). */
+function bashComplete(...words: string[]): string[] {
+  const script = `${bashScript(nodes)}
+COMP_WORDS=(agentctl ${words.map((w) => `'${w}'`).join(' ')})
+COMP_CWORD=${words.length}
+_agentctl
+printf '%s\\n' "\${COMPREPLY[@]}"`;
+  const r = spawnSync('bash', ['--norc', '--noprofile', '-c', script], { encoding: 'utf8' });
+  expect(r.stderr).toBe('');
+  return r.stdout.split('\n').filter(Boolean);
+}
+
+describe('completion spec', () => {
+  it('has every command path, with global options inherited and own options winning', () => {
+    const paths = nodes.map((n) => n.path);
+    expect(paths).toEqual(
+      expect.arrayContaining([
+        '',
+        'status',
+        'update',
+        'drain',
+        'ops',
+        'ops list',
+        'ops wait',
+        'config show',
+        'completion',
+      ]),
+    );
+    const drain = nodes.find((n) => n.path === 'drain');
+    const timeouts = drain?.options.filter((o) => o.names.includes('--timeout'));
+    expect(timeouts).toHaveLength(1);
+    expect(timeouts?.[0]?.description).toContain('evicting');
+    expect(nodes.find((n) => n.path === 'completion')?.argumentChoices).toEqual(['bash', 'zsh', 'fish']);
+    // Hidden options are not offered.
+    expect(nodes.find((n) => n.path === 'uninstall')?.options.flatMap((o) => o.names)).not.toContain(
+      '--systemd',
+    );
+  });
+});
+
+describe('bash completion', () => {
+  it('completes commands, subcommands, options and choices', () => {
+    expect(bashComplete('up')).toEqual(['update']);
+    expect(bashComplete('ops', '')).toEqual(expect.arrayContaining(['list', 'get', 'wait', 'cancel']));
+    expect(bashComplete('ops', 'list', '--st')).toEqual(['--state']);
+    expect(bashComplete('ops', 'list', '--state', 'ro')).toEqual(['rolled_back']);
+    expect(bashComplete('completion', '')).toEqual(['bash', 'zsh', 'fish']);
+    expect(bashComplete('update', '--dr')).toEqual(['--drain', '--dry-run']);
+  });
+
+  it('skips option values when finding the command', () => {
+    expect(bashComplete('--socket', '/tmp/x.sock', 'sta')).toEqual(['status']);
+    expect(bashComplete('--timeout', '5s', 'ops', 'ca')).toEqual(['cancel']);
+  });
+
+  it('offers global options after a command too', () => {
+    expect(bashComplete('status', '--js')).toEqual(['--json']);
+  });
+});
+
+describe('zsh and fish scripts', () => {
+  it('zsh: a #compdef function using the same tables', () => {
+    const script = zshScript(nodes);
+    expect(script.startsWith('#compdef agentctl\n')).toBe(true);
+    expect(script).toContain(
+      "'ops list|--state') echo 'pending running succeeded failed rolled_back cancelled interrupted' ;;",
+    );
+    expect(script).toContain("'update:start an update");
+  });
+
+  it.skipIf(!has('zsh'))('zsh parses it', () => {
+    const r = spawnSync('zsh', ['-n'], { input: zshScript(nodes), encoding: 'utf8' });
+    expect(r.stderr).toBe('');
+    expect(r.status).toBe(0);
+  });
+
+  it('fish: complete lines per command path', () => {
+    const script = fishScript(nodes);
+    expect(script).toContain(
+      "complete -c agentctl -f -n '__agentctl_at \\'ops\\'' -a 'list' -d 'operations, newest first'",
+    );
+    expect(script).toMatch(/-n '__agentctl_at \\'update\\'' -l config -r -F -d/);
+  });
+
+  it.skipIf(!has('fish'))('fish parses it', () => {
+    const r = spawnSync('fish', ['--no-execute'], { input: fishScript(nodes), encoding: 'utf8' });
+    expect(r.stderr).toBe('');
+    expect(r.status).toBe(0);
+  });
+});
