@@ -5,12 +5,10 @@ import { operationSchema } from '../schemas.js';
 
 export const updateParams = z
   .strictObject({
-    config: agentConfigSchema
-      .optional()
-      .meta({
-        description:
-          'A full agent config (PascalCase, as in the applied-config file). Replaces the applied one.',
-      }),
+    config: agentConfigSchema.optional().meta({
+      description:
+        'A full agent config (PascalCase, as in the applied-config file). Replaces the applied one.',
+    }),
     set: z
       .strictObject({
         kubernetesVersion: versionSchema.optional(),
@@ -30,14 +28,9 @@ export const updateParams = z
       .meta({ description: 'Cordon and drain the node before the switch-over; uncordon after.' }),
     dryRun: z.boolean().default(false).meta({ description: 'Return the plan; change nothing.' }),
     wait: z.boolean().default(false).meta({ description: 'Answer only when the operation has ended.' }),
-    idempotencyKey: z
-      .string()
-      .min(1)
-      .max(256)
-      .optional()
-      .meta({
-        description: 'An update with a key seen before returns that operation instead of starting a new one.',
-      }),
+    idempotencyKey: z.string().min(1).max(256).optional().meta({
+      description: 'An update with a key seen before returns that operation instead of starting a new one.',
+    }),
     reason: z
       .string()
       .max(1024)
