@@ -94,6 +94,23 @@ describe('Engine: one operation at a time', () => {
     await engine.waitOperation(a.value!.id, undefined);
   });
 
+  it('an update waiting for its end (wait: true) does not hold the admission: the next call is BUSY at once', async () => {
+    const { f, engine } = await joinedEngine();
+    const held = f.log.hold('stage kube2');
+    const waiting = engine.update({ ...to('1.35.0'), wait: true });
+    await held.reached;
+    const running = engine.status().operation;
+    expect(running).not.toBeNull();
+    // Before the fix this call queued behind the admission and then ran a second update.
+    await expect(engine.update(to('1.36.0'))).rejects.toMatchObject({
+      code: 'BUSY',
+      data: { operation: running!.id },
+    });
+    held.release();
+    expect((await waiting).state).toBe('succeeded');
+    expect(engine.listOperations({}).filter((o) => o.kind === 'update')).toHaveLength(2);
+  });
+
   it('reset while an update runs is BUSY; the next update after it ends runs', async () => {
     const { f, engine } = await joinedEngine();
     const held = f.log.hold('stage kube2');

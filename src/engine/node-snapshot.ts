@@ -1,0 +1,146 @@
+/**
+ * The engine's read side: what the node looks like now — the active machine (from the node
+ * state, else from a single applied config), each machine's state and kubelet, the applied
+ * config summary and warnings. Refreshed at start, after every operation and when it gets old;
+ * `status` is served from it, so polling never touches the host.
+ */
+import { stat } from 'node:fs/promises';
+import { describeError, isAgentError } from '../errors.js';
+import type { MachineManager } from '../host/machines.js';
+import type { HostPaths } from '../host/paths.js';
+import { MACHINE_NAMES, type Clock, type MachineName } from '../host/types.js';
+import type { Metrics } from '../metrics/metrics.js';
+import type { AppliedConfigRecord, AppliedConfigStore } from './applied-config-store.js';
+import { readNodeState } from './node-state.js';
+import type { MachineStatus, NodeStatus } from './operation.js';
+
+export interface NodeSnapshotOptions {
+  paths: HostPaths;
+  stateDir: string;
+  machines: Pick<MachineManager, 'inspect'>;
+  applied: AppliedConfigStore;
+  clock: Clock;
+  metrics: Metrics;
+  /** Warnings from elsewhere (startup recovery) added to every snapshot. */
+  extraWarnings?: () => string[];
+}
+
+export class NodeSnapshot {
+  readonly #o: NodeSnapshotOptions;
+  node: NodeStatus = { activeMachine: null, applied: null, machines: [], cordoned: null, warnings: [] };
+  /** The active machine's applied config as last read (unredacted), or null. */
+  activeRecord: AppliedConfigRecord | null = null;
+  /** Applied configs that exist but cannot be read (bad sidecar, bad JSON), by machine. */
+  unreadable = new Map<MachineName, unknown>();
+  /** Bumped by every refresh, so callers can tell a new snapshot from the old one. */
+  version = 0;
+  /** Clock time of the last refresh. */
+  readAt = 0;
+  #refreshing: Promise<void> | null = null;
+
+  constructor(options: NodeSnapshotOptions) {
+    this.#o = options;
+  }
+
+  /** Re-read the node. Concurrent callers share one refresh. */
+  refresh(): Promise<void> {
+    this.#refreshing ??= this.#read().finally(() => {
+      this.#refreshing = null;
+    });
+    return this.#refreshing;
+  }
+
+  /** Resolves when no refresh is under way (shutdown). */
+  async settled(): Promise<void> {
+    await this.#refreshing?.catch(() => undefined);
+  }
+
+  async #read(): Promise<void> {
+    const warnings: string[] = [];
+    const records = new Map<MachineName, AppliedConfigRecord>();
+    const unreadable = new Map<MachineName, unknown>();
+    for (const m of MACHINE_NAMES) {
+      try {
+        const rec = await this.#o.applied.read(m);
+        if (rec) {
+          records.set(m, rec);
+          if (!rec.verified) warnings.push(`${m}: applied config has no .sha256 sidecar`);
+        }
+      } catch (err) {
+        unreadable.set(m, err);
+        warnings.push(`${m}: ${isAgentError(err) ? `${err.code}: ` : ''}${describeError(err)}`);
+      }
+    }
+    let active: MachineName | null = null;
+    try {
+      // The node state (written at commit and by recovery) decides; only a node taken over
+      // from the upstream agent, with no state yet, is read from a single applied config.
+      const state = await readNodeState(this.#o.stateDir);
+      if (state) active = state.activeMachine;
+      else if (records.size === 1 && unreadable.size === 0) active = [...records.keys()][0] ?? null;
+      else if (records.size === 0 && unreadable.size === 1) active = [...unreadable.keys()][0] ?? null;
+      else if (records.size > 1)
+        warnings.push('both machines have applied configs and no journal says which is active');
+    } catch (err) {
+      warnings.push(`node state: ${describeError(err)}`);
+    }
+    const machines: MachineStatus[] = [];
+    for (const m of MACHINE_NAMES) {
+      try {
+        const info = await this.#o.machines.inspect(m);
+        machines.push({
+          name: m,
+          state: info.running ? 'running' : info.registered ? 'stopped' : await this.#presentOnDisk(m),
+          kubelet: info.kubelet,
+        });
+      } catch (err) {
+        warnings.push(`${m}: cannot inspect: ${describeError(err)}`);
+        machines.push({ name: m, state: await this.#presentOnDisk(m), kubelet: 'unknown' });
+      }
+    }
+    warnings.push(...(this.#o.extraWarnings?.() ?? []));
+    const rec = active ? (records.get(active) ?? null) : null;
+    this.unreadable = unreadable;
+    this.activeRecord = rec;
+    this.node = {
+      activeMachine: active,
+      applied: rec
+        ? { kubernetesVersion: rec.config.Cluster.Version, image: rec.config.OCIImage, hash: rec.hash }
+        : null,
+      machines,
+      cordoned: this.node.cordoned,
+      warnings,
+    };
+    this.readAt = this.#o.clock.now();
+    this.version += 1;
+    this.#publishMetrics();
+  }
+
+  async #presentOnDisk(m: MachineName): Promise<'stopped' | 'absent'> {
+    try {
+      await stat(this.#o.paths.machineDir(m));
+      return 'stopped';
+    } catch {
+      return 'absent';
+    }
+  }
+
+  #publishMetrics(): void {
+    const { metrics } = this.#o;
+    for (const m of MACHINE_NAMES)
+      metrics.activeMachine.set({ machine: m }, this.node.activeMachine === m ? 1 : 0);
+    metrics.appliedInfo.reset();
+    const rec = this.activeRecord;
+    if (rec) {
+      metrics.appliedInfo.set(
+        {
+          machine: rec.machine,
+          kubernetes_version: rec.config.Cluster.Version,
+          image: rec.config.OCIImage,
+          hash: rec.hash,
+        },
+        1,
+      );
+    }
+  }
+}

@@ -1,0 +1,273 @@
+/**
+ * The node's one operation slot: at most one mutating operation runs, a second is refused with
+ * BUSY naming it. Admission (validating a request and creating its operation) is itself
+ * exclusive: a call that arrives meanwhile waits for it instead of failing with a placeholder.
+ * The slot also launches operations, waits for them, cancels them and drains them at shutdown.
+ */
+import type { Logger } from 'pino';
+import {
+  BusyError,
+  CancelledError,
+  NotFoundError,
+  PreconditionFailedError,
+  describeError,
+} from '../errors.js';
+import type { Clock, MachineName } from '../host/types.js';
+import type { Metrics } from '../metrics/metrics.js';
+import type { EngineEvent, EventBus } from './events.js';
+import { FINAL_STATES, type Operation, type OperationKind } from './operation.js';
+import { OperationRecorder, toErrorInfo } from './operation-recorder.js';
+import { newOperationId, type OperationStore } from './operation-store.js';
+import type { UpdateOutcome } from './update.js';
+
+export interface OperationRequestInfo {
+  idempotencyKey?: string;
+  reason?: string;
+  requestedBy: string;
+}
+
+/** Runs an operation to its outcome; `onPointOfNoReturn` makes it non-cancellable. */
+export type OperationBody = (
+  rec: OperationRecorder,
+  signal: AbortSignal,
+  hooks: { onPointOfNoReturn: () => void },
+) => Promise<UpdateOutcome>;
+
+/** An operation that has been started: its first snapshot, and its end. */
+export interface Launched {
+  readonly snapshot: Operation;
+  readonly done: Promise<Operation>;
+}
+
+function isLaunched(v: Operation | Launched): v is Launched {
+  return 'done' in v && 'snapshot' in v;
+}
+
+interface Running {
+  rec: OperationRecorder;
+  controller: AbortController;
+  done: Promise<Operation>;
+  /** False once the operation passed its point of no return (the source is stopping). */
+  cancellable: boolean;
+}
+
+export interface OperationSlotOptions {
+  store: OperationStore;
+  events: EventBus;
+  metrics: Metrics;
+  logger: Logger;
+  clock: Clock;
+  /** Called after every operation ends (the engine re-reads the node). */
+  afterOperation: () => Promise<void>;
+}
+
+export class OperationSlot {
+  readonly #o: OperationSlotOptions;
+  #running: Running | null = null;
+  #admittingFlag = false;
+  /**
+   * Resolves when the admission under way ends. Callers re-check after every wake-up, and
+   * nothing awaits between their last check and taking the admission, so two never both admit.
+   */
+  #admissionEnded: Promise<void> = Promise.resolve();
+  #endAdmission: () => void = () => undefined;
+
+  constructor(options: OperationSlotOptions) {
+    this.#o = options;
+  }
+
+  /** The running operation, if any. */
+  get current(): Operation | null {
+    return this.#running?.rec.op ?? null;
+  }
+
+  get(id: string): Operation {
+    const op = this.#running?.rec.op.id === id ? this.#running.rec.op : this.#o.store.get(id);
+    if (!op) throw new NotFoundError(`operation ${id}`);
+    return op;
+  }
+
+  findIdempotent(key: string): Operation | undefined {
+    if (this.#running?.rec.op.idempotencyKey === key) return this.#running.rec.op;
+    return this.#o.store.findByIdempotencyKey(key);
+  }
+
+  /**
+   * Admit one mutating request: wait out another admission, refuse with BUSY while an operation
+   * runs, then run `fn` holding the admission. `fn` usually ends by launching an operation.
+   */
+  async admit(
+    fn: () => Promise<Operation | Launched>,
+    wait?: boolean,
+    before?: () => Operation | Promise<Operation> | undefined,
+  ): Promise<Operation> {
+    // Re-checked after every wake-up; nothing awaits between the last check and taking the
+    // admission, so two callers never both admit.
+    while (this.#admittingFlag) await this.#admissionEnded;
+    // `before` answers without an operation of its own (an idempotent replay); synchronous.
+    const early = before?.();
+    if (early !== undefined) return early;
+    const running = this.#running;
+    if (running) throw new BusyError(running.rec.op.id, running.rec.op.kind);
+    this.#setAdmitting(true);
+    let out: Operation | Launched;
+    try {
+      out = await fn();
+    } finally {
+      this.#setAdmitting(false);
+    }
+    if (!isLaunched(out)) return out;
+    return wait ? out.done : out.snapshot;
+  }
+
+  #setAdmitting(on: boolean): void {
+    if (on === this.#admittingFlag) return;
+    this.#admittingFlag = on;
+    if (on) this.#admissionEnded = new Promise((resolve) => (this.#endAdmission = resolve));
+    else this.#endAdmission();
+  }
+
+  /** A new operation record (pending, every phase pending). */
+  create(
+    kind: OperationKind,
+    req: OperationRequestInfo,
+    from: MachineName | null,
+    to: MachineName | null,
+    phases: readonly string[],
+  ): Operation {
+    const now = this.#o.clock.now();
+    return {
+      id: newOperationId(now),
+      kind,
+      state: 'pending',
+      reason: req.reason ?? null,
+      requestedBy: req.requestedBy,
+      idempotencyKey: req.idempotencyKey ?? null,
+      createdAt: new Date(now).toISOString(),
+      startedAt: null,
+      finishedAt: null,
+      from,
+      to,
+      phases: phases.map((name) => ({
+        name,
+        state: 'pending',
+        startedAt: null,
+        finishedAt: null,
+        error: null,
+      })),
+      result: null,
+      error: null,
+    };
+  }
+
+  recorder(op: Operation): OperationRecorder {
+    const o = this.#o;
+    return new OperationRecorder(op, {
+      store: o.store,
+      events: o.events,
+      metrics: o.metrics,
+      logger: o.logger,
+      clock: o.clock,
+    });
+  }
+
+  /** Start `body` as the running operation (call it inside `admit`). */
+  async launch(op: Operation, body: OperationBody, cancellable = true): Promise<Launched> {
+    const rec = this.recorder(op);
+    const controller = new AbortController();
+    const running: Running = { rec, controller, done: Promise.resolve(op), cancellable };
+    this.#running = running;
+    await this.#o.store.save(op);
+    running.done = (async () => {
+      let outcome: UpdateOutcome;
+      try {
+        outcome = await body(rec, controller.signal, {
+          onPointOfNoReturn: () => (running.cancellable = false),
+        });
+      } catch (err) {
+        rec.logger.error({ err: describeError(err) }, 'operation crashed');
+        outcome = { state: 'failed', result: op.result ?? {}, error: err };
+      }
+      try {
+        await rec.finish(outcome.state, { ...(op.result ?? {}), ...outcome.result }, outcome.error);
+      } catch (err) {
+        rec.logger.error({ err: describeError(err) }, 'could not record the end of the operation');
+        op.error ??= toErrorInfo(err);
+      }
+      this.#running = null;
+      await this.#o
+        .afterOperation()
+        .catch((err: unknown) => rec.logger.warn({ err: describeError(err) }, 'refreshing the node'));
+      return op;
+    })();
+    return { snapshot: structuredClone(op), done: running.done };
+  }
+
+  /** The operation once it ends, or as it is when `timeoutMs` passes. */
+  async wait(id: string, timeoutMs: number | undefined): Promise<Operation> {
+    const op = this.get(id);
+    const running = this.#running;
+    if (FINAL_STATES.has(op.state) || !running || running.rec.op.id !== id) return op;
+    if (timeoutMs === undefined) return running.done;
+    // The timeout runs on the injected clock; it is aborted as soon as the operation ends.
+    const stop = new AbortController();
+    const timeout = this.#o.clock.sleep(timeoutMs, stop.signal).then(
+      () => structuredClone(running.rec.op),
+      () => running.done,
+    );
+    try {
+      return await Promise.race([running.done, timeout]);
+    } finally {
+      stop.abort();
+    }
+  }
+
+  /** Cancel the running operation before its point of no return; it then undoes what it did. */
+  cancel(id: string): Operation {
+    const op = this.get(id);
+    const running = this.#running;
+    if (FINAL_STATES.has(op.state) || !running || running.rec.op.id !== id) {
+      throw new PreconditionFailedError(`operation ${id} already ended (${op.state})`, {
+        data: { state: op.state },
+      });
+    }
+    if (!running.cancellable) {
+      throw new PreconditionFailedError(
+        `operation ${id} is past its point of no return (the switch-over has begun); it can no longer be cancelled`,
+        { data: { phase: op.phases.find((p) => p.state === 'running')?.name ?? null } },
+      );
+    }
+    running.controller.abort(new CancelledError(`operation ${id}`));
+    return op;
+  }
+
+  /** Events a new follower of `/v1/events` gets first: the state of the operation it follows. */
+  currentEvents(filter: string | null): EngineEvent[] {
+    const running = this.#running?.rec.op;
+    const op = filter ? (running?.id === filter ? running : this.#o.store.get(filter)) : running;
+    return op ? [{ type: 'operation', operation: structuredClone(op) }] : [];
+  }
+
+  /**
+   * Shutdown: an operation before its point of no return is cancelled (it undoes its work, a safe
+   * point); one past it gets up to `graceMs` to finish. What does not finish is left to recovery.
+   */
+  async drain(graceMs: number): Promise<void> {
+    const running = this.#running;
+    if (!running) return;
+    if (running.cancellable) running.controller.abort(new CancelledError('agentd is shutting down'));
+    // Wall time on purpose: the grace is how long the process may take to exit.
+    let timer: NodeJS.Timeout | undefined;
+    await Promise.race([
+      running.done.catch(() => undefined),
+      new Promise<void>((resolve) => (timer = setTimeout(resolve, graceMs))),
+    ]);
+    clearTimeout(timer);
+    if (this.#running) {
+      this.#o.logger.warn(
+        { operation: running.rec.op.id },
+        'shutdown grace over; recovery will finish the operation',
+      );
+    }
+  }
+}
