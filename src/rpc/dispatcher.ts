@@ -7,6 +7,7 @@
 import {
   JSONRPCServer,
   createJSONRPCErrorResponse,
+  createJSONRPCSuccessResponse,
   type JSONRPCRequest,
   type JSONRPCResponse,
   type JSONRPCID,
@@ -38,6 +39,11 @@ export interface Dispatcher {
   handle(body: unknown, caller: string): Promise<RpcResponse>;
   /** Dispatch raw text; invalid JSON answers a parse error. */
   handleText(text: string, caller: string): Promise<RpcResponse>;
+}
+
+interface ReadCache {
+  key: string | null;
+  result: RawJson | null;
 }
 
 function isEmptyObject(v: unknown): boolean {
@@ -108,11 +114,16 @@ export function createDispatcher(options: DispatcherOptions): Dispatcher {
           },
         );
 
+  // Cached reads by method name (see `cacheKey`), shared with the fast path in `single`.
+  const readCaches = new Map<string, { cacheKey: (services: RpcServices) => string; cache: ReadCache }>();
   for (const method of options.methods) {
     // Most calls carry no params: validate `{}` once, up front, and reuse the frozen result.
     const empty = method.params.safeParse({});
     const emptyParams: unknown = empty.success ? Object.freeze(empty.data) : undefined;
-    let cached: { key: string; result: RawJson } | null = null;
+    const cache: ReadCache = { key: null, result: null };
+    if (method.cacheKey && !method.mutating && emptyParams !== undefined) {
+      readCaches.set(method.name, { cacheKey: method.cacheKey, cache });
+    }
     server.addMethod(method.name, async (rawParams: unknown, ctx: CallContext) => {
       if (Array.isArray(rawParams)) {
         throw new InvalidParamsError(
@@ -127,9 +138,10 @@ export function createDispatcher(options: DispatcherOptions): Dispatcher {
       ) {
         if (!method.cacheKey) return method.handler(emptyParams, ctx);
         const key = method.cacheKey(ctx.services);
-        if (cached?.key === key) return cached.result;
+        if (cache.key === key && cache.result) return cache.result;
         const result = new RawJson(JSON.stringify(await method.handler(emptyParams, ctx)));
-        cached = { key, result };
+        cache.key = key;
+        cache.result = result;
         return result;
       }
       const parsed = method.params.safeParse(rawParams ?? {});
@@ -170,11 +182,28 @@ export function createDispatcher(options: DispatcherOptions): Dispatcher {
   };
   const logCalls = logger.isLevelEnabled('info');
 
-  async function single(member: unknown, ctx: CallContext): Promise<JSONRPCResponse | null> {
-    const started = now();
-    const bad = screen(member);
-    const request = member as JSONRPCRequest;
-    const response = bad ?? (await server.receive(request, ctx));
+  /**
+   * The polled read (`status`) whose cached answer is still current is answered here, without
+   * JSONRPCServer's promise chain: measured, that chain was most of the per-call cost of a
+   * status poll. Anything else — a stale cache, params, a notification — goes the full way.
+   */
+  function cachedRead(request: JSONRPCRequest, ctx: CallContext): JSONRPCResponse | null {
+    if (request.id === undefined) return null;
+    const entry = readCaches.get(request.method);
+    if (!entry || !(request.params === undefined || isEmptyObject(request.params))) return null;
+    const { cache } = entry;
+    if (cache.result === null || cache.key !== entry.cacheKey(ctx.services)) return null;
+    return createJSONRPCSuccessResponse(request.id, cache.result);
+  }
+
+  /** Count, time and log one call. */
+  function record(
+    request: JSONRPCRequest,
+    bad: boolean,
+    response: JSONRPCResponse | null,
+    ctx: CallContext,
+    started: number,
+  ): void {
     const method = bad ? '(invalid)' : known.has(request.method) ? request.method : '(unknown)';
     const code = response && 'error' in response && response.error ? wireCodeOf(response.error) : 'ok';
     const seconds = (now() - started) / 1000;
@@ -186,29 +215,55 @@ export function createDispatcher(options: DispatcherOptions): Dispatcher {
         'rpc',
       );
     }
-    return response;
   }
 
-  const handle = async (body: unknown, caller: string): Promise<RpcResponse> => {
+  /** One call; answered synchronously when it is invalid or a current cached read. */
+  function single(
+    member: unknown,
+    ctx: CallContext,
+  ): JSONRPCResponse | null | Promise<JSONRPCResponse | null> {
+    const started = now();
+    const bad = screen(member);
+    const request = member as JSONRPCRequest;
+    const quick = bad ?? cachedRead(request, ctx);
+    if (quick !== null) {
+      record(request, bad !== null, quick, ctx, started);
+      return quick;
+    }
+    return Promise.resolve(server.receive(request, ctx)).then((response) => {
+      record(request, false, response, ctx, started);
+      return response;
+    });
+  }
+
+  const handleAny = (body: unknown, caller: string): RpcResponse | Promise<RpcResponse> => {
     const ctx: CallContext = { caller, services: options.services };
     if (Array.isArray(body)) {
-      if (body.length === 0) return errorResponse(null, 'INVALID_REQUEST', 'invalid request: empty batch');
-      const responses = (await Promise.all(body.map((m) => single(m, ctx)))).filter(
-        (r): r is JSONRPCResponse => r !== null,
-      );
-      return responses.length === 0 ? null : responses;
+      return handleBatch(body, ctx);
     }
     return single(body, ctx);
   };
 
+  const handleBatch = async (body: unknown[], ctx: CallContext): Promise<RpcResponse> => {
+    if (body.length === 0) return errorResponse(null, 'INVALID_REQUEST', 'invalid request: empty batch');
+    const responses = (await Promise.all(body.map((m) => single(m, ctx)))).filter(
+      (r): r is JSONRPCResponse => r !== null,
+    );
+    return responses.length === 0 ? null : responses;
+  };
+
+  // The public face is promise-based; a synchronous answer is wrapped once, here.
+  const handle = (body: unknown, caller: string): Promise<RpcResponse> =>
+    Promise.resolve(handleAny(body, caller));
+
   return {
     handle,
-    async handleText(text, caller) {
+    handleText(text, caller) {
       let body: unknown;
       try {
         body = JSON.parse(text);
       } catch (err) {
-        return errorResponse(null, 'PARSE_ERROR', `parse error: ${(err as Error).message}`);
+        return Promise.resolve(errorResponse(null, 'PARSE_ERROR', `parse error: ${(err as Error).message}`));
       }
       return handle(body, caller);
     },

@@ -31,5 +31,7 @@ export interface RpcServices {
   engine: Engine;
   daemonInfo(): DaemonInfo;
   watcherStatus(): WatcherStatus | null;
+  /** A cheap key that changes whenever `watcherStatus()` would (for the status cache). */
+  watcherStatusKey?(): string;
   openrpc(): Record<string, unknown>;
 }

@@ -131,6 +131,7 @@ export async function startDaemon(config: DaemonConfig, deps: DaemonDeps): Promi
       engine,
       daemonInfo: info,
       watcherStatus,
+      watcherStatusKey: () => kubeWiring.watcherStatusKey(), // [kube-wiring]
       openrpc: () => (openrpc ??= buildOpenRpcDocument(METHOD_LIST, VERSION)),
     };
     const dispatcher = createDispatcher({

@@ -54,6 +54,8 @@ export interface KubeWiring {
   /** After ready: start the watcher when it should run; look again whenever an operation ends. */
   start(dispatcher: Pick<Dispatcher, 'handle'>): void;
   watcherStatus(): WatcherStatus;
+  /** Changes whenever `watcherStatus()` would answer differently (cheap: no serialization). */
+  watcherStatusKey(): string;
   /** Stop the watcher (shutdown step 2): it issues no new calls afterwards. */
   stop(): Promise<void>;
 }
@@ -282,6 +284,9 @@ export function createKubeWiring(o: KubeWiringOptions): KubeWiring {
           recheck();
       });
       recheck();
+    },
+    watcherStatusKey() {
+      return watcher !== null ? `on:${watcher.statusKey()}` : `off:${reason ?? ''}:${machineName() ?? ''}`;
     },
     watcherStatus() {
       if (watcher !== null) return watcher.status();

@@ -12,6 +12,7 @@ export class WatcherState {
   #lastReconcileAt: string | null = null;
   #lastError: string | null = null;
   #lastErrorCode: string | null = null;
+  #version = 0;
 
   constructor(machineName: string, clock: Clock) {
     this.#machineName = machineName;
@@ -23,21 +24,25 @@ export class WatcherState {
   }
 
   setConnected(connected: boolean): void {
+    this.#version += 1;
     this.#connected = connected;
     if (connected) this.clearError();
   }
 
   event(): void {
+    this.#version += 1;
     this.#lastEventAt = this.#now();
   }
 
   reconciled(): void {
+    this.#version += 1;
     this.#lastReconcileAt = this.#now();
     this.clearError();
   }
 
   /** Record an error: an AgentError (watch, registration) or an RpcError (a call the API refused). */
   error(err: unknown): void {
+    this.#version += 1;
     this.#lastError = describeError(err);
     if (isAgentError(err)) this.#lastErrorCode = err.code;
     else if (err instanceof RpcError) this.#lastErrorCode = err.appCode;
@@ -45,8 +50,14 @@ export class WatcherState {
   }
 
   clearError(): void {
+    this.#version += 1;
     this.#lastError = null;
     this.#lastErrorCode = null;
+  }
+
+  /** Changes whenever the snapshot would (status caches its answer on it). */
+  get version(): number {
+    return this.#version;
   }
 
   get connected(): boolean {

@@ -52,6 +52,8 @@ export interface MachineWatcher {
   /** Stop watching and reconciling; an update it is waiting for is left to the engine. */
   stop(): Promise<void>;
   status(): WatcherStatus;
+  /** A key that changes whenever `status()` would answer differently. */
+  statusKey(): string;
 }
 
 export function createMachineWatcher(o: MachineWatcherOptions): MachineWatcher {
@@ -140,5 +142,6 @@ export function createMachineWatcher(o: MachineWatcherOptions): MachineWatcher {
       logger.info('Machine watcher stopped');
     },
     status: () => state.snapshot(),
+    statusKey: () => String(state.version),
   };
 }

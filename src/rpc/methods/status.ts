@@ -43,7 +43,7 @@ export const status = defineMethod({
   result: statusResult,
   // Polled by scripts and monitoring: the answer is serialized once per change of any part.
   cacheKey: (services) =>
-    `${services.engine.statusKey()}|${services.daemonInfo().state}|${JSON.stringify(services.watcherStatus())}`,
+    `${services.engine.statusKey()}|${services.daemonInfo().state}|${services.watcherStatusKey?.() ?? JSON.stringify(services.watcherStatus())}`,
   handler: async (_params, { services }) => {
     const engine = services.engine.status();
     return {
