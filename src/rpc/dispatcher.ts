@@ -46,8 +46,9 @@ interface ReadCache {
   result: RawJson | null;
 }
 
+/** `{}` — not an array: positional params (`[]`) are refused, never taken as "no params". */
 function isEmptyObject(v: unknown): boolean {
-  if (typeof v !== 'object' || v === null) return false;
+  if (typeof v !== 'object' || v === null || Array.isArray(v)) return false;
   for (const _ in v) return false;
   return true;
 }

@@ -417,3 +417,58 @@ describe('dispatcher: metrics and logs', () => {
     expect(lines[0]).toMatchObject({ rpc: 'test.missing', code: 'NOT_FOUND', caller: 'agentctl' });
   });
 });
+
+describe('cached reads (methods with a cacheKey)', () => {
+  function cachedSetup() {
+    let key = 'k1';
+    let computed = 0;
+    const polled = defineMethod({
+      name: 'polled',
+      summary: 'a polled read',
+      description: 'cached on a key',
+      mutating: false,
+      errors: [],
+      params: z.strictObject({}),
+      result: z.object({ n: z.number() }),
+      cacheKey: () => key,
+      handler: async () => ({ n: ++computed }),
+    });
+    const metrics = createMetrics({ version: 'test', collectDefaults: false });
+    const dispatcher = createDispatcher({
+      methods: [polled] as unknown as readonly MethodDescriptor[],
+      services: {
+        engine: {} as unknown as Engine,
+        daemonInfo: () => ({ version: 'test', pid: 1, startedAt: '2026-01-01T00:00:00Z', state: 'ready' }),
+        watcherStatus: () => null,
+        openrpc: () => ({}),
+      },
+      metrics,
+      logger: pino({ level: 'silent' }),
+      isDraining: () => false,
+      isReady: () => true,
+    });
+    const text = async (body: unknown): Promise<Resp> =>
+      JSON.parse(JSON.stringify(await dispatcher.handle(body, 'test'))) as Resp;
+    return { text, metrics, setKey: (k: string) => (key = k), computed: () => computed };
+  }
+
+  it('computes once per key and answers the same result while the key holds', async () => {
+    const h = cachedSetup();
+    expect((await h.text({ jsonrpc: '2.0', id: 1, method: 'polled' })).result).toEqual({ n: 1 });
+    expect((await h.text({ jsonrpc: '2.0', id: 2, method: 'polled', params: {} })).result).toEqual({ n: 1 });
+    expect(h.computed()).toBe(1);
+    h.setKey('k2');
+    expect((await h.text({ jsonrpc: '2.0', id: 3, method: 'polled' })).result).toEqual({ n: 2 });
+    expect(await counter(h.metrics, 'polled', 'ok')).toBe(3);
+  });
+
+  it('never serves the cache for positional params, unknown params or notifications', async () => {
+    const h = cachedSetup();
+    await h.text({ jsonrpc: '2.0', id: 1, method: 'polled' });
+    expect((await h.text({ jsonrpc: '2.0', id: 2, method: 'polled', params: [] })).error?.code).toBe(-32602);
+    expect((await h.text({ jsonrpc: '2.0', id: 3, method: 'polled', params: { x: 1 } })).error?.code).toBe(
+      -32602,
+    );
+    expect(await h.text({ jsonrpc: '2.0', method: 'polled' })).toBeNull();
+  });
+});
