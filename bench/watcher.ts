@@ -55,6 +55,8 @@ function benchEngine(onUpdate: () => void): Engine {
   const now = (): string => new Date().toISOString();
   const engine = {
     status: () => ({ node: {}, operation: null, lastOperation: null }),
+    // The status method caches on this key: change it with every update the bench makes.
+    statusKey: () => String(n),
     appliedConfig: async () => ({
       machine: 'kube1',
       hash: 'h',
