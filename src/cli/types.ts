@@ -19,17 +19,5 @@ export function isFinal(op: { state: string }): boolean {
   return FINAL_STATES.has(op.state);
 }
 
-/** An event of `GET /v1/events`, as sent (the engine's `EngineEvent`). */
-export type StreamEvent =
-  | { type: 'operation'; operation: Operation }
-  | { type: 'phase'; operationId: string; phase: string; state: Phase['state']; at: string; error?: string }
-  | {
-      type: 'progress';
-      operationId: string;
-      phase: string;
-      task: string;
-      message?: string;
-      bytes?: number;
-      totalBytes?: number;
-      at: string;
-    };
+/** An event of `GET /v1/events`, as sent. */
+export type { StreamEvent } from '../rpc/events.js';

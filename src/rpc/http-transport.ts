@@ -26,7 +26,8 @@ export interface HttpRequestOptions {
   headers?: Record<string, string>;
 }
 
-function classify(socketPath: string, err: NodeJS.ErrnoException): DaemonUnreachableError {
+/** Why a connection to the socket failed, as a DaemonUnreachableError (for the hint). */
+export function unreachableError(socketPath: string, err: NodeJS.ErrnoException): DaemonUnreachableError {
   const reason =
     err.code === 'ENOENT'
       ? 'missing'
@@ -71,7 +72,7 @@ export function requestOverSocket(
       });
     }
     req.on('error', (err: NodeJS.ErrnoException) =>
-      reject(err instanceof DaemonUnreachableError ? err : classify(o.socketPath, err)),
+      reject(err instanceof DaemonUnreachableError ? err : unreachableError(o.socketPath, err)),
     );
     req.end(o.body);
   });

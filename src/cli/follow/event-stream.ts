@@ -3,7 +3,7 @@
  * of the daemon's operation events, closed by the caller or by the daemon.
  */
 import http from 'node:http';
-import { DaemonUnreachableError } from '../../rpc/http-transport.js';
+import { unreachableError } from '../../rpc/http-transport.js';
 import type { StreamEvent } from '../types.js';
 import { createSseParser } from './sse-parser.js';
 
@@ -23,18 +23,6 @@ export interface EventStream extends AsyncIterable<StreamEvent> {
 /** Open a stream; the signature the follower takes, so tests can feed events without a daemon. */
 export type OpenEventStream = (operationId: string) => Promise<EventStream>;
 
-function unreachable(socketPath: string, err: NodeJS.ErrnoException): DaemonUnreachableError {
-  const reason =
-    err.code === 'ENOENT'
-      ? 'missing'
-      : err.code === 'ECONNREFUSED'
-        ? 'refused'
-        : err.code === 'EACCES'
-          ? 'permission'
-          : 'other';
-  return new DaemonUnreachableError(socketPath, reason, err.message);
-}
-
 /** Open `GET /v1/events?operation=<id>` on the socket; resolves once the daemon has answered 200. */
 export function openEventStream(socketPath: string, operationId: string): Promise<EventStream> {
   return new Promise((resolve, reject) => {
@@ -44,7 +32,7 @@ export function openEventStream(socketPath: string, operationId: string): Promis
       path: `/v1/events?operation=${encodeURIComponent(operationId)}`,
       headers: { accept: 'text/event-stream', 'x-agentd-caller': 'agentctl' },
     });
-    req.on('error', (err: NodeJS.ErrnoException) => reject(unreachable(socketPath, err)));
+    req.on('error', (err: NodeJS.ErrnoException) => reject(unreachableError(socketPath, err)));
     req.on('response', (res) => {
       if (res.statusCode !== 200) {
         res.resume();
