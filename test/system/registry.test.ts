@@ -3,36 +3,26 @@
  * skopeo, then pull it with `pullImage`: proves the puller against a registry it did not write.
  * Skipped when docker-registry or skopeo is missing, unless AGENTD_REQUIRE_SYSTEM_TESTS=1.
  */
-import { spawn, spawnSync } from 'node:child_process';
-import type { ChildProcess } from 'node:child_process';
-import { createServer } from 'node:net';
-import type { AddressInfo } from 'node:net';
 import { mkdir, mkdtemp, readFile, readdir, readlink, rm, stat, writeFile } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
-import { setTimeout as delay } from 'node:timers/promises';
-import { request } from 'undici';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { pullImage, resolveImage } from '../../src/provision/oci/index.js';
 import { createOciImage, writeOciLayout } from '../../src/sim/mirror/oci-image.js';
+import {
+  REGISTRY_BIN,
+  hasTool,
+  skopeoPush,
+  startDockerRegistry,
+  type RealRegistry,
+} from '../support/provision-fixtures.js';
 
-const REGISTRY_BIN = '/usr/bin/docker-registry';
-const hasTool = (cmd: string): boolean => spawnSync('sh', ['-c', `command -v ${cmd}`]).status === 0;
 const available = hasTool(REGISTRY_BIN) && hasTool('skopeo');
 const required = process.env.AGENTD_REQUIRE_SYSTEM_TESTS === '1';
 
-async function freePort(): Promise<number> {
-  const srv = createServer();
-  await new Promise<void>((resolve) => srv.listen(0, '127.0.0.1', resolve));
-  const { port } = srv.address() as AddressInfo;
-  await new Promise<void>((resolve) => srv.close(() => resolve()));
-  return port;
-}
-
 describe.skipIf(!available && !required)('pull from a real registry (docker-registry + skopeo)', () => {
   let dir: string;
-  let registry: ChildProcess | undefined;
-  let registryLog = '';
+  let registry: RealRegistry | undefined;
   let host: string;
   const image = createOciImage({
     extraFiles: [
@@ -46,66 +36,15 @@ describe.skipIf(!available && !required)('pull from a real registry (docker-regi
     if (!available)
       throw new Error('AGENTD_REQUIRE_SYSTEM_TESTS=1 but docker-registry or skopeo is not installed');
     dir = await mkdtemp(path.join(os.tmpdir(), 'agentd-registry-'));
-    const port = await freePort();
-    host = `127.0.0.1:${port}`;
-    const config = path.join(dir, 'config.yml');
-    await writeFile(
-      config,
-      [
-        'version: 0.1',
-        'log:',
-        '  level: warn',
-        'storage:',
-        '  filesystem:',
-        `    rootdirectory: ${path.join(dir, 'storage')}`,
-        'http:',
-        `  addr: ${host}`,
-        '',
-      ].join('\n'),
-    );
-    registry = spawn(REGISTRY_BIN, ['serve', config], { stdio: ['ignore', 'pipe', 'pipe'] });
-    registry.stdout?.on('data', (b: Buffer) => (registryLog += b.toString()));
-    registry.stderr?.on('data', (b: Buffer) => (registryLog += b.toString()));
-    // a real process starts in real time: poll /v2/ (bounded) until it answers
-    for (let i = 0; ; i++) {
-      const ok = await request(`http://${host}/v2/`)
-        .then(async (res) => {
-          await res.body.dump();
-          return res.statusCode === 200;
-        })
-        .catch(() => false);
-      if (ok) break;
-      if (i > 100 || registry.exitCode !== null)
-        throw new Error(`docker-registry did not come up:\n${registryLog}`);
-      await delay(100);
-    }
+    registry = await startDockerRegistry(dir);
+    host = registry.host;
     const layout = path.join(dir, 'layout');
     await writeOciLayout(layout, image, { tag: 'v1' });
-    const policy = path.join(dir, 'policy.json');
-    await writeFile(policy, JSON.stringify({ default: [{ type: 'insecureAcceptAnything' }] }));
-    const copy = spawnSync(
-      'skopeo',
-      [
-        '--policy',
-        policy,
-        'copy',
-        '--all',
-        '--dest-tls-verify=false',
-        `oci:${layout}:v1`,
-        `docker://${host}/agentd/rootfs:v1`,
-      ],
-      { encoding: 'utf8', env: { ...process.env, HOME: dir, XDG_RUNTIME_DIR: dir }, timeout: 60_000 },
-    );
-    if (copy.status !== 0)
-      throw new Error(`skopeo copy failed (${copy.status}): ${copy.stderr}\n${registryLog}`);
+    await skopeoPush(dir, layout, 'v1', `${host}/agentd/rootfs:v1`);
   });
 
   afterAll(async () => {
-    if (registry && registry.exitCode === null) {
-      const exited = new Promise((resolve) => registry?.once('exit', resolve));
-      registry.kill('SIGTERM');
-      await exited;
-    }
+    await registry?.stop();
     if (dir) await rm(dir, { recursive: true, force: true });
   });
 
