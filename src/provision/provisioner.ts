@@ -8,12 +8,12 @@ import type { Logger } from 'pino';
 import { UnsupportedError, describeError } from '../errors.js';
 import type { AgentConfig } from '../engine/agent-config.js';
 import type { PreflightCheck, Provisioner, ProvisionResult } from '../engine/provisioner.js';
-import type { TaskContext } from '../engine/tasks.js';
+import { parallel, runTask, serial, task, type TaskContext } from '../engine/tasks.js';
 import { failpoint } from '../host/failpoints.js';
 import type { HostPaths } from '../host/paths.js';
 import type { Clock } from '../host/types.js';
 import type { Metrics } from '../metrics/metrics.js';
-import { checkArtifacts, installArtifacts } from './artifacts/index.js';
+import { checkArtifacts, installArtifacts, type InstallArtifactsResult } from './artifacts/index.js';
 import type { OpenWrite } from './artifacts/types.js';
 import {
   nspawnFileList,
@@ -24,7 +24,7 @@ import {
   writeOsFiles,
   writeStagingFiles,
 } from './files/index.js';
-import { pullImage, resolveImage } from './oci/index.js';
+import { pullImage, resolveImage, type PullImageResult } from './oci/index.js';
 
 export type Arch = 'amd64' | 'arm64';
 
@@ -106,41 +106,61 @@ export function createProvisioner(o: ProvisionerOptions): Provisioner {
       const rootfs = o.paths.machineDir(m);
       // The machines directory is created here (0700, as systemd makes it), never by preflight.
       await mkdir(o.paths.machinesDir, { recursive: true, mode: 0o700 });
-      const image = await pullImage(config.OCIImage, rootfs, {
-        arch,
-        cacheDir: imageCache,
-        signal: ctx.signal,
-        logger: ctx.logger,
-        clock: o.clock,
-        progress: ctx.progress,
-      });
-      o.metrics.downloadBytes.inc({ kind: 'image' }, image.downloadedBytes);
-      failpoint('update.provision.mid');
-      const artifacts = await installArtifacts(config, rootfs, {
-        arch,
-        cacheDir: artifactCache,
-        signal: ctx.signal,
-        logger: ctx.logger,
-        clock: o.clock,
-        progress: ctx.progress,
-        ...(o.openWrite ? { openWrite: o.openWrite } : {}),
-      });
-      o.metrics.downloadBytes.inc({ kind: 'artifact' }, artifacts.downloadedBytes);
-      o.metrics.downloadCacheHits.inc({ kind: 'artifact' }, artifacts.cacheHits);
-      o.metrics.downloadRetries.inc({ kind: 'artifact' }, artifacts.retries);
+      // Host facts first: a host that cannot be read fails before anything is downloaded.
       const host = await readHostInfo(o.paths);
-      await writeOsFiles(rootfs, host);
-      await writeNspawnFiles(o.paths, m, host);
-      await o.daemonReload();
+      let image: PullImageResult | null = null;
+      let artifacts: InstallArtifactsResult | null = null;
+      // The image pull empties and fills the rootfs, so it goes first; then the artifacts
+      // (usr/local/bin, opt/cni/bin) and the OS files (etc/) touch disjoint paths and run side
+      // by side; the nspawn files and the daemon-reload come last.
+      const plan = serial('provision', [
+        task('pull image', async (t) => {
+          image = await pullImage(config.OCIImage, rootfs, {
+            arch,
+            cacheDir: imageCache,
+            signal: t.signal,
+            logger: t.logger,
+            clock: o.clock,
+            progress: t.progress,
+          });
+          o.metrics.downloadBytes.inc({ kind: 'image' }, image.downloadedBytes);
+          failpoint('update.provision.mid');
+        }),
+        parallel('install', [
+          task('install artifacts', async (t) => {
+            artifacts = await installArtifacts(config, rootfs, {
+              arch,
+              cacheDir: artifactCache,
+              signal: t.signal,
+              logger: t.logger,
+              clock: o.clock,
+              progress: t.progress,
+              ...(o.openWrite ? { openWrite: o.openWrite } : {}),
+            });
+            o.metrics.downloadBytes.inc({ kind: 'artifact' }, artifacts.downloadedBytes);
+            o.metrics.downloadCacheHits.inc({ kind: 'artifact' }, artifacts.cacheHits);
+            o.metrics.downloadRetries.inc({ kind: 'artifact' }, artifacts.retries);
+          }),
+          task('write OS files', () => writeOsFiles(rootfs, host)),
+        ]),
+        task('write nspawn files', () => writeNspawnFiles(o.paths, m, host)),
+        task('daemon-reload', () => o.daemonReload()),
+      ]);
+      await runTask(plan, ctx);
+      const pulled = image as PullImageResult | null;
+      const installed = artifacts as InstallArtifactsResult | null;
       return {
-        imageDigest: image.manifestDigest,
-        downloadedBytes: image.downloadedBytes + artifacts.downloadedBytes,
-        cacheHits: artifacts.cacheHits,
+        imageDigest: pulled?.manifestDigest ?? '',
+        downloadedBytes: (pulled?.downloadedBytes ?? 0) + (installed?.downloadedBytes ?? 0),
+        cacheHits: installed?.cacheHits ?? 0,
       };
     },
 
-    async stage(m, config) {
-      await writeStagingFiles(o.paths.machineDir(m), config);
+    async stage(m, config, ctx: TaskContext) {
+      await runTask(
+        task('write staging files', () => writeStagingFiles(o.paths.machineDir(m), config)),
+        ctx,
+      );
     },
 
     async removeMachineFiles(m) {

@@ -106,6 +106,18 @@ describe('join and reset through the daemon', () => {
     const cli = await runAgentctl(['--socket', d.socket, '--json', 'status']);
     expect(cli.code, cli.stderr).toBe(0);
     expect(JSON.parse(cli.stdout)).toMatchObject({ node: { activeMachine: 'kube1' } });
+
+    // Provisioning runs through the task runner: each step is timed in its metric.
+    for (const t of [
+      'pull image',
+      'install artifacts',
+      'write OS files',
+      'write nspawn files',
+      'daemon-reload',
+      'write staging files',
+    ]) {
+      expect(await metricValue(d, `agentd_task_duration_seconds_count{task="${t}",result="ok"}`), t).toBe(1);
+    }
   });
 
   // On a join the whole config is new: its secrets must be redacted in result.changes too.
