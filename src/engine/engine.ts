@@ -21,7 +21,6 @@ import { OperationStore } from './operation-store.js';
 import type { PreflightCheck, Provisioner } from './provisioner.js';
 import { recover, type RecoveryReport } from './recovery.js';
 import { RESET_PHASES, runReset } from './reset.js';
-// [kube-wiring] drain/uncordon operations
 import {
   DRAIN_PHASES,
   UNCORDON_PHASES,
@@ -45,7 +44,7 @@ export interface EngineOptions {
   metrics: Metrics;
   events: EventBus;
   drainer?: NodeDrainer | null;
-  /** [kube-wiring] This node's cordon/drain/uncordon for the `drain` and `uncordon` operations. */
+  /** This node's cordon/drain/uncordon for the `drain` and `uncordon` operations. */
   nodeOps?: NodeDrainOps | null;
   /** The base config on a node that has not joined (`--sim` generates one), or null. */
   defaultConfig?: () => AgentConfig | null;
@@ -141,7 +140,7 @@ export class Engine {
   status(): EngineStatus {
     this.#refreshIfStale();
     const last = this.#store.list({ limit: 2 }).find((op) => op.id !== this.#slot.current?.id) ?? null;
-    // [kube-wiring] the cordon state comes from the last cordon/drain/uncordon agentd saw.
+    // the cordon state comes from the last cordon/drain/uncordon agentd saw.
     const cordoned = this.#o.nodeOps?.cordoned() ?? this.#snap.node.cordoned;
     const node = cordoned === this.#snap.node.cordoned ? this.#snap.node : { ...this.#snap.node, cordoned };
     return { node, operation: this.#slot.current, lastOperation: last };
@@ -162,7 +161,7 @@ export class Engine {
   }
 
   /**
-   * [kube-wiring] The active machine's applied config as last read, UNREDACTED: for agentd's own
+   * The active machine's applied config as last read, UNREDACTED: for agentd's own
    * use (Kubernetes credentials, self-registration). Never return it over RPC.
    */
   activeAppliedConfig(): AgentConfig | null {
@@ -297,7 +296,7 @@ export class Engine {
     }, req.wait);
   }
 
-  // [kube-wiring] drain and uncordon: operations under the same one-at-a-time lock as update.
+  // drain and uncordon: operations under the same one-at-a-time lock as update.
   async drain(req: DrainRequest): Promise<Operation> {
     const ops = requireNodeOps(this.#o.nodeOps);
     const active = this.#snap.node.activeMachine;

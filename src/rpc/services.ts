@@ -13,7 +13,7 @@ export interface DaemonInfo {
 export interface WatcherStatus {
   /** The watcher runs (it may still be failing: see `connected` and `lastError`). */
   enabled: boolean;
-  /** [kube-wiring] Why it does not run (no credentials, --no-watch, node not joined), else null. */
+  /** Why it does not run (no credentials, --no-watch, node not joined), else null. */
   reason: string | null;
   /** The watch stream is open. */
   connected: boolean;
@@ -22,7 +22,7 @@ export interface WatcherStatus {
   lastReconcileAt: string | null;
   /** The most recent error (watch, registration or reconcile); cleared by the next success. */
   lastError: string | null;
-  /** [kube-wiring] Its stable code (e.g. KUBE_UNAVAILABLE), or null. */
+  /** Its stable code (e.g. KUBE_UNAVAILABLE), or null. */
   lastErrorCode: string | null;
 }
 

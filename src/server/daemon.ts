@@ -22,7 +22,7 @@ import { PreconditionFailedError } from '../errors.js';
 import { VERSION } from '../version.js';
 import { createAdminApp, createMetricsApp, type Readiness } from './app.js';
 import { createHost, type Host } from './host-wiring.js';
-import { createKubeWiring, type KubeWiring } from './kube-wiring.js'; // [kube-wiring]
+import { createKubeWiring, type KubeWiring } from './kube-wiring.js';
 import { buildOpenApiDocument } from './openapi.js';
 import { createProvisioner } from '../provision/provisioner.js';
 import { listenUnix, prepareSocketPath, resolveGroup } from './socket.js';
@@ -77,7 +77,7 @@ export async function startDaemon(config: DaemonConfig, deps: DaemonDeps): Promi
   let admin: FastifyInstance | null = null;
   let metricsApp: FastifyInstance | null = null;
   let host: Host | null = null;
-  let kube: KubeWiring | null = null; // [kube-wiring]
+  let kube: KubeWiring | null = null;
   try {
     const metrics = createMetrics({ version: VERSION });
     const events = new EventBus();
@@ -93,7 +93,7 @@ export async function startDaemon(config: DaemonConfig, deps: DaemonDeps): Promi
       daemonReload: () => hostMachines.daemonReload(),
       ...(config.host === 'sim' ? { minFreeBytes: 64 * 1024 ** 2 } : {}),
     });
-    // [kube-wiring] Kubernetes: credentials, this node's drain, the Machine watcher. The engine's
+    // Kubernetes: credentials, this node's drain, the Machine watcher. The engine's
     // applied config is read lazily (the wiring exists before the engine, the engine needs it).
     const kubeWiring = createKubeWiring({
       config,
@@ -126,12 +126,12 @@ export async function startDaemon(config: DaemonConfig, deps: DaemonDeps): Promi
     const info = (): DaemonInfo => ({ version: VERSION, pid: process.pid, startedAt, state });
     let openrpc: Record<string, unknown> | null = null;
     let openapi: Record<string, unknown> | null = null;
-    const watcherStatus = (): WatcherStatus | null => kubeWiring.watcherStatus(); // [kube-wiring]
+    const watcherStatus = (): WatcherStatus | null => kubeWiring.watcherStatus();
     const services: RpcServices = {
       engine,
       daemonInfo: info,
       watcherStatus,
-      watcherStatusKey: () => kubeWiring.watcherStatusKey(), // [kube-wiring]
+      watcherStatusKey: () => kubeWiring.watcherStatusKey(),
       openrpc: () => (openrpc ??= buildOpenRpcDocument(METHOD_LIST, VERSION)),
     };
     const dispatcher = createDispatcher({
@@ -177,13 +177,13 @@ export async function startDaemon(config: DaemonConfig, deps: DaemonDeps): Promi
     const recovery = await engine.start();
     if (recovery) logger.warn({ recovery }, 'startup recovery');
     // After recovery the applied config is known: load the Kubernetes client if credentials may
-    // exist, and fail now (exit 2) on a --kubeconfig that cannot be loaded. [kube-wiring]
+    // exist, and fail now (exit 2) on a --kubeconfig that cannot be loaded.
     await kubeWiring.validate();
     state = 'ready';
     readinessReasons.length = 0;
     metrics.ready.set(1);
     logger.info('agentd ready');
-    // [kube-wiring] The watcher starts only now: its first reconcile may call `update`.
+    // The watcher starts only now: its first reconcile may call `update`.
     kubeWiring.start(dispatcher);
 
     let resolveStopped!: () => void;
@@ -204,7 +204,7 @@ export async function startDaemon(config: DaemonConfig, deps: DaemonDeps): Promi
         state = 'draining';
         metrics.ready.set(0);
         const deadline = clock.now() + config.shutdownGraceMs;
-        await kubeWiring.stop().catch((err: unknown) => logger.warn({ err }, 'stopping the Machine watcher')); // [kube-wiring]
+        await kubeWiring.stop().catch((err: unknown) => logger.warn({ err }, 'stopping the Machine watcher'));
         await engine.shutdown(Math.max(0, deadline - clock.now()));
         // The grace is over: requests still open (operations.wait, update with wait) are cut
         // rather than allowed to hold the exit; their callers see the connection close.
@@ -225,7 +225,7 @@ export async function startDaemon(config: DaemonConfig, deps: DaemonDeps): Promi
     return { config, engine, metrics, dispatcher, info, stopped, stop };
   } catch (err) {
     logger.error({ err: describeError(err) }, 'agentd failed to start');
-    await kube?.stop().catch(() => undefined); // [kube-wiring]
+    await kube?.stop().catch(() => undefined);
     await admin?.close().catch(() => undefined);
     await metricsApp?.close().catch(() => undefined);
     await host?.close().catch(() => undefined);

@@ -5,13 +5,13 @@
 import type { z } from 'zod';
 import type { MethodDescriptor } from '../method.js';
 import { configGet } from './config-get.js';
-import { drain } from './drain.js'; // [kube-wiring]
+import { drain } from './drain.js';
 import { operationsCancel, operationsGet, operationsList, operationsWait } from './operations.js';
 import { preflight } from './preflight.js';
 import { reset } from './reset.js';
 import { rpcDiscover } from './rpc-discover.js';
 import { status } from './status.js';
-import { uncordon } from './uncordon.js'; // [kube-wiring]
+import { uncordon } from './uncordon.js';
 import { update } from './update.js';
 
 export const METHODS = {
@@ -19,8 +19,8 @@ export const METHODS = {
   update,
   reset,
   preflight,
-  drain, // [kube-wiring]
-  uncordon, // [kube-wiring]
+  drain,
+  uncordon,
   'operations.get': operationsGet,
   'operations.list': operationsList,
   'operations.wait': operationsWait,

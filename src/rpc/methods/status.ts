@@ -16,7 +16,6 @@ export const statusResult = z
     watcher: z
       .object({
         enabled: z.boolean().meta({ description: 'The watcher runs.' }),
-        // [kube-wiring] reason and lastErrorCode
         reason: z.string().nullable().meta({ description: 'Why the watcher does not run, else null.' }),
         connected: z.boolean().meta({ description: 'The Machine watch stream is open.' }),
         machineName: z.string().nullable(),
