@@ -8,7 +8,7 @@ import type { Logger } from 'pino';
 import type { DaemonConfig } from '../config/daemon-config.js';
 import { Engine } from '../engine/engine.js';
 import { EventBus } from '../engine/events.js';
-import { describeError } from '../errors.js';
+import { PreconditionFailedError, describeError } from '../errors.js';
 import { systemClock } from '../host/clock.js';
 import { createHostPaths } from '../host/paths.js';
 import { inspectPidFile, removePidFile, writePidFile } from '../host/pid-file.js';
@@ -18,7 +18,6 @@ import { createDispatcher, type Dispatcher } from '../rpc/dispatcher.js';
 import { METHOD_LIST } from '../rpc/methods/index.js';
 import { buildOpenRpcDocument } from '../rpc/openrpc.js';
 import type { DaemonInfo, DaemonState, RpcServices, WatcherStatus } from '../rpc/services.js';
-import { PreconditionFailedError } from '../errors.js';
 import { VERSION } from '../version.js';
 import { createAdminApp, createMetricsApp, type Readiness } from './app.js';
 import { createHost, type Host } from './host-wiring.js';
@@ -159,7 +158,14 @@ export async function startDaemon(config: DaemonConfig, deps: DaemonDeps): Promi
     await listenUnix(admin.server, config.socket, config.socketMode, gid);
     if (config.metricsAddress) {
       metricsApp = createMetricsApp({ metrics, readiness, logger });
-      await metricsApp.listen({ host: config.metricsAddress.host, port: config.metricsAddress.port });
+      const { host: mHost, port: mPort } = config.metricsAddress;
+      await metricsApp.listen({ host: mHost, port: mPort }).catch((err: NodeJS.ErrnoException) => {
+        const why = err.code === 'EADDRINUSE' ? 'the port is already in use' : err.message;
+        throw new PreconditionFailedError(`--metrics-address ${mHost}:${mPort}: cannot listen: ${why}`, {
+          cause: err,
+          data: { option: 'metricsAddress' },
+        });
+      });
     }
     logger.info(
       {

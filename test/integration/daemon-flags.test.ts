@@ -158,7 +158,9 @@ describe('--metrics-address', () => {
         },
       );
       expect(r.code).toBe(1);
-      expect(r.stderr).toContain(String(port));
+      expect(r.stderr).toContain(
+        `--metrics-address 127.0.0.1:${port}: cannot listen: the port is already in use`,
+      );
       await expect(stat(path.join(dir, 'agentd.sock'))).rejects.toMatchObject({ code: 'ENOENT' });
       await expect(stat(path.join(dir, 'agentd.pid'))).rejects.toMatchObject({ code: 'ENOENT' });
     } finally {
