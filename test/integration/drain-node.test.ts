@@ -8,6 +8,7 @@ import { describe, expect, it, onTestFinished } from 'vitest';
 import { makeTempDir, startTestDaemon } from '../support/daemon.js';
 import type { TestDaemon } from '../support/daemon.js';
 import { startFakeKube } from '../support/fake-kube.js';
+import { rpcResult } from '../support/provision-fixtures.js';
 import type { FakeKube, NodeSeed } from '../support/fake-kube.js';
 
 const NODE = 'sim-node';
@@ -22,11 +23,8 @@ interface Op {
   error: { code: string; message: string } | null;
 }
 
-async function call<T = Op>(d: TestDaemon, method: string, params?: unknown): Promise<T> {
-  const answer = await d.rpc(method, params);
-  if (answer.error) throw new Error(`${method}: ${JSON.stringify(answer.error)}`);
-  return answer.result as T;
-}
+const call = <T = Op>(d: TestDaemon, method: string, params?: unknown): Promise<T> =>
+  rpcResult<T>(d, method, params);
 
 async function setup(node: NodeSeed = {}): Promise<{ kube: FakeKube; d: TestDaemon }> {
   const kube = await startFakeKube();

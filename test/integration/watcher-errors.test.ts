@@ -6,9 +6,10 @@
 import { writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import { describe, expect, it, onTestFinished } from 'vitest';
-import { makeTempDir, startTestDaemon } from '../support/daemon.js';
+import { makeTempDir, startTestDaemon, waitUntil } from '../support/daemon.js';
 import type { TestDaemon } from '../support/daemon.js';
 import { startFakeKube } from '../support/fake-kube.js';
+import { rpcResult } from '../support/provision-fixtures.js';
 import type { FakeKube, FakeKubeOptions, KubeObject } from '../support/fake-kube.js';
 
 const NAME = 'sim-node';
@@ -23,24 +24,8 @@ interface WatcherStatus {
   lastErrorCode: string | null;
 }
 
-async function call<T = Record<string, unknown>>(
-  d: TestDaemon,
-  method: string,
-  params?: unknown,
-): Promise<T> {
-  const answer = await d.rpc(method, params);
-  if (answer.error) throw new Error(`${method}: ${JSON.stringify(answer.error)}`);
-  return answer.result as T;
-}
-
-async function until(what: string, check: () => boolean | Promise<boolean>, d?: TestDaemon): Promise<void> {
-  const deadline = Date.now() + 20_000;
-  while (!(await check())) {
-    if (Date.now() > deadline)
-      throw new Error(`timed out waiting for ${what}${d ? `\n${d.logs().slice(-4000)}` : ''}`);
-    await new Promise((r) => setTimeout(r, 25));
-  }
-}
+const call = <T = Record<string, unknown>>(d: TestDaemon, method: string, params?: unknown): Promise<T> =>
+  rpcResult<T>(d, method, params);
 
 const watcher = async (d: TestDaemon): Promise<WatcherStatus> =>
   (await call<{ watcher: WatcherStatus }>(d, 'status')).watcher;
@@ -86,7 +71,7 @@ describe('Machine watcher: no credentials, broken Kubernetes', () => {
     const d = await startTestDaemon({ args: ['--sim', '--kubeconfig', kubeconfig] });
     const join = await call<{ state: string }>(d, 'update', { wait: true });
     expect(join.state).toBe('succeeded');
-    await until('the CRD error', async () => (await watcher(d)).lastErrorCode === 'KUBE_UNAVAILABLE', d);
+    await waitUntil('the CRD error', async () => (await watcher(d)).lastErrorCode === 'KUBE_UNAVAILABLE', d);
     const w = await watcher(d);
     expect(w).toMatchObject({ enabled: true, connected: false, machineName: NAME });
     expect(w.lastError).toContain('machines.unbounded-cloud.io');
@@ -97,7 +82,7 @@ describe('Machine watcher: no credentials, broken Kubernetes', () => {
     );
 
     kube.setCrdInstalled('unbounded-cloud.io', true);
-    await until('the watcher to recover', async () => (await watcher(d)).connected, d);
+    await waitUntil('the watcher to recover', async () => (await watcher(d)).connected, d);
     expect(kube.getMachine(NAME)).toBeDefined();
     expect((await watcher(d)).lastError).toBeNull();
   });
@@ -105,7 +90,7 @@ describe('Machine watcher: no credentials, broken Kubernetes', () => {
   it('reports a token the API server rejects, without the token, and keeps serving', async () => {
     const { kubeconfig } = await fakeWithKubeconfig({}, 'not-a-valid-token');
     const d = await startTestDaemon({ args: ['--sim', '--kubeconfig', kubeconfig, '--machine-name', NAME] });
-    await until('the 401', async () => (await watcher(d)).lastErrorCode === 'KUBE_UNAVAILABLE', d);
+    await waitUntil('the 401', async () => (await watcher(d)).lastErrorCode === 'KUBE_UNAVAILABLE', d);
     const w = await watcher(d);
     expect(w.lastError).toContain('unauthorized');
     expect(w.lastError).not.toContain('not-a-valid-token');
@@ -117,15 +102,15 @@ describe('Machine watcher: no credentials, broken Kubernetes', () => {
   it('cannot register before the node joined, and registers once it has', async () => {
     const { kube, kubeconfig } = await fakeWithKubeconfig();
     const d = await startTestDaemon({ args: ['--sim', '--kubeconfig', kubeconfig, '--machine-name', NAME] });
-    await until(
+    await waitUntil(
       'the registration error',
       async () => (await watcher(d)).lastErrorCode === 'PRECONDITION_FAILED',
       d,
     );
     expect(kube.getMachine(NAME)).toBeUndefined();
     await call(d, 'update', { wait: true });
-    await until('the Machine to be created', () => kube.getMachine(NAME) !== undefined, d);
-    await until('the watcher to connect', async () => (await watcher(d)).connected, d);
+    await waitUntil('the Machine to be created', () => kube.getMachine(NAME) !== undefined, d);
+    await waitUntil('the watcher to connect', async () => (await watcher(d)).connected, d);
   });
 
   it('marks the Machine Failed when the repave rolls back, and does not retry it', async () => {
@@ -135,10 +120,10 @@ describe('Machine watcher: no credentials, broken Kubernetes', () => {
       env: { AGENTD_SIM_FAULTS: 'kubelet-inactive:kube2' },
     });
     await call(d, 'update', { wait: true });
-    await until('the watcher to connect', async () => (await watcher(d)).connected, d);
+    await waitUntil('the watcher to connect', async () => (await watcher(d)).connected, d);
     kube.patchMachineSpecAsOtherWriter(NAME, { operations: { repaveCounter: 1 } });
     const failed = (m: KubeObject | undefined): boolean => m?.status?.phase === 'Failed';
-    await until('the Machine to be marked Failed', () => failed(kube.getMachine(NAME)), d);
+    await waitUntil('the Machine to be marked Failed', () => failed(kube.getMachine(NAME)), d);
     await new Promise((r) => setTimeout(r, 500));
 
     const m = kube.getMachine(NAME);

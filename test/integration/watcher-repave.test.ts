@@ -6,9 +6,10 @@
 import { writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import { describe, expect, it, onTestFinished } from 'vitest';
-import { makeTempDir, startTestDaemon } from '../support/daemon.js';
+import { makeTempDir, startTestDaemon, waitUntil } from '../support/daemon.js';
 import type { TestDaemon } from '../support/daemon.js';
 import { startFakeKube } from '../support/fake-kube.js';
+import { rpcResult } from '../support/provision-fixtures.js';
 import type { FakeKube, FakeKubeOptions, KubeObject } from '../support/fake-kube.js';
 
 const NAME = 'sim-node';
@@ -32,25 +33,8 @@ interface Condition {
   observedGeneration?: number;
 }
 
-async function call<T = Record<string, unknown>>(
-  d: TestDaemon,
-  method: string,
-  params?: unknown,
-): Promise<T> {
-  const answer = await d.rpc(method, params);
-  if (answer.error) throw new Error(`${method}: ${JSON.stringify(answer.error)}`);
-  return answer.result as T;
-}
-
-/** Poll (real time: the daemon is another process) until `check` holds. */
-async function until(what: string, check: () => boolean | Promise<boolean>, d?: TestDaemon): Promise<void> {
-  const deadline = Date.now() + 20_000;
-  while (!(await check())) {
-    if (Date.now() > deadline)
-      throw new Error(`timed out waiting for ${what}${d ? `\n${d.logs().slice(-4000)}` : ''}`);
-    await new Promise((r) => setTimeout(r, 25));
-  }
-}
+const call = <T = Record<string, unknown>>(d: TestDaemon, method: string, params?: unknown): Promise<T> =>
+  rpcResult<T>(d, method, params);
 
 const settle = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
 
@@ -77,7 +61,7 @@ async function setup(fake: FakeKubeOptions = {}): Promise<{ kube: FakeKube; d: T
   const d = await startTestDaemon({ args: ['--sim', '--kubeconfig', kubeconfig] });
   const join = await call<Op>(d, 'update', { wait: true });
   expect(join.state).toBe('succeeded');
-  await until(
+  await waitUntil(
     'the watcher to connect',
     async () => (await call<{ watcher: { connected: boolean } }>(d, 'status')).watcher.connected,
     d,
@@ -103,7 +87,7 @@ describe('Machine watcher', () => {
     expect(await activeMachine(d)).toBe('kube1');
 
     kube.patchMachineSpecAsOtherWriter(NAME, { operations: { repaveCounter: 1 } });
-    await until('the repave to be acknowledged', () => acked(kube.getMachine(NAME)) === 1, d);
+    await waitUntil('the repave to be acknowledged', () => acked(kube.getMachine(NAME)) === 1, d);
 
     const m = kube.getMachine(NAME);
     expect(m?.status?.phase).toBe('Joining');
@@ -128,12 +112,12 @@ describe('Machine watcher', () => {
   it('coalesces three bumps made while an update runs into exactly one more update', async () => {
     const { kube, d } = await setup();
     kube.patchMachineSpecAsOtherWriter(NAME, { operations: { repaveCounter: 1 } });
-    await until('the first repave to run', async () => {
+    await waitUntil('the first repave to run', async () => {
       const s = await call<{ operation: Op | null }>(d, 'status');
       return s.operation?.requestedBy === 'watcher';
     });
     for (const n of [2, 3, 4]) kube.patchMachineSpecAsOtherWriter(NAME, { operations: { repaveCounter: n } });
-    await until('the last bump to be acknowledged', () => acked(kube.getMachine(NAME)) === 4, d);
+    await waitUntil('the last bump to be acknowledged', () => acked(kube.getMachine(NAME)) === 4, d);
     await settle(500);
 
     const updates = await watcherUpdates(d);
@@ -155,7 +139,7 @@ describe('Machine watcher', () => {
   it('applies a Kubernetes version change without a counter bump as an ordinary update', async () => {
     const { kube, d } = await setup();
     kube.patchMachineSpecAsOtherWriter(NAME, { kubernetes: { version: 'v1.35.0' } });
-    await until(
+    await waitUntil(
       'the version to be applied',
       () => condition(kube.getMachine(NAME))?.reason === 'Succeeded',
       d,
@@ -183,7 +167,7 @@ describe('Machine watcher', () => {
     kube.failNext(2, { status: 500, match: { resource: 'machines', verb: 'get' } });
 
     kube.patchMachineSpecAsOtherWriter(NAME, { operations: { repaveCounter: 1 } });
-    await until('the repave to be acknowledged', () => acked(kube.getMachine(NAME)) === 1, d);
+    await waitUntil('the repave to be acknowledged', () => acked(kube.getMachine(NAME)) === 1, d);
     await settle(1000);
     stopCuts();
 
@@ -225,7 +209,7 @@ describe('Machine watcher', () => {
       4,
     );
     kube.patchMachineSpecAsOtherWriter(NAME, { operations: { repaveCounter: 1 } });
-    await until('the repave to be acknowledged', () => acked(kube.getMachine(NAME)) === 1, d);
+    await waitUntil('the repave to be acknowledged', () => acked(kube.getMachine(NAME)) === 1, d);
     await settle(300);
 
     const m = kube.getMachine(NAME);

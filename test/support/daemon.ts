@@ -413,3 +413,20 @@ export function impossiblePid(): number {
   const max = Number(readFileSync('/proc/sys/kernel/pid_max', 'utf8').trim());
   return max + 1;
 }
+
+/**
+ * Poll (real time: the daemon is another process) until `check` holds, for at most 20 s; on
+ * timeout the error names what was awaited and, given a daemon, ends with its recent logs.
+ */
+export async function waitUntil(
+  what: string,
+  check: () => boolean | Promise<boolean>,
+  d?: TestDaemon,
+): Promise<void> {
+  const deadline = Date.now() + 20_000;
+  while (!(await check())) {
+    if (Date.now() > deadline)
+      throw new Error(`timed out waiting for ${what}${d ? `\n${d.logs().slice(-4000)}` : ''}`);
+    await new Promise((r) => setTimeout(r, 25));
+  }
+}
