@@ -167,20 +167,6 @@ export function createDispatcher(options: DispatcherOptions): Dispatcher {
     });
   }
 
-  // Label lookups bound once per (method, code): the per-call path only increments.
-  const counters = new Map<string, { inc(): void }>();
-  const histograms = new Map<string, { observe(v: number): void }>();
-  const counterFor = (method: string, code: string): { inc(): void } => {
-    const k = `${method} ${code}`;
-    let c = counters.get(k);
-    if (!c) counters.set(k, (c = metrics.rpcRequests.labels({ method, code })));
-    return c;
-  };
-  const histogramFor = (method: string): { observe(v: number): void } => {
-    let h = histograms.get(method);
-    if (!h) histograms.set(method, (h = metrics.rpcDuration.labels({ method })));
-    return h;
-  };
   const logCalls = logger.isLevelEnabled('info');
 
   /**
@@ -208,8 +194,7 @@ export function createDispatcher(options: DispatcherOptions): Dispatcher {
     const method = bad ? '(invalid)' : known.has(request.method) ? request.method : '(unknown)';
     const code = response && 'error' in response && response.error ? wireCodeOf(response.error) : 'ok';
     const seconds = (now() - started) / 1000;
-    counterFor(method, code).inc();
-    histogramFor(method).observe(seconds);
+    metrics.rpcCalls.method(method).record(code, seconds);
     if (logCalls) {
       logger.info(
         { rpc: method, code, caller: ctx.caller, durationMs: Math.round(seconds * 1e5) / 100 },
