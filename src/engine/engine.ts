@@ -152,8 +152,23 @@ export class Engine {
    */
   statusKey(): string {
     this.#refreshIfStale();
-    return `${this.#snap.version}|${this.#o.events.seq}|${String(this.#o.nodeOps?.cordoned() ?? this.#snap.node.cordoned)}`;
+    const version = this.#snap.version;
+    const seq = this.#o.events.seq;
+    const cordoned = this.#o.nodeOps?.cordoned() ?? this.#snap.node.cordoned;
+    const m = this.#statusKeyMemo;
+    // Polled per status call: build the string only when a part changed.
+    if (m.version !== version || m.seq !== seq || m.cordoned !== cordoned) {
+      this.#statusKeyMemo = { version, seq, cordoned, key: `${version}|${seq}|${String(cordoned)}` };
+    }
+    return this.#statusKeyMemo.key;
   }
+
+  #statusKeyMemo: { version: number; seq: number; cordoned: boolean | null | undefined; key: string } = {
+    version: -1,
+    seq: -1,
+    cordoned: undefined,
+    key: '',
+  };
 
   #refreshIfStale(): void {
     const maxAge = this.#o.statusMaxAgeMs ?? 5000;

@@ -16,7 +16,7 @@ import type { Logger } from 'pino';
 import { DrainingError, InvalidParamsError, UnavailableError } from '../errors.js';
 import type { Metrics } from '../metrics/metrics.js';
 import { makeWireError, toWireError, wireCodeOf } from './error-map.js';
-import { RawJson } from './raw-json.js';
+import { RawJson, serializeResponse } from './raw-json.js';
 import type { CallContext, MethodDescriptor } from './method.js';
 import type { RpcServices } from './services.js';
 
@@ -37,13 +37,35 @@ export interface DispatcherOptions {
 export interface Dispatcher {
   /** Dispatch an already parsed body (single request or batch). */
   handle(body: unknown, caller: string): Promise<RpcResponse>;
-  /** Dispatch raw text; invalid JSON answers a parse error. */
-  handleText(text: string, caller: string): Promise<RpcResponse>;
+  /**
+   * Wire in, wire out (the HTTP endpoint): the request text, and the response text or null
+   * when there is nothing to answer (notifications). Invalid JSON answers a parse error. The
+   * answer comes back synchronously when it is known at once (an invalid request, a current
+   * cached read), so a status poll costs no promise.
+   */
+  handleText(text: string, caller: string): string | null | Promise<string | null>;
 }
 
 interface ReadCache {
   key: string | null;
   result: RawJson | null;
+}
+
+interface ReadCacheEntry {
+  cacheKey: (services: RpcServices) => string;
+  cache: ReadCache;
+}
+
+/**
+ * The last request text answered from a read cache, with its wire answer: a poller sends the
+ * same bytes every time, and while the cache entry is current the answer to them is the same.
+ */
+interface RepeatedRead {
+  text: string;
+  method: string;
+  entry: ReadCacheEntry;
+  result: RawJson;
+  answer: string;
 }
 
 /** `{}` — not an array: positional params (`[]`) are refused, never taken as "no params". */
@@ -116,7 +138,7 @@ export function createDispatcher(options: DispatcherOptions): Dispatcher {
         );
 
   // Cached reads by method name (see `cacheKey`), shared with the fast path in `single`.
-  const readCaches = new Map<string, { cacheKey: (services: RpcServices) => string; cache: ReadCache }>();
+  const readCaches = new Map<string, ReadCacheEntry>();
   for (const method of options.methods) {
     // Most calls carry no params: validate `{}` once, up front, and reuse the frozen result.
     const empty = method.params.safeParse({});
@@ -174,13 +196,16 @@ export function createDispatcher(options: DispatcherOptions): Dispatcher {
    * JSONRPCServer's promise chain: measured, that chain was most of the per-call cost of a
    * status poll. Anything else — a stale cache, params, a notification — goes the full way.
    */
-  function cachedRead(request: JSONRPCRequest, ctx: CallContext): JSONRPCResponse | null {
+  function cachedRead(request: JSONRPCRequest): JSONRPCResponse | null {
     if (request.id === undefined) return null;
     const entry = readCaches.get(request.method);
     if (!entry || !(request.params === undefined || isEmptyObject(request.params))) return null;
-    const { cache } = entry;
-    if (cache.result === null || cache.key !== entry.cacheKey(ctx.services)) return null;
-    return createJSONRPCSuccessResponse(request.id, cache.result);
+    if (!isCurrent(entry)) return null;
+    return createJSONRPCSuccessResponse(request.id, entry.cache.result);
+  }
+
+  function isCurrent(entry: ReadCacheEntry): boolean {
+    return entry.cache.result !== null && entry.cache.key === entry.cacheKey(options.services);
   }
 
   /** Count, time and log one call. */
@@ -193,13 +218,14 @@ export function createDispatcher(options: DispatcherOptions): Dispatcher {
   ): void {
     const method = bad ? '(invalid)' : known.has(request.method) ? request.method : '(unknown)';
     const code = response && 'error' in response && response.error ? wireCodeOf(response.error) : 'ok';
+    count(method, code, ctx.caller, started);
+  }
+
+  function count(method: string, code: string, caller: string, started: number): void {
     const seconds = (now() - started) / 1000;
     metrics.rpcCalls.method(method).record(code, seconds);
     if (logCalls) {
-      logger.info(
-        { rpc: method, code, caller: ctx.caller, durationMs: Math.round(seconds * 1e5) / 100 },
-        'rpc',
-      );
+      logger.info({ rpc: method, code, caller, durationMs: Math.round(seconds * 1e5) / 100 }, 'rpc');
     }
   }
 
@@ -211,7 +237,7 @@ export function createDispatcher(options: DispatcherOptions): Dispatcher {
     const started = now();
     const bad = screen(member);
     const request = member as JSONRPCRequest;
-    const quick = bad ?? cachedRead(request, ctx);
+    const quick = bad ?? cachedRead(request);
     if (quick !== null) {
       record(request, bad !== null, quick, ctx, started);
       return quick;
@@ -238,20 +264,43 @@ export function createDispatcher(options: DispatcherOptions): Dispatcher {
     return responses.length === 0 ? null : responses;
   };
 
-  // The public face is promise-based; a synchronous answer is wrapped once, here.
+  // In-process callers get a promise; a synchronous answer is wrapped once, here.
   const handle = (body: unknown, caller: string): Promise<RpcResponse> =>
     Promise.resolve(handleAny(body, caller));
 
-  return {
-    handle,
-    handleText(text, caller) {
-      let body: unknown;
-      try {
-        body = JSON.parse(text);
-      } catch (err) {
-        return Promise.resolve(errorResponse(null, 'PARSE_ERROR', `parse error: ${(err as Error).message}`));
-      }
-      return handle(body, caller);
-    },
+  let repeated: RepeatedRead | null = null;
+
+  /** Remember `answer` when it is a read cache's current result for exactly this `text`. */
+  function rememberRepeat(text: string, body: unknown, response: RpcResponse, answer: string): void {
+    if (response === null || Array.isArray(response) || !('result' in response)) return;
+    const { result } = response;
+    if (!(result instanceof RawJson)) return;
+    const method = (body as JSONRPCRequest).method;
+    const entry = readCaches.get(method);
+    if (entry?.cache.result === result) repeated = { text, method, entry, result, answer };
+  }
+
+  const wire = (response: RpcResponse): string | null =>
+    response === null ? null : serializeResponse(response);
+
+  const handleText = (text: string, caller: string): string | null | Promise<string | null> => {
+    const r = repeated;
+    if (r !== null && text === r.text && r.entry.cache.result === r.result && isCurrent(r.entry)) {
+      count(r.method, 'ok', caller, now());
+      return r.answer;
+    }
+    let body: unknown;
+    try {
+      body = JSON.parse(text);
+    } catch (err) {
+      return wire(errorResponse(null, 'PARSE_ERROR', `parse error: ${(err as Error).message}`));
+    }
+    const response = handleAny(body, caller);
+    if (response instanceof Promise) return response.then(wire);
+    const answer = wire(response);
+    if (answer !== null) rememberRepeat(text, body, response, answer);
+    return answer;
   };
+
+  return { handle, handleText };
 }

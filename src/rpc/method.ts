@@ -37,3 +37,20 @@ export function defineMethod<P extends z.ZodType, R extends z.ZodType>(
 ): MethodDescriptor<P, R> {
   return descriptor;
 }
+
+/**
+ * `a|b|c` for a cache key, rebuilt only when a part changed. The parts of a polled key are
+ * mostly the very same strings call after call, so the common case is three identity checks
+ * and the same key object back (which the dispatcher's comparison then settles by identity).
+ */
+export function keyJoiner(): (a: string, b: string, c: string) => string {
+  let last: [string, string, string] | null = null;
+  let key = '';
+  return (a, b, c) => {
+    if (last === null || a !== last[0] || b !== last[1] || c !== last[2]) {
+      last = [a, b, c];
+      key = `${a}|${b}|${c}`;
+    }
+    return key;
+  };
+}

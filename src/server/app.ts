@@ -1,18 +1,21 @@
 /**
- * The HTTP surface (DESIGN §3) on fastify. The admin socket gets every route; the optional TCP
- * metrics listener gets only /metrics, /healthz and /readyz (never /rpc).
+ * The HTTP surface (DESIGN §3). The admin socket gets every route: `POST /rpc` from the bare
+ * handler of rpc-endpoint.ts, everything else from fastify. The optional TCP metrics listener
+ * gets only /metrics, /healthz and /readyz (never /rpc).
  */
-import Fastify, { type FastifyError, type FastifyInstance } from 'fastify';
-import type { ServerResponse } from 'node:http';
+import Fastify, { type FastifyError, type FastifyInstance, type FastifyServerFactory } from 'fastify';
+import http, { type ServerResponse } from 'node:http';
 import type { Logger } from 'pino';
 import type { EngineEvent, EventBus } from '../engine/events.js';
 import type { Metrics } from '../metrics/metrics.js';
 import type { Dispatcher } from '../rpc/dispatcher.js';
 import { makeWireError } from '../rpc/error-map.js';
-import { serializeResponse } from '../rpc/raw-json.js';
+import { createRpcEndpoint, isRpcRequest, RPC_BODY_LIMIT } from './rpc-endpoint.js';
 
-/** Largest accepted /rpc body. A full agent config is a few KiB. */
-export const RPC_BODY_LIMIT = 1024 * 1024;
+export { RPC_BODY_LIMIT };
+
+/** fastify's default keep-alive timeout, kept for the server the admin app builds itself. */
+const KEEP_ALIVE_TIMEOUT_MS = 72_000;
 
 export interface Readiness {
   ready: boolean;
@@ -34,12 +37,13 @@ export interface AppOptions extends ProbeRoutesOptions {
   sseHeartbeatMs?: number;
 }
 
-function baseApp(logger: Logger): FastifyInstance {
+function baseApp(logger: Logger, serverFactory?: FastifyServerFactory): FastifyInstance {
   const app = Fastify({
     logger: false,
     bodyLimit: RPC_BODY_LIMIT,
     return503OnClosing: true,
     forceCloseConnections: true,
+    ...(serverFactory ? { serverFactory } : {}),
   });
   // HTTP-level lines are debug detail (each RPC call already logs one line at info); the hook
   // is only installed when debug is on, so it costs nothing on the hot path otherwise.
@@ -82,25 +86,23 @@ function eventOperationId(event: EngineEvent): string {
   return event.type === 'operation' ? event.operation.id : event.operationId;
 }
 
+/**
+ * The admin app. Its node:http server sends `POST /rpc` to the bare endpoint and every other
+ * request to fastify (so `inject`, which bypasses the server, never reaches /rpc).
+ */
 export function createAdminApp(o: AppOptions): FastifyInstance {
-  const app = baseApp(o.logger);
+  let closing = false;
+  const rpc = createRpcEndpoint({ dispatcher: o.dispatcher, logger: o.logger, isClosing: () => closing });
+  const app = baseApp(o.logger, (fastifyHandler) => {
+    const server = http.createServer((req, res) =>
+      isRpcRequest(req) ? rpc(req, res) : fastifyHandler(req, res),
+    );
+    server.keepAliveTimeout = KEEP_ALIVE_TIMEOUT_MS;
+    return server;
+  });
+  // No POST route is left on fastify: no body is ever parsed by it.
   app.removeAllContentTypeParsers();
-  app.addContentTypeParser(
-    ['application/json', 'application/json-rpc'],
-    { parseAs: 'string' },
-    (_req, body, done) => done(null, body),
-  );
   app.setErrorHandler((err: FastifyError, _req, reply) => {
-    if (err.statusCode === 413 || err.code === 'FST_ERR_CTP_BODY_TOO_LARGE') {
-      const e = makeWireError('PAYLOAD_TOO_LARGE', `request body exceeds ${RPC_BODY_LIMIT} bytes`, {
-        limit: RPC_BODY_LIMIT,
-      });
-      return reply.code(413).send({ jsonrpc: '2.0', id: null, error: e });
-    }
-    if (err.statusCode === 415 || err.code === 'FST_ERR_CTP_INVALID_MEDIA_TYPE') {
-      const e = makeWireError('INVALID_REQUEST', 'content-type must be application/json');
-      return reply.code(415).send({ jsonrpc: '2.0', id: null, error: e });
-    }
     if (err.statusCode !== undefined && err.statusCode < 500) {
       const e = makeWireError('INVALID_REQUEST', err.message);
       return reply.code(err.statusCode).send({ jsonrpc: '2.0', id: null, error: e });
@@ -111,13 +113,6 @@ export function createAdminApp(o: AppOptions): FastifyInstance {
       .send({ jsonrpc: '2.0', id: null, error: makeWireError('INTERNAL', 'internal error') });
   });
 
-  app.post('/rpc', async (req, reply) => {
-    const caller = String(req.headers['x-agentd-caller'] ?? req.headers['user-agent'] ?? 'http').slice(0, 64);
-    const response = await o.dispatcher.handleText(typeof req.body === 'string' ? req.body : '', caller);
-    if (response === null) return reply.code(204).send();
-    return reply.type('application/json').send(serializeResponse(response));
-  });
-
   registerProbeRoutes(app, o);
   app.get('/openapi.json', async () => o.openapi());
 
@@ -126,9 +121,16 @@ export function createAdminApp(o: AppOptions): FastifyInstance {
   // one `agentctl` following an operation would keep the daemon from ever exiting.
   const streams = new Set<ServerResponse>();
   app.addHook('preClose', (done) => {
+    closing = true;
     for (const res of streams) res.end();
     streams.clear();
     done();
+  });
+  // fastify closes a server from a factory only when it did the listening itself; the daemon
+  // binds the socket on its own (for the socket's mode), so close it here too.
+  app.addHook('onClose', (instance, done) => {
+    if (!instance.server.listening) return done();
+    instance.server.close(() => done());
   });
 
   app.get('/v1/events', (req, reply) => {

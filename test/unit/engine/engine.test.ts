@@ -229,3 +229,16 @@ describe('Engine: cancel', () => {
     expect(engine.getOperation(op.id).state).toBe('cancelled');
   });
 });
+
+describe('Engine.statusKey', () => {
+  it('stays the same while nothing changed, and changes with an operation', async () => {
+    const { engine } = await joinedEngine();
+    const first = engine.statusKey();
+    expect(engine.statusKey()).toBe(first);
+    const noop = await engine.update({ wait: true, requestedBy: 'test' });
+    expect(noop.state).toBe('succeeded');
+    const after = engine.statusKey();
+    expect(after).not.toBe(first);
+    expect(engine.statusKey()).toBe(after);
+  });
+});

@@ -145,10 +145,16 @@ describe('dispatcher: valid calls', () => {
     });
   });
 
-  it('handleText parses the body first', async () => {
+  it('handleText parses the body first and answers the wire text', async () => {
     const { dispatcher } = setup();
     const r = await dispatcher.handleText('{"jsonrpc":"2.0","id":1,"method":"test.echo"}', 'c');
-    expect(r).toMatchObject({ id: 1, result: { word: 'hi' } });
+    expect(typeof r).toBe('string');
+    expect(JSON.parse(r!)).toMatchObject({ id: 1, result: { word: 'hi' } });
+  });
+
+  it('handleText answers null for a notification', async () => {
+    const { dispatcher } = setup();
+    expect(await dispatcher.handleText('{"jsonrpc":"2.0","method":"test.echo"}', 'c')).toBeNull();
   });
 
   it('a notification gets no response', async () => {
@@ -173,7 +179,7 @@ describe('dispatcher: valid calls', () => {
 describe('dispatcher: invalid requests', () => {
   it('malformed JSON is a parse error (-32700) with id null', async () => {
     const { dispatcher } = setup();
-    const r = (await dispatcher.handleText('{"jsonrpc": "2.0", "method"', 'test')) as unknown as Resp;
+    const r = JSON.parse((await dispatcher.handleText('{"jsonrpc": "2.0", "method"', 'test'))!) as Resp;
     expect(r.id).toBeNull();
     expect(r.error?.code).toBe(-32700);
     expect(r.error?.data?.code).toBe('PARSE_ERROR');
@@ -181,7 +187,7 @@ describe('dispatcher: invalid requests', () => {
 
   it('an empty body is a parse error', async () => {
     const { dispatcher } = setup();
-    const r = (await dispatcher.handleText('', 'test')) as unknown as Resp;
+    const r = JSON.parse((await dispatcher.handleText('', 'test'))!) as Resp;
     expect(r.error?.code).toBe(-32700);
   });
 
@@ -449,8 +455,51 @@ describe('cached reads (methods with a cacheKey)', () => {
     });
     const text = async (body: unknown): Promise<Resp> =>
       JSON.parse(JSON.stringify(await dispatcher.handle(body, 'test'))) as Resp;
-    return { text, metrics, setKey: (k: string) => (key = k), computed: () => computed };
+    const wire = async (raw: string): Promise<Resp> =>
+      JSON.parse((await dispatcher.handleText(raw, 'test'))!) as Resp;
+    return { text, wire, metrics, setKey: (k: string) => (key = k), computed: () => computed };
   }
+
+  it('answers the same request text again from its remembered answer, counted each time', async () => {
+    const h = cachedSetup();
+    const raw = '{"jsonrpc":"2.0","id":7,"method":"polled"}';
+    expect(await h.wire(raw)).toEqual({ jsonrpc: '2.0', id: 7, result: { n: 1 } });
+    // The first answer came from the method; the second filled the memo; the third used it.
+    expect(await h.wire(raw)).toEqual({ jsonrpc: '2.0', id: 7, result: { n: 1 } });
+    expect(await h.wire(raw)).toEqual({ jsonrpc: '2.0', id: 7, result: { n: 1 } });
+    // Another id is another request text: its own answer, from the same cached result.
+    expect(await h.wire('{"jsonrpc":"2.0","id":"x","method":"polled"}')).toEqual({
+      jsonrpc: '2.0',
+      id: 'x',
+      result: { n: 1 },
+    });
+    expect(h.computed()).toBe(1);
+    expect(await counter(h.metrics, 'polled', 'ok')).toBe(4);
+  });
+
+  it('never answers a remembered text once the key has changed', async () => {
+    const h = cachedSetup();
+    const raw = '{"jsonrpc":"2.0","id":1,"method":"polled"}';
+    await h.wire(raw);
+    await h.wire(raw);
+    h.setKey('k2');
+    expect((await h.wire(raw)).result).toEqual({ n: 2 });
+    expect((await h.wire(raw)).result).toEqual({ n: 2 });
+    h.setKey('k1');
+    expect((await h.wire(raw)).result).toEqual({ n: 3 });
+    expect(h.computed()).toBe(3);
+  });
+
+  it('remembers no batch, notification or error answer', async () => {
+    const h = cachedSetup();
+    const batch = '[{"jsonrpc":"2.0","id":1,"method":"polled"}]';
+    await h.wire(batch);
+    h.setKey('k2');
+    expect(((await h.wire(batch)) as unknown as Resp[])[0]!.result).toEqual({ n: 2 });
+    const bad = '{"jsonrpc":"2.0","id":2,"method":"polled","params":{"x":1}}';
+    expect((await h.wire(bad)).error?.code).toBe(-32602);
+    expect((await h.wire(bad)).error?.code).toBe(-32602);
+  });
 
   it('computes once per key and answers the same result while the key holds', async () => {
     const h = cachedSetup();

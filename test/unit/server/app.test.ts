@@ -9,6 +9,7 @@ import { createMetrics } from '../../../src/metrics/metrics.js';
 import type { Dispatcher } from '../../../src/rpc/dispatcher.js';
 import { createAdminApp, createMetricsApp, RPC_BODY_LIMIT, type Readiness } from '../../../src/server/app.js';
 import { listenUnix } from '../../../src/server/socket.js';
+import { requestUnix } from '../../support/daemon.js';
 
 const logger = pino({ level: 'silent' });
 
@@ -20,7 +21,7 @@ function fakeDispatcher() {
       seen.push({ text, caller });
       const body = JSON.parse(text) as { id?: number };
       if (body.id === undefined) return null;
-      return { jsonrpc: '2.0', id: body.id, result: 'ok' };
+      return JSON.stringify({ jsonrpc: '2.0', id: body.id, result: 'ok' });
     },
   };
   return { dispatcher, seen };
@@ -46,103 +47,138 @@ function adminApp(readiness: Readiness = { ready: true, reasons: [] }) {
   return { app, seen, events };
 }
 
-describe('admin app /rpc', () => {
+describe('admin app /rpc (the bare endpoint in front of fastify)', () => {
+  let dir: string;
+  let close: (() => Promise<void>) | null = null;
+  beforeEach(async () => {
+    dir = await mkdtemp(path.join(os.tmpdir(), 'agentd-rpc-'));
+  });
+  afterEach(async () => {
+    await close?.();
+    close = null;
+    await rm(dir, { recursive: true, force: true });
+  });
+
+  /** The admin app on a unix socket bound as the daemon binds it (listenUnix on the raw server). */
+  async function serve() {
+    const h = adminApp();
+    await h.app.ready();
+    const socket = path.join(dir, 'admin.sock');
+    await listenUnix(h.app.server, socket, 0o600, null);
+    close = () => h.app.close();
+    const post = (body: string, headers: Record<string, string> = {}, url = '/rpc') =>
+      requestUnix(socket, 'POST', url, body, headers);
+    return { ...h, socket, post };
+  }
+
   it('passes the body and the x-agentd-caller header to the dispatcher', async () => {
-    const { app, seen } = adminApp();
-    const res = await app.inject({
-      method: 'POST',
-      url: '/rpc',
-      headers: { 'content-type': 'application/json', 'x-agentd-caller': 'watcher' },
-      payload: '{"jsonrpc":"2.0","id":1,"method":"status"}',
-    });
-    expect(res.statusCode).toBe(200);
-    expect(res.headers['content-type']).toMatch(/^application\/json/);
-    expect(res.json()).toEqual({ jsonrpc: '2.0', id: 1, result: 'ok' });
+    const { post, seen } = await serve();
+    const res = await post('{"jsonrpc":"2.0","id":1,"method":"status"}', { 'x-agentd-caller': 'watcher' });
+    expect(res.status).toBe(200);
+    expect(res.headers['content-type']).toBe('application/json; charset=utf-8');
+    expect(JSON.parse(res.body)).toEqual({ jsonrpc: '2.0', id: 1, result: 'ok' });
     expect(seen).toEqual([{ text: '{"jsonrpc":"2.0","id":1,"method":"status"}', caller: 'watcher' }]);
-    await app.close();
   });
 
   it('falls back to the user agent as the caller, capped at 64 characters', async () => {
-    const { app, seen } = adminApp();
-    await app.inject({
-      method: 'POST',
-      url: '/rpc',
-      headers: { 'content-type': 'application/json', 'user-agent': 'u'.repeat(100) },
-      payload: '{"id":1}',
-    });
+    const { post, seen } = await serve();
+    await post('{"id":1}', { 'user-agent': 'u'.repeat(100) });
     expect(seen[0]?.caller).toBe('u'.repeat(64));
-    await app.close();
   });
 
-  it('accepts application/json-rpc and a charset parameter', async () => {
-    const { app } = adminApp();
-    for (const type of ['application/json-rpc', 'application/json; charset=utf-8']) {
-      const res = await app.inject({
-        method: 'POST',
-        url: '/rpc',
-        headers: { 'content-type': type },
-        payload: '{"id":2}',
-      });
-      expect(res.statusCode, type).toBe(200);
+  it('accepts application/json-rpc, a charset parameter, any case, and a query string', async () => {
+    const { post } = await serve();
+    for (const type of ['application/json-rpc', 'application/json; charset=utf-8', 'Application/JSON']) {
+      expect((await post('{"id":2}', { 'content-type': type })).status, type).toBe(200);
     }
-    await app.close();
+    expect((await post('{"id":3}', {}, '/rpc?trace=1')).status).toBe(200);
+  });
+
+  it('a body in several chunks arrives whole, multi-byte characters included', async () => {
+    const { socket, seen } = await serve();
+    const text = JSON.stringify({ id: 4, params: { word: 'grüß'.repeat(20_000) } });
+    const bytes = Buffer.from(text);
+    await new Promise<void>((resolve, reject) => {
+      const req = http.request(
+        { socketPath: socket, method: 'POST', path: '/rpc', headers: { 'content-type': 'application/json' } },
+        (res) => {
+          res.resume();
+          res.on('end', () =>
+            res.statusCode === 200 ? resolve() : reject(new Error(`HTTP ${res.statusCode}`)),
+          );
+        },
+      );
+      req.on('error', reject);
+      // Cut inside a multi-byte character, and send without a content-length (chunked).
+      req.write(bytes.subarray(0, 1001));
+      setTimeout(() => req.end(bytes.subarray(1001)), 10);
+    });
+    expect(seen[0]?.text).toBe(text);
   });
 
   it('a notification answers 204 with no body', async () => {
-    const { app } = adminApp();
-    const res = await app.inject({
-      method: 'POST',
-      url: '/rpc',
-      headers: { 'content-type': 'application/json' },
-      payload: '{"jsonrpc":"2.0","method":"status"}',
-    });
-    expect(res.statusCode).toBe(204);
+    const { post } = await serve();
+    const res = await post('{"jsonrpc":"2.0","method":"status"}');
+    expect(res.status).toBe(204);
     expect(res.body).toBe('');
-    await app.close();
   });
 
-  it('a body over the limit answers 413 with PAYLOAD_TOO_LARGE', async () => {
-    const { app, seen } = adminApp();
-    const res = await app.inject({
-      method: 'POST',
-      url: '/rpc',
-      headers: { 'content-type': 'application/json' },
-      payload: `"${'x'.repeat(RPC_BODY_LIMIT)}"`,
-    });
-    expect(res.statusCode).toBe(413);
-    expect(res.json()).toMatchObject({
+  it('a body over the limit answers 413 with PAYLOAD_TOO_LARGE, by content-length or while streaming', async () => {
+    const { post, socket, seen } = await serve();
+    const res = await post(`"${'x'.repeat(RPC_BODY_LIMIT)}"`);
+    expect(res.status).toBe(413);
+    expect(JSON.parse(res.body)).toMatchObject({
       jsonrpc: '2.0',
       id: null,
       error: { code: 1021, data: { code: 'PAYLOAD_TOO_LARGE', limit: RPC_BODY_LIMIT } },
     });
+    // Chunked: no declared length, the count while reading stops it.
+    const status = await new Promise<number>((resolve, reject) => {
+      const req = http.request(
+        { socketPath: socket, method: 'POST', path: '/rpc', headers: { 'content-type': 'application/json' } },
+        (r) => {
+          r.resume();
+          resolve(r.statusCode ?? 0);
+        },
+      );
+      req.on('error', (err: NodeJS.ErrnoException) => (err.code === 'EPIPE' ? undefined : reject(err)));
+      for (let i = 0; i < 20; i++) req.write(Buffer.alloc(64 * 1024, 0x20));
+      req.end();
+    });
+    expect(status).toBe(413);
     expect(seen).toEqual([]);
-    await app.close();
   });
 
-  it.each(['text/plain', 'application/x-www-form-urlencoded'])(
-    'content type %s answers 415',
+  it.each(['text/plain', 'application/x-www-form-urlencoded', 'application/jsonp', ''])(
+    'content type "%s" answers 415',
     async (type) => {
-      const { app } = adminApp();
-      const res = await app.inject({
-        method: 'POST',
-        url: '/rpc',
-        headers: { 'content-type': type },
-        payload: '{}',
-      });
-      expect(res.statusCode).toBe(415);
-      expect(res.json()).toMatchObject({
+      const { post, seen } = await serve();
+      const res = await post('{}', { 'content-type': type });
+      expect(res.status).toBe(415);
+      expect(JSON.parse(res.body)).toMatchObject({
         id: null,
-        error: { code: -32600, data: { code: 'INVALID_REQUEST' } },
+        error: {
+          code: -32600,
+          data: { code: 'INVALID_REQUEST' },
+          message: 'content-type must be application/json',
+        },
       });
-      await app.close();
+      expect(seen).toEqual([]);
     },
   );
 
-  it('an unknown route is 404 and GET /rpc is not a route', async () => {
-    const { app } = adminApp();
-    expect((await app.inject({ method: 'GET', url: '/nope' })).statusCode).toBe(404);
-    expect((await app.inject({ method: 'GET', url: '/rpc' })).statusCode).toBe(404);
+  it('an unknown route is 404 and GET /rpc is not a route (both from fastify)', async () => {
+    const { socket } = await serve();
+    expect((await requestUnix(socket, 'GET', '/nope')).status).toBe(404);
+    expect((await requestUnix(socket, 'GET', '/rpc')).status).toBe(404);
+    expect((await requestUnix(socket, 'POST', '/rpc/x', '{}')).status).toBe(404);
+  });
+
+  it('closing the app closes the server the daemon bound itself', async () => {
+    const { app, socket } = await serve();
     await app.close();
+    close = null;
+    await expect(requestUnix(socket, 'GET', '/healthz')).rejects.toThrow(/ENOENT|ECONNREFUSED/);
   });
 });
 

@@ -1,0 +1,156 @@
+/**
+ * `POST /rpc` as a bare node:http handler, in front of fastify (see `createAdminApp`).
+ *
+ * It is the one hot route: scripts and monitoring poll `status` over it. Measured on 2 cores,
+ * fastify's routing, content-type parsing and reply pipeline cost more per call than the whole
+ * JSON-RPC dispatch of a cached read, so this route reads the body, checks the limits and the
+ * content type, and writes the answer itself. Every other route stays on fastify.
+ */
+import type { IncomingMessage, ServerResponse } from 'node:http';
+import type { Logger } from 'pino';
+import type { Dispatcher } from '../rpc/dispatcher.js';
+import { makeWireError, type WireError } from '../rpc/error-map.js';
+
+/** Largest accepted /rpc body. A full agent config is a few KiB. */
+export const RPC_BODY_LIMIT = 1024 * 1024;
+
+/** Media types accepted on /rpc (parameters such as `charset` are allowed). */
+const RPC_MEDIA_TYPES = new Set(['application/json', 'application/json-rpc']);
+
+export interface RpcEndpointOptions {
+  dispatcher: Dispatcher;
+  logger: Logger;
+  /** True once the server is closing: new calls get 503, as fastify's other routes do. */
+  isClosing: () => boolean;
+}
+
+export type RequestHandler = (req: IncomingMessage, res: ServerResponse) => void;
+
+/** True for the requests the endpoint answers: `POST /rpc`, with or without a query string. */
+export function isRpcRequest(req: IncomingMessage): boolean {
+  const url = req.url ?? '';
+  return req.method === 'POST' && (url === '/rpc' || url.startsWith('/rpc?'));
+}
+
+function mediaTypeOf(header: string | undefined): string {
+  if (header === undefined) return '';
+  if (header === 'application/json') return header;
+  const semi = header.indexOf(';');
+  return (semi === -1 ? header : header.slice(0, semi)).trim().toLowerCase();
+}
+
+function sendJson(res: ServerResponse, status: number, body: string, close = false): void {
+  const headers: Record<string, string | number> = {
+    'content-type': 'application/json; charset=utf-8',
+    'content-length': Buffer.byteLength(body),
+  };
+  // A refused body is not read: closing the connection keeps us from draining it.
+  if (close) headers.connection = 'close';
+  res.writeHead(status, headers);
+  res.end(body);
+}
+
+function sendError(res: ServerResponse, status: number, error: WireError): void {
+  sendJson(res, status, JSON.stringify({ jsonrpc: '2.0', id: null, error }), true);
+}
+
+export function createRpcEndpoint(o: RpcEndpointOptions): RequestHandler {
+  const { dispatcher, logger } = o;
+  const debug = logger.isLevelEnabled('debug');
+
+  const tooLarge = (res: ServerResponse): void =>
+    sendError(
+      res,
+      413,
+      makeWireError('PAYLOAD_TOO_LARGE', `request body exceeds ${RPC_BODY_LIMIT} bytes`, {
+        limit: RPC_BODY_LIMIT,
+      }),
+    );
+
+  const answer = (res: ServerResponse, text: string | null): void => {
+    if (text === null) {
+      res.writeHead(204);
+      res.end();
+    } else {
+      sendJson(res, 200, text);
+    }
+  };
+
+  const failed = (res: ServerResponse, err: unknown): void => {
+    logger.error({ err }, 'unhandled error answering /rpc');
+    if (!res.headersSent) sendError(res, 500, makeWireError('INTERNAL', 'internal error'));
+    else res.destroy();
+  };
+
+  const dispatch = (req: IncomingMessage, res: ServerResponse, text: string): void => {
+    const caller = String(req.headers['x-agentd-caller'] ?? req.headers['user-agent'] ?? 'http').slice(0, 64);
+    let response: string | null | Promise<string | null>;
+    try {
+      response = dispatcher.handleText(text, caller);
+    } catch (err) {
+      failed(res, err);
+      return;
+    }
+    if (response instanceof Promise) {
+      response.then(
+        (r) => answer(res, r),
+        (err: unknown) => failed(res, err),
+      );
+    } else {
+      answer(res, response);
+    }
+  };
+
+  return (req, res) => {
+    if (debug) {
+      const started = performance.now();
+      res.once('finish', () =>
+        logger.debug(
+          {
+            http: req.method,
+            url: req.url,
+            status: res.statusCode,
+            durationMs: Math.round((performance.now() - started) * 100) / 100,
+          },
+          'http',
+        ),
+      );
+    }
+    if (o.isClosing()) {
+      sendError(res, 503, makeWireError('DRAINING', 'agentd is shutting down and accepts no new calls'));
+      return;
+    }
+    if (!RPC_MEDIA_TYPES.has(mediaTypeOf(req.headers['content-type']))) {
+      sendError(res, 415, makeWireError('INVALID_REQUEST', 'content-type must be application/json'));
+      return;
+    }
+    const declared = req.headers['content-length'];
+    if (declared !== undefined && Number(declared) > RPC_BODY_LIMIT) {
+      tooLarge(res);
+      return;
+    }
+    // Chunked bodies have no declared length: count while reading.
+    const chunks: Buffer[] = [];
+    let size = 0;
+    const onData = (chunk: Buffer): void => {
+      size += chunk.length;
+      if (size > RPC_BODY_LIMIT) {
+        req.off('data', onData);
+        req.off('end', onEnd);
+        chunks.length = 0;
+        tooLarge(res);
+        return;
+      }
+      chunks.push(chunk);
+    };
+    const onEnd = (): void => {
+      const [first] = chunks;
+      const body = chunks.length === 1 && first ? first : Buffer.concat(chunks, size);
+      dispatch(req, res, body.toString('utf8'));
+    };
+    // No 'error' listener: a client that goes away mid-body leaves nothing to answer, and an
+    // IncomingMessage without one drops its error instead of throwing it.
+    req.on('data', onData);
+    req.on('end', onEnd);
+  };
+}
