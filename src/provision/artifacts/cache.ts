@@ -91,7 +91,7 @@ async function downloadOnce(req: CacheRequest, deps: CacheDeps, file: string): P
     const progress = createByteProgress(deps.progress, deps.ctx.clock, req.task, total);
     // No fsync: entries are verified on every use (see OpenWrite).
     out = openForWrite(deps.openWrite, tmp, 0o644, false);
-    hasher = createStreamHasher(total, { mode: deps.hashMode ?? 'auto' });
+    hasher = createStreamHasher(total, { mode: deps.hashMode ?? 'auto', file: tmp });
     const bytes = await pumpBody(res.body, out, hasher, (n) => progress.update(n));
     if (total !== undefined && bytes !== total) {
       throw markTransient(
@@ -125,10 +125,11 @@ async function downloadOnce(req: CacheRequest, deps: CacheDeps, file: string): P
 }
 
 /**
- * Copy `body` into `out` while hashing, with back-pressure from both the file and the hasher.
- * Event-based rather than `for await`: per-chunk promises cost a large share of the CPU at
- * loopback speeds. Resolves with the byte count at the end of the body; rejects (and destroys
- * the body, aborting the request) on any error of either side.
+ * Copy `body` into `out` while hashing, with back-pressure from the file: the hasher sees each
+ * chunk as it arrives and again once it is written. Event-based rather than `for await`:
+ * per-chunk promises cost a large share of the CPU at loopback speeds. Resolves with the byte
+ * count at the end of the body; rejects (and destroys the body, aborting the request) on any
+ * error of either side.
  */
 function pumpBody(
   body: Readable,
@@ -138,13 +139,9 @@ function pumpBody(
 ): Promise<number> {
   return new Promise<number>((resolve, reject) => {
     let bytes = 0;
-    let holds = 0;
     let settled = false;
-    const hold = (): void => {
-      if (holds++ === 0) body.pause();
-    };
-    const release = (): void => {
-      if (--holds === 0 && !settled) body.resume();
+    const resume = (): void => {
+      if (!settled) body.resume();
     };
     const cleanup = (): void => {
       body.off('data', onData);
@@ -163,13 +160,14 @@ function pumpBody(
     function onData(chunk: Buffer): void {
       bytes += chunk.length;
       hasher.update(chunk);
-      if (hasher.busy) {
-        hold();
-        hasher.onIdle(release);
-      }
-      if (!out.write(chunk)) {
-        hold();
-        out.once('drain', release);
+      const size = chunk.length;
+      // Written chunks complete in order; a failed write surfaces as the stream's error.
+      const full = !out.write(chunk, (err) => {
+        if (!err) hasher.written(size);
+      });
+      if (full) {
+        body.pause();
+        out.once('drain', resume);
       }
       onBytes(bytes);
     }
