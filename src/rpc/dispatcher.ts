@@ -38,12 +38,12 @@ export interface Dispatcher {
   /** Dispatch an already parsed body (single request or batch). */
   handle(body: unknown, caller: string): Promise<RpcResponse>;
   /**
-   * Wire in, wire out (the HTTP endpoint): the request text, and the response text or null
-   * when there is nothing to answer (notifications). Invalid JSON answers a parse error. The
+   * Wire in, wire out (the HTTP endpoint): the request text, and the response bytes (UTF-8
+   * JSON) or null when there is nothing to answer (notifications). Invalid JSON answers a parse error. The
    * answer comes back synchronously when it is known at once (an invalid request, a current
    * cached read), so a status poll costs no promise.
    */
-  handleText(text: string, caller: string): string | null | Promise<string | null>;
+  handleText(text: string, caller: string): Buffer | null | Promise<Buffer | null>;
 }
 
 interface ReadCache {
@@ -65,7 +65,7 @@ interface RepeatedRead {
   method: string;
   entry: ReadCacheEntry;
   result: RawJson;
-  answer: string;
+  answer: Buffer;
 }
 
 /** `{}` — not an array: positional params (`[]`) are refused, never taken as "no params". */
@@ -271,7 +271,7 @@ export function createDispatcher(options: DispatcherOptions): Dispatcher {
   let repeated: RepeatedRead | null = null;
 
   /** Remember `answer` when it is a read cache's current result for exactly this `text`. */
-  function rememberRepeat(text: string, body: unknown, response: RpcResponse, answer: string): void {
+  function rememberRepeat(text: string, body: unknown, response: RpcResponse, answer: Buffer): void {
     if (response === null || Array.isArray(response) || !('result' in response)) return;
     const { result } = response;
     if (!(result instanceof RawJson)) return;
@@ -280,10 +280,11 @@ export function createDispatcher(options: DispatcherOptions): Dispatcher {
     if (entry?.cache.result === result) repeated = { text, method, entry, result, answer };
   }
 
-  const wire = (response: RpcResponse): string | null =>
-    response === null ? null : serializeResponse(response);
+  // Bytes, not text: a remembered answer is then written as it is, with no encoding per call.
+  const wire = (response: RpcResponse): Buffer | null =>
+    response === null ? null : Buffer.from(serializeResponse(response));
 
-  const handleText = (text: string, caller: string): string | null | Promise<string | null> => {
+  const handleText = (text: string, caller: string): Buffer | null | Promise<Buffer | null> => {
     const r = repeated;
     if (r !== null && text === r.text && r.entry.cache.result === r.result && isCurrent(r.entry)) {
       count(r.method, 'ok', caller, now());

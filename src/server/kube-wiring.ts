@@ -21,6 +21,7 @@ import { createRpcClient } from '../rpc/client.js';
 import type { Dispatcher } from '../rpc/dispatcher.js';
 import { createInProcessTransport } from '../rpc/in-process-transport.js';
 import type { WatcherStatus } from '../rpc/services.js';
+import { keyJoiner } from '../rpc/method.js';
 import type { MachineWatcher, MachineWatcherOptions } from '../watcher/index.js';
 import type * as KubeRuntimeModule from './kube-runtime.js';
 
@@ -126,6 +127,8 @@ export function createKubeWiring(o: KubeWiringOptions): KubeWiring {
   }
 
   const machineName = (): string | null => config.machineName ?? o.appliedConfig()?.MachineName ?? null;
+  // Polled with every status call: the same key string back while nothing changed.
+  const joinOffKey = keyJoiner();
 
   // ---- cordon / drain / uncordon ----------------------------------------------------------
 
@@ -286,7 +289,9 @@ export function createKubeWiring(o: KubeWiringOptions): KubeWiring {
       recheck();
     },
     watcherStatusKey() {
-      return watcher !== null ? `on:${watcher.statusKey()}` : `off:${reason ?? ''}:${machineName() ?? ''}`;
+      return watcher !== null
+        ? `on:${watcher.statusKey()}`
+        : joinOffKey('off', reason ?? '', machineName() ?? '');
     },
     watcherStatus() {
       if (watcher !== null) return watcher.status();

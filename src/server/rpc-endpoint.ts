@@ -39,7 +39,7 @@ function mediaTypeOf(header: string | undefined): string {
   return (semi === -1 ? header : header.slice(0, semi)).trim().toLowerCase();
 }
 
-function sendJson(res: ServerResponse, status: number, body: string, close = false): void {
+function sendJson(res: ServerResponse, status: number, body: string | Buffer, close = false): void {
   const headers: Record<string, string | number> = {
     'content-type': 'application/json; charset=utf-8',
     'content-length': Buffer.byteLength(body),
@@ -67,12 +67,12 @@ export function createRpcEndpoint(o: RpcEndpointOptions): RequestHandler {
       }),
     );
 
-  const answer = (res: ServerResponse, text: string | null): void => {
-    if (text === null) {
+  const answer = (res: ServerResponse, bytes: Buffer | null): void => {
+    if (bytes === null) {
       res.writeHead(204);
       res.end();
     } else {
-      sendJson(res, 200, text);
+      sendJson(res, 200, bytes);
     }
   };
 
@@ -84,7 +84,7 @@ export function createRpcEndpoint(o: RpcEndpointOptions): RequestHandler {
 
   const dispatch = (req: IncomingMessage, res: ServerResponse, text: string): void => {
     const caller = String(req.headers['x-agentd-caller'] ?? req.headers['user-agent'] ?? 'http').slice(0, 64);
-    let response: string | null | Promise<string | null>;
+    let response: Buffer | null | Promise<Buffer | null>;
     try {
       response = dispatcher.handleText(text, caller);
     } catch (err) {

@@ -148,8 +148,8 @@ describe('dispatcher: valid calls', () => {
   it('handleText parses the body first and answers the wire text', async () => {
     const { dispatcher } = setup();
     const r = await dispatcher.handleText('{"jsonrpc":"2.0","id":1,"method":"test.echo"}', 'c');
-    expect(typeof r).toBe('string');
-    expect(JSON.parse(r!)).toMatchObject({ id: 1, result: { word: 'hi' } });
+    expect(Buffer.isBuffer(r)).toBe(true);
+    expect(JSON.parse(r!.toString())).toMatchObject({ id: 1, result: { word: 'hi' } });
   });
 
   it('handleText answers null for a notification', async () => {
@@ -179,7 +179,9 @@ describe('dispatcher: valid calls', () => {
 describe('dispatcher: invalid requests', () => {
   it('malformed JSON is a parse error (-32700) with id null', async () => {
     const { dispatcher } = setup();
-    const r = JSON.parse((await dispatcher.handleText('{"jsonrpc": "2.0", "method"', 'test'))!) as Resp;
+    const r = JSON.parse(
+      (await dispatcher.handleText('{"jsonrpc": "2.0", "method"', 'test'))!.toString(),
+    ) as Resp;
     expect(r.id).toBeNull();
     expect(r.error?.code).toBe(-32700);
     expect(r.error?.data?.code).toBe('PARSE_ERROR');
@@ -187,7 +189,7 @@ describe('dispatcher: invalid requests', () => {
 
   it('an empty body is a parse error', async () => {
     const { dispatcher } = setup();
-    const r = JSON.parse((await dispatcher.handleText('', 'test'))!) as Resp;
+    const r = JSON.parse((await dispatcher.handleText('', 'test'))!.toString()) as Resp;
     expect(r.error?.code).toBe(-32700);
   });
 
@@ -456,7 +458,7 @@ describe('cached reads (methods with a cacheKey)', () => {
     const text = async (body: unknown): Promise<Resp> =>
       JSON.parse(JSON.stringify(await dispatcher.handle(body, 'test'))) as Resp;
     const wire = async (raw: string): Promise<Resp> =>
-      JSON.parse((await dispatcher.handleText(raw, 'test'))!) as Resp;
+      JSON.parse((await dispatcher.handleText(raw, 'test'))!.toString()) as Resp;
     return { text, wire, metrics, setKey: (k: string) => (key = k), computed: () => computed };
   }
 

@@ -21,7 +21,7 @@ function fakeDispatcher() {
       seen.push({ text, caller });
       const body = JSON.parse(text) as { id?: number };
       if (body.id === undefined) return null;
-      return JSON.stringify({ jsonrpc: '2.0', id: body.id, result: 'ok' });
+      return Buffer.from(JSON.stringify({ jsonrpc: '2.0', id: body.id, result: 'ok' }));
     },
   };
   return { dispatcher, seen };
