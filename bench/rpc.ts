@@ -17,8 +17,8 @@ import { renderTable } from './lib/table.js';
 import { requestUnix } from './lib/unix-http.js';
 
 /** Seconds per measured run; each target gets ROUNDS runs per concurrency. */
-const SECONDS = Number(process.env.BENCH_SECONDS ?? 2);
-const ROUNDS = 3;
+const SECONDS = Number(process.env.BENCH_SECONDS ?? 1.5);
+const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 7);
 const CONCURRENCY = [1, 64] as const;
 const CLI_RUNS = 15;
 const IDLE_MS = 2000;
@@ -43,7 +43,8 @@ function header(): string {
     `node ${process.version}, ${cpus.length} × ${cpus[0]?.model.trim() ?? 'unknown cpu'}, ${os.platform()} ${os.release()}`,
     // Other work on the machine skews every number: say how busy it was.
     `load average ${load} at start`,
-    `per target and concurrency: ${ROUNDS} alternating runs of ${SECONDS} s after a 1 s warm-up, medians`,
+    `per concurrency: ${ROUNDS} rounds, each one ${SECONDS} s run of both targets back to back (order alternating), after a 1 s warm-up;`,
+    'the table shows medians over the rounds, the ratios are medians of the per-round ratios',
     `POST /rpc ${BODY}`,
   ].join('\n');
 }
@@ -81,9 +82,22 @@ function medianRun(runs: readonly Measured[]): Measured {
   };
 }
 
+/** Per-round ratios agentd/baseline, reduced to their median. */
+interface Ratios {
+  rps: number;
+  p50: number;
+  p99: number;
+  cpuUs: number;
+  sysUs: number;
+  /** The smallest and largest per-round req/s ratio: how much the machine moved under us. */
+  rpsRange: [number, number];
+}
+
 /**
- * Daemon and baseline in alternating rounds, medians over the rounds: on a shared machine a
- * burst of other work then skews one round of each, not the whole comparison.
+ * Daemon and baseline in paired rounds: each round runs both back to back, in alternating
+ * order, and yields one ratio. This machine's speed drifts by tens of percent over a minute
+ * (shared cores); a ratio of two runs seconds apart cancels the drift, and the median of the
+ * rounds' ratios drops a round hit by a burst of other work.
  */
 async function compare(daemon: Child, baseline: Child, connections: number) {
   for (const target of [daemon, baseline]) {
@@ -93,26 +107,32 @@ async function compare(daemon: Child, baseline: Child, connections: number) {
   const d: Measured[] = [];
   const b: Measured[] = [];
   for (let round = 0; round < ROUNDS; round++) {
-    d.push(await measure(daemon, connections));
-    b.push(await measure(baseline, connections));
+    if (round % 2 === 0) {
+      d.push(await measure(daemon, connections));
+      b.push(await measure(baseline, connections));
+    } else {
+      b.push(await measure(baseline, connections));
+      d.push(await measure(daemon, connections));
+    }
   }
-  return { d: medianRun(d), b: medianRun(b) };
+  const ratio = (pick: (r: Measured) => number): number => median(d.map((r, i) => pick(r) / pick(b[i]!)));
+  const rpsRatios = d.map((r, i) => r.rps / b[i]!.rps);
+  const ratios: Ratios = {
+    rps: ratio((r) => r.rps),
+    p50: ratio((r) => r.p50),
+    p99: ratio((r) => r.p99),
+    cpuUs: ratio((r) => r.cpuUs),
+    sysUs: ratio((r) => r.sysUs),
+    rpsRange: [Math.min(...rpsRatios), Math.max(...rpsRatios)],
+  };
+  return { d: medianRun(d), b: medianRun(b), ratios };
 }
 
-function loadRows(c: number, d: Measured, b: Measured): (string | number)[][] {
+function loadRows(c: number, d: Measured, b: Measured, r: Ratios): (string | number)[][] {
   return [
     ['agentd status', String(c), d.rps, d.p50, d.p99, d.cpuUs, d.sysUs, String(d.failures)],
     ['node:http baseline', String(c), b.rps, b.p50, b.p99, b.cpuUs, b.sysUs, String(b.failures)],
-    [
-      'ratio agentd/baseline',
-      String(c),
-      d.rps / b.rps,
-      d.p50 / b.p50,
-      d.p99 / b.p99,
-      d.cpuUs / b.cpuUs,
-      d.sysUs / b.sysUs,
-      '',
-    ],
+    ['ratio agentd/baseline', String(c), r.rps, r.p50, r.p99, r.cpuUs, r.sysUs, ''],
   ];
 }
 
@@ -139,13 +159,11 @@ async function main(): Promise<void> {
     const baselineRss = await residentMiB(baseline.pid);
 
     const rows: (string | number)[][] = [];
-    const ratios = new Map<number, number>();
-    const cpuRatios = new Map<number, number>();
+    const ratios = new Map<number, Ratios>();
     for (const c of CONCURRENCY) {
-      const { d, b } = await compare(daemon, baseline, c);
-      ratios.set(c, d.rps / b.rps);
-      cpuRatios.set(c, d.cpuUs / b.cpuUs);
-      rows.push(...loadRows(c, d, b));
+      const { d, b, ratios: r } = await compare(daemon, baseline, c);
+      ratios.set(c, r);
+      rows.push(...loadRows(c, d, b, r));
     }
     const loadedRss = await residentMiB(daemon.pid);
 
@@ -178,11 +196,13 @@ async function main(): Promise<void> {
         ],
       ),
     );
-    const at64 = ratios.get(64) ?? Number.NaN;
-    const cpu64 = cpuRatios.get(64) ?? Number.NaN;
+    const r64 = ratios.get(64)!;
+    const at64 = r64.rps;
+    const cpu64 = r64.cpuUs;
     console.log(
       [
         `\nratio agentd/baseline req/s at concurrency 64: ${at64.toFixed(2)} (target ≥ ${TARGET_RATIO}: ${at64 >= TARGET_RATIO ? 'met' : 'NOT met'})`,
+        `  per-round ratios ranged ${r64.rpsRange.map((x) => x.toFixed(2)).join(' … ')} over ${ROUNDS} rounds`,
         // The request rate depends on how much CPU the machine leaves each server; CPU per request does not.
         `CPU per request, baseline/agentd, at concurrency 64: ${(1 / cpu64).toFixed(2)} (the req/s ratio when server CPU is the only limit; robust to machine load)`,
       ].join('\n'),
