@@ -3,11 +3,12 @@
  * file next to its final name, hashed on the way, and renamed into place only once its digest
  * and size match the descriptor, so a file under its digest name is always the right bytes.
  */
-import { createHash, randomUUID } from 'node:crypto';
+import { randomUUID } from 'node:crypto';
 import { mkdir, open, rename, rm, stat } from 'node:fs/promises';
 import path from 'node:path';
 import type { Readable } from 'node:stream';
 import { ChecksumMismatchError, ImagePullFailedError } from '../../errors.js';
+import { createStreamHasher } from '../artifacts/hasher.js';
 import { digestHex } from './digest.js';
 import type { RegistryClient } from './registry-client.js';
 import { TransientPullError } from './retry.js';
@@ -58,8 +59,9 @@ async function downloadTo(
   const fh = await open(tmp, 'wx', 0o644);
   let verified = false;
   let received = 0;
+  // Large blobs are hashed on the worker that reads the written file (see artifacts/hasher.ts).
+  const hasher = createStreamHasher(descriptor.size, { file: tmp });
   try {
-    const hash = createHash('sha256');
     for await (const chunk of body as AsyncIterable<Buffer>) {
       received += chunk.length;
       if (received > descriptor.size) {
@@ -67,20 +69,22 @@ async function downloadTo(
           `${what}: blob is larger than the ${descriptor.size} bytes its descriptor declares`,
         );
       }
-      hash.update(chunk);
+      hasher.update(chunk);
       await writeAll(fh.fd, [chunk], tmp);
+      hasher.written(chunk.length);
       onBytes(chunk.length);
     }
     if (received < descriptor.size) {
       throw new TransientPullError(`${what}: body ended after ${received} of ${descriptor.size} bytes`);
     }
-    const actual = `sha256:${hash.digest('hex')}`;
+    const actual = `sha256:${await hasher.digest()}`;
     if (actual !== descriptor.digest)
       throw new ChecksumMismatchError(`${what}: blob`, descriptor.digest, actual);
     // durable before it takes the name that promises verified content
     await fh.sync();
     verified = true;
   } finally {
+    if (!verified) hasher.dispose();
     await fh.close();
     if (!verified) await rm(tmp, { force: true });
   }
