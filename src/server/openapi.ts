@@ -76,6 +76,12 @@ export function buildOpenApiDocument(version: string): Record<string, unknown> {
             '204': { description: 'Only notifications were sent: no body.' },
             '413': errorBody('The body exceeds the size limit (error.data.code PAYLOAD_TOO_LARGE).'),
             '415': errorBody('The content type is not application/json (error.data.code INVALID_REQUEST).'),
+            '500': errorBody(
+              'An internal error outside any one call (error.data.code INTERNAL); see the agentd log.',
+            ),
+            '503': errorBody(
+              'The server is closing (shutdown); the call was not run (error.data.code DRAINING). Retry once agentd is back.',
+            ),
           },
         },
       },
