@@ -4,15 +4,12 @@
  * goes back to kube1, after it forward to kube2 (removing kube1). Also a crash in the middle
  * of a reset, which recovery finishes.
  */
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { expect, it } from 'vitest';
 import {
   cloneSimNode,
   crashAndRestart,
-  createJoinedTemplate,
-  disposeSimNode,
+  describeUpdateCrashes,
   expectRecovered,
-  runUpdateCrashCase,
-  type SimNode,
   type UpdateCrashCase,
 } from '../support/sim-node.js';
 
@@ -29,21 +26,9 @@ const CASES: UpdateCrashCase[] = [
   { failpoint: 'update.cleanup.after', phase: 'cleanup', committed: true },
 ];
 
-describe('crash around the commit: the journal decides the direction', () => {
-  let template: SimNode;
-  beforeAll(async () => {
-    template = await createJoinedTemplate();
-  });
-  afterAll(async () => {
-    await disposeSimNode(template);
-  });
-
-  it.each(CASES)('$failpoint', async (c) => {
-    await runUpdateCrashCase(template, c);
-  });
-
+describeUpdateCrashes('crash around the commit: the journal decides the direction', CASES, (template) => {
   it('reset.remove.kube1: recovery finishes the reset', async () => {
-    const node = await cloneSimNode(template);
+    const node = await cloneSimNode(template());
     await crashAndRestart(node, 'reset.remove.kube1', (n) => n.call('reset', {}));
     const op = await expectRecovered(node, { active: null, version: null });
     expect(op).toMatchObject({ kind: 'reset', from: 'kube1' });

@@ -4,15 +4,12 @@
  * must leave the node on kube1 with nothing of kube2. Also a crash in the middle of the first
  * join, which must leave a node with no machine at all.
  */
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import {
   crashAndRestart,
-  createJoinedTemplate,
   createSimNode,
-  disposeSimNode,
+  describeUpdateCrashes,
   expectRecovered,
-  runUpdateCrashCase,
-  type SimNode,
   type UpdateCrashCase,
 } from '../support/sim-node.js';
 
@@ -26,19 +23,7 @@ const CASES: UpdateCrashCase[] = [
   { failpoint: 'update.stage.after', phase: 'stage', committed: false },
 ];
 
-describe('crash before the switch-over: recovery keeps kube1', () => {
-  let template: SimNode;
-  beforeAll(async () => {
-    template = await createJoinedTemplate();
-  });
-  afterAll(async () => {
-    await disposeSimNode(template);
-  });
-
-  it.each(CASES)('$failpoint', async (c) => {
-    await runUpdateCrashCase(template, c);
-  });
-});
+describeUpdateCrashes('crash before the switch-over: recovery keeps kube1', CASES);
 
 describe('crash during the first join', () => {
   it('update.provision.mid on a fresh node: recovery removes the partial kube1', async () => {

@@ -4,14 +4,7 @@
  * failpoints for stop and verify) — then restarted. Nothing is committed yet, so recovery must
  * remove kube2 and bring kube1 back: one machine running, on the old version.
  */
-import { afterAll, beforeAll, describe, it } from 'vitest';
-import {
-  createJoinedTemplate,
-  disposeSimNode,
-  runUpdateCrashCase,
-  type SimNode,
-  type UpdateCrashCase,
-} from '../support/sim-node.js';
+import { describeUpdateCrashes, type UpdateCrashCase } from '../support/sim-node.js';
 
 const CASES: UpdateCrashCase[] = [
   { failpoint: 'update.stop.before', phase: 'stop', committed: false },
@@ -27,16 +20,4 @@ const CASES: UpdateCrashCase[] = [
   { failpoint: 'cmd:--machine=kube2 --pipe --wait systemctl is-active', phase: 'verify', committed: false },
 ];
 
-describe('crash in the down window: recovery brings kube1 back', () => {
-  let template: SimNode;
-  beforeAll(async () => {
-    template = await createJoinedTemplate();
-  });
-  afterAll(async () => {
-    await disposeSimNode(template);
-  });
-
-  it.each(CASES)('$failpoint', async (c) => {
-    await runUpdateCrashCase(template, c);
-  });
-});
+describeUpdateCrashes('crash in the down window: recovery brings kube1 back', CASES);

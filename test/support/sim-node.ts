@@ -11,7 +11,7 @@ import { cp, lstat, mkdtemp, readFile, readdir, readlink, rm } from 'node:fs/pro
 import http from 'node:http';
 import os from 'node:os';
 import path from 'node:path';
-import { expect, onTestFinished } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it, onTestFinished } from 'vitest';
 import { requestUnix, startTestDaemon, type TestDaemon } from './daemon.js';
 
 export type Machine = 'kube1' | 'kube2';
@@ -490,4 +490,28 @@ export async function runUpdateCrashCase(template: SimNode, c: UpdateCrashCase):
   const recovery = op.result?.recovery as { interruptedIn: string; outcome: string };
   expect(recovery.interruptedIn).toBe(c.phase);
   expect(recovery.outcome).toBe(c.committed ? 'completed the switch to kube2' : 'rolled back to kube1');
+}
+
+/**
+ * A describe block of crash-matrix rows: one joined template node for the block (cloned per
+ * row), each row run by `runUpdateCrashCase`. `more` adds tests that use the same template.
+ */
+export function describeUpdateCrashes(
+  title: string,
+  cases: readonly UpdateCrashCase[],
+  more?: (template: () => SimNode) => void,
+): void {
+  describe(title, () => {
+    let template: SimNode;
+    beforeAll(async () => {
+      template = await createJoinedTemplate();
+    });
+    afterAll(async () => {
+      await disposeSimNode(template);
+    });
+    it.each(cases)('$failpoint', async (c) => {
+      await runUpdateCrashCase(template, c);
+    });
+    more?.(() => template);
+  });
 }
