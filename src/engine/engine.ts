@@ -93,7 +93,6 @@ export class Engine {
       stateDir: options.stateDir,
       machines: options.machines,
       applied: this.#applied,
-      clock: options.clock,
       metrics: options.metrics,
       extraWarnings: () =>
         this.#lastRecovery && !this.#lastRecovery.ok
@@ -171,8 +170,24 @@ export class Engine {
   };
 
   #refreshIfStale(): void {
-    const maxAge = this.#o.statusMaxAgeMs ?? 5000;
-    if (!this.#slot.current && this.#o.clock.now() - this.#snap.readAt > maxAge) void this.refreshNode();
+    if (this.#stale && !this.#slot.current) {
+      this.#stale = false;
+      void this.refreshNode();
+    }
+  }
+
+  /**
+   * Set `statusMaxAgeMs` after each read of the node, by an unref'd timer: a status poll then
+   * checks a flag instead of reading the clock (it runs on every call).
+   */
+  #stale = false;
+  #staleTimer: NodeJS.Timeout | undefined;
+
+  #armStaleTimer(): void {
+    clearTimeout(this.#staleTimer);
+    this.#stale = false;
+    this.#staleTimer = setTimeout(() => (this.#stale = true), this.#o.statusMaxAgeMs ?? 5000);
+    this.#staleTimer.unref();
   }
 
   /**
@@ -368,6 +383,7 @@ export class Engine {
   async shutdown(graceMs: number): Promise<void> {
     await this.#slot.drain(graceMs);
     await this.#snap.settled();
+    clearTimeout(this.#staleTimer);
   }
 
   async #recordNoop(req: UpdateRequest, source: MachineName | null): Promise<Operation> {
@@ -385,6 +401,6 @@ export class Engine {
 
   /** Re-read the node from disk and the host. Concurrent callers share one refresh. */
   refreshNode(): Promise<void> {
-    return this.#snap.refresh();
+    return this.#snap.refresh().finally(() => this.#armStaleTimer());
   }
 }

@@ -8,7 +8,7 @@ import { stat } from 'node:fs/promises';
 import { describeError, isAgentError } from '../errors.js';
 import type { MachineManager } from '../host/machines.js';
 import type { HostPaths } from '../host/paths.js';
-import { MACHINE_NAMES, type Clock, type MachineName } from '../host/types.js';
+import { MACHINE_NAMES, type MachineName } from '../host/types.js';
 import type { Metrics } from '../metrics/metrics.js';
 import type { AppliedConfigRecord, AppliedConfigStore } from './applied-config-store.js';
 import { readNodeState } from './node-state.js';
@@ -19,7 +19,6 @@ export interface NodeSnapshotOptions {
   stateDir: string;
   machines: Pick<MachineManager, 'inspect'>;
   applied: AppliedConfigStore;
-  clock: Clock;
   metrics: Metrics;
   /** Warnings from elsewhere (startup recovery) added to every snapshot. */
   extraWarnings?: () => string[];
@@ -34,8 +33,6 @@ export class NodeSnapshot {
   unreadable = new Map<MachineName, unknown>();
   /** Bumped by every refresh, so callers can tell a new snapshot from the old one. */
   version = 0;
-  /** Clock time of the last refresh. */
-  readAt = 0;
   #refreshing: Promise<void> | null = null;
 
   constructor(options: NodeSnapshotOptions) {
@@ -111,7 +108,6 @@ export class NodeSnapshot {
       cordoned: this.node.cordoned,
       warnings,
     };
-    this.readAt = this.#o.clock.now();
     this.version += 1;
     this.#publishMetrics();
   }

@@ -231,6 +231,36 @@ describe('Engine: cancel', () => {
 });
 
 describe('Engine.statusKey', () => {
+  it('re-reads the node once the snapshot is older than statusMaxAgeMs, not before', async () => {
+    const f = await createEngineFixture();
+    const engine = new Engine({
+      paths: f.paths,
+      stateDir: f.stateDir,
+      machines: f.machines,
+      provisioner: f.provisioner,
+      clock: f.clock,
+      logger: silentLogger,
+      metrics: f.metrics,
+      events: f.events,
+      defaultConfig: () => structuredClone(BASE),
+      verifyTimeoutMs: 1000,
+      statusMaxAgeMs: 30,
+    });
+    await engine.start();
+    const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+    const fresh = engine.statusKey();
+    await sleep(5);
+    // Every refresh moves the key on: none was started while the snapshot was young.
+    expect(engine.statusKey()).toBe(fresh);
+    await sleep(60);
+    // The first call after the age starts a refresh on its own; the key moves on once it is done.
+    engine.statusKey();
+    const deadline = Date.now() + 2000;
+    while (engine.statusKey() === fresh && Date.now() < deadline) await sleep(5);
+    expect(engine.statusKey()).not.toBe(fresh);
+    await engine.shutdown(0);
+  });
+
   it('stays the same while nothing changed, and changes with an operation', async () => {
     const { engine } = await joinedEngine();
     const first = engine.statusKey();
