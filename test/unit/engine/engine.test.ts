@@ -11,7 +11,7 @@ import { config, createEngineFixture, silentLogger, type EngineFixture } from '.
 
 const BASE = config();
 
-function createEngine(f: EngineFixture): Engine {
+function createEngine(f: EngineFixture, extra: { statusMaxAgeMs?: number } = {}): Engine {
   return new Engine({
     paths: f.paths,
     stateDir: f.stateDir,
@@ -23,6 +23,7 @@ function createEngine(f: EngineFixture): Engine {
     events: f.events,
     defaultConfig: () => structuredClone(BASE),
     verifyTimeoutMs: 1000,
+    ...extra,
   });
 }
 
@@ -233,19 +234,7 @@ describe('Engine: cancel', () => {
 describe('Engine.statusKey', () => {
   it('re-reads the node once the snapshot is older than statusMaxAgeMs, not before', async () => {
     const f = await createEngineFixture();
-    const engine = new Engine({
-      paths: f.paths,
-      stateDir: f.stateDir,
-      machines: f.machines,
-      provisioner: f.provisioner,
-      clock: f.clock,
-      logger: silentLogger,
-      metrics: f.metrics,
-      events: f.events,
-      defaultConfig: () => structuredClone(BASE),
-      verifyTimeoutMs: 1000,
-      statusMaxAgeMs: 30,
-    });
+    const engine = createEngine(f, { statusMaxAgeMs: 30 });
     await engine.start();
     const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
     const fresh = engine.statusKey();
