@@ -4,7 +4,8 @@
  * It is the one hot route: scripts and monitoring poll `status` over it. Measured on 2 cores,
  * fastify's routing, content-type parsing and reply pipeline cost more per call than the whole
  * JSON-RPC dispatch of a cached read, so this route reads the body, checks the limits and the
- * content type, and writes the answer itself. Every other route stays on fastify.
+ * content type, and writes the answer itself. Every other route stays on fastify; fastify hooks
+ * and plugins never see /rpc, so anything every request needs must be added here too.
  */
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { Logger } from 'pino';
