@@ -39,9 +39,9 @@ export interface Dispatcher {
   handle(body: unknown, caller: string): Promise<RpcResponse>;
   /**
    * Wire in, wire out (the HTTP endpoint): the request text, and the response bytes (UTF-8
-   * JSON) or null when there is nothing to answer (notifications). Invalid JSON answers a parse error. The
-   * answer comes back synchronously when it is known at once (an invalid request, a current
-   * cached read), so a status poll costs no promise.
+   * JSON) or null when there is nothing to answer (notifications). Invalid JSON answers a parse
+   * error. The answer comes back synchronously when it is known at once (an invalid request, a
+   * current cached read), so a status poll costs no promise.
    */
   handleText(text: string, caller: string): Buffer | null | Promise<Buffer | null>;
 }

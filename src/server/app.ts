@@ -126,11 +126,13 @@ export function createAdminApp(o: AppOptions): FastifyInstance {
     streams.clear();
     done();
   });
-  // fastify closes a server from a factory only when it did the listening itself; the daemon
-  // binds the socket on its own (for the socket's mode), so close it here too.
+  // fastify closes (and force-closes the connections of) a server from a factory only when it
+  // did the listening itself; the daemon binds the socket on its own (for the socket's mode), so
+  // do both here too: requests still open at close, as `forceCloseConnections` says, are cut.
   app.addHook('onClose', (instance, done) => {
     if (!instance.server.listening) return done();
     instance.server.close(() => done());
+    instance.server.closeAllConnections();
   });
 
   app.get('/v1/events', (req, reply) => {

@@ -212,11 +212,10 @@ export async function startDaemon(config: DaemonConfig, deps: DaemonDeps): Promi
         const deadline = clock.now() + config.shutdownGraceMs;
         await kubeWiring.stop().catch((err: unknown) => logger.warn({ err }, 'stopping the Machine watcher'));
         await engine.shutdown(Math.max(0, deadline - clock.now()));
-        // The grace is over: requests still open (operations.wait, update with wait) are cut
-        // rather than allowed to hold the exit; their callers see the connection close.
-        const closing = admin?.close();
-        admin?.server.closeAllConnections();
-        await closing?.catch((err: unknown) => logger.warn({ err }, 'closing the admin server'));
+        // The grace is over: closing the admin app cuts requests still open (operations.wait,
+        // update with wait) rather than letting them hold the exit; their callers see the
+        // connection close.
+        await admin?.close().catch((err: unknown) => logger.warn({ err }, 'closing the admin server'));
         await metricsApp
           ?.close()
           .catch((err: unknown) => logger.warn({ err }, 'closing the metrics listener'));

@@ -174,6 +174,25 @@ describe('admin app /rpc (the bare endpoint in front of fastify)', () => {
     expect((await requestUnix(socket, 'POST', '/rpc/x', '{}')).status).toBe(404);
   });
 
+  it('closing the app cuts a call still open, so the close never waits on it', async () => {
+    const hanging = createAdminApp({
+      dispatcher: { handle: async () => null, handleText: () => new Promise<Buffer | null>(() => undefined) },
+      events: new EventBus(),
+      metrics: createMetrics({ version: 'test', collectDefaults: false }),
+      logger,
+      readiness: () => ({ ready: true, reasons: [] }),
+      openapi: () => ({}),
+      currentOperationEvents: () => [],
+    });
+    await hanging.ready();
+    const socket = path.join(dir, 'hang.sock');
+    await listenUnix(hanging.server, socket, 0o600, null);
+    const call = requestUnix(socket, 'POST', '/rpc', '{"jsonrpc":"2.0","id":1,"method":"operations.wait"}');
+    await new Promise((r) => setTimeout(r, 50));
+    await hanging.close();
+    await expect(call).rejects.toThrow(/socket hang up|ECONNRESET/);
+  });
+
   it('closing the app closes the server the daemon bound itself', async () => {
     const { app, socket } = await serve();
     await app.close();
