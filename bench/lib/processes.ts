@@ -8,6 +8,7 @@ import { access, mkdtemp, rm, writeFile } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { simDaemonFlags } from '../../test/support/daemon-flags.js';
 import { requestUnix, waitFor200 } from './unix-http.js';
 
 /** The repository root (this file is bench/lib/processes.ts). */
@@ -67,16 +68,7 @@ export async function startDaemon(
   const args = [
     ...(o.nodeArgs ?? []),
     AGENTD_BIN,
-    '--host',
-    'sim',
-    '--socket',
-    socket,
-    '--pid-file',
-    path.join(dir, 'agentd.pid'),
-    '--state-dir',
-    path.join(dir, 'state'),
-    '--root',
-    path.join(dir, 'root'),
+    ...simDaemonFlags(dir, socket),
     '--log-level',
     'warn',
     '--log-format',

@@ -8,23 +8,11 @@ import net from 'node:net';
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { runAgentctl } from '../support/cli.js';
+import { simDaemonFlags } from '../support/daemon-flags.js';
 import { makeTempDir, runAgentd, startTestDaemon } from '../support/daemon.js';
 
 /** Flags that would start a daemon in `dir` if nothing else were wrong. */
-function baseFlags(dir: string): string[] {
-  return [
-    '--socket',
-    path.join(dir, 'agentd.sock'),
-    '--pid-file',
-    path.join(dir, 'agentd.pid'),
-    '--state-dir',
-    path.join(dir, 'state'),
-    '--root',
-    path.join(dir, 'root'),
-    '--host',
-    'sim',
-  ];
-}
+const baseFlags = (dir: string): string[] => simDaemonFlags(dir);
 
 async function expectUsageError(args: string[], named: string[], env: Record<string, string> = {}) {
   const dir = await makeTempDir();

@@ -7,6 +7,7 @@ import { readFileSync } from 'node:fs';
 import { mkdir, stat } from 'node:fs/promises';
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
+import { simDaemonFlags } from '../support/daemon-flags.js';
 import { makeTempDir, runAgentd, startTestDaemon } from '../support/daemon.js';
 
 /** A group from /etc/group other than our own primary group, so the chown is visible. */
@@ -27,22 +28,7 @@ function otherGroup(): { name: string; gid: number } {
 
 /** Base flags for a daemon run that is expected to fail before it serves. */
 function flagsIn(dir: string, socket: string): string[] {
-  return [
-    '--socket',
-    socket,
-    '--pid-file',
-    path.join(dir, 'agentd.pid'),
-    '--state-dir',
-    path.join(dir, 'state'),
-    '--root',
-    path.join(dir, 'root'),
-    '--host',
-    'sim',
-    '--log-format',
-    'json',
-    '--config',
-    '/dev/null',
-  ];
+  return [...simDaemonFlags(dir, socket), '--log-format', 'json', '--config', '/dev/null'];
 }
 
 describe('socket permissions', () => {
