@@ -149,6 +149,7 @@ function pumpBody(
       body.off('error', fail);
       out.off('error', fail);
       out.off('close', onOutClose);
+      out.off('drain', resume);
     };
     function fail(err: unknown): void {
       if (settled) return;

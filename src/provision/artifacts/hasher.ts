@@ -101,6 +101,7 @@ parentPort.on('message', (m) => {
       if (s) advance(s, m.bytes);
     } else if (m.op === 'digest') {
       const s = sessions.get(m.id);
+      if (!s) throw new Error('no hash session ' + m.id + ' (dropped after an earlier error)');
       advance(s, m.bytes);
       if (fs.readSync(s.fd, buf, 0, 1, s.pos) !== 0) throw new Error(s.file + ' holds more than the ' + m.bytes + ' bytes written');
       close(m.id);
