@@ -2,7 +2,8 @@
  * Provisioning benchmark (issue 3, "Measure"): every number is compared with a baseline
  * measured in the same run, on the same machine.
  *
- *   (a) download of a large file from the mirror: agentd's downloader vs `curl -s -o`
+ *   (a) download of a large file from the mirror: agentd's downloader vs `curl -s -o`, with the
+ *       CPU each used, and a no-hash undici download for reference
  *   (b) extraction of one large gzip layer: `applyLayer` vs GNU `tar -xzf`
  *   (c) `installArtifacts` into a fresh rootfs with a cold vs a warm cache
  *
@@ -10,39 +11,38 @@
  * table and the ratios, and the targets they are read against.
  */
 import { randomUUID } from 'node:crypto';
-import { createReadStream } from 'node:fs';
+import { createReadStream, createWriteStream } from 'node:fs';
 import { mkdir, mkdtemp, rm } from 'node:fs/promises';
 import os, { availableParallelism } from 'node:os';
 import path from 'node:path';
 import { execa } from 'execa';
-import { Agent, interceptors } from 'undici';
+import { pipeline } from 'node:stream/promises';
+import { Agent, interceptors, request } from 'undici';
 import { agentConfigSchema } from '../src/engine/agent-config.js';
 import { systemClock } from '../src/host/clock.js';
 import { DEFAULT_RETRY_POLICY, ensureCached, installArtifacts } from '../src/provision/artifacts/index.js';
-import type { OpenWrite } from '../src/provision/artifacts/index.js';
-import { defaultOpenWrite } from '../src/provision/artifacts/file-io.js';
-import { WORKER_HASH_MIN_CPUS } from '../src/provision/artifacts/hasher.js';
+import { WORKER_SINK_MIN_CPUS } from '../src/provision/artifacts/sink.js';
 import { applyLayer } from '../src/provision/oci/index.js';
 import { mirrorDownloads } from '../src/sim/mirror/artifacts.js';
 import { makeAgentConfig } from '../test/support/agent-config.js';
 import { createLayerFixture } from './lib/provision-layer-fixture.js';
 import { startMirrorProcess, type MirrorProcess } from './lib/provision-mirror-process.js';
-import { MiB, median, mibps, printTable, ratio, seconds, timed } from './lib/provision-report.js';
+import { MiB, cpuMs, median, mibps, printTable, ratio, seconds, timed } from './lib/provision-report.js';
 
 const DOWNLOAD_BYTES = 256 * MiB;
 /** Rounds per measurement (medians are reported); downloads are short, so they get more. */
 const ROUNDS = 3;
 const DOWNLOAD_ROUNDS = 7;
 
-/** The production writer with an fsync before close, as if cache entries were made durable. */
-const fsyncOpenWrite: OpenWrite = (file, options) => defaultOpenWrite(file, { ...options, durable: true });
-
 async function benchDownload(mirror: MirrorProcess, work: string): Promise<void> {
   const url = `${mirror.baseUrl}/bench/blob-${DOWNLOAD_BYTES}.bin`;
   const sha256 = (await (await fetch(`${url}.sha256`)).text()).split(/\s+/)[0] ?? '';
   const dispatcher = new Agent().compose(interceptors.redirect({ maxRedirections: 5 }));
-  const ours = async (openWrite: OpenWrite, hashMode: 'auto' | 'inline' = 'auto'): Promise<number> => {
+  // Each client returns its wall time and the CPU it used (agentd: this process, every thread;
+  // curl: the child). The mirror's CPU is in neither.
+  const ours = async (where: 'auto' | 'inline' = 'auto'): Promise<{ ms: number; cpu: number }> => {
     const cacheDir = path.join(work, `cache-${randomUUID()}`);
+    const before = cpuMs().self;
     const { ms } = await timed(() =>
       ensureCached(
         { what: 'bench download', url, sha256, task: 'download blob' },
@@ -54,19 +54,33 @@ async function benchDownload(mirror: MirrorProcess, work: string): Promise<void>
             retry: DEFAULT_RETRY_POLICY,
           },
           cacheDir,
-          openWrite,
-          hashMode,
+          sink: { where },
         },
       ),
     );
+    const cpu = cpuMs().self - before;
     await rm(cacheDir, { recursive: true, force: true });
-    return ms;
+    return { ms, cpu };
   };
-  const curl = async (): Promise<number> => {
-    const out = path.join(work, `curl-${randomUUID()}.bin`);
-    const { ms } = await timed(() => execa('curl', ['-s', '-o', out, url]));
+  // Not a production path: what receiving and writing alone cost in Node, the floor under agentd's row.
+  const receiveOnly = async (): Promise<{ ms: number; cpu: number }> => {
+    const out = path.join(work, `receive-${randomUUID()}.bin`);
+    const before = cpuMs().self;
+    const { ms } = await timed(async () => {
+      const res = await request(url, { dispatcher });
+      await pipeline(res.body, createWriteStream(out, { flags: 'wx', highWaterMark: 1 << 20 }));
+    });
+    const cpu = cpuMs().self - before;
     await rm(out, { force: true });
-    return ms;
+    return { ms, cpu };
+  };
+  const curl = async (): Promise<{ ms: number; cpu: number }> => {
+    const out = path.join(work, `curl-${randomUUID()}.bin`);
+    const before = cpuMs().children;
+    const { ms } = await timed(() => execa('curl', ['-s', '-o', out, url]));
+    const cpu = cpuMs().children - before;
+    await rm(out, { force: true });
+    return { ms, cpu };
   };
   // Warm-up: the mirror generates its block and the page cache settles.
   await curl();
@@ -74,45 +88,65 @@ async function benchDownload(mirror: MirrorProcess, work: string): Promise<void>
   // the ratio is taken per pair. This machine's I/O speed drifts by tens of percent within a
   // minute; a ratio of two runs a second apart cancels the drift, the median drops the outliers.
   const variants = [
-    { name: 'agentd ensureCached (production: hash, verify, rename)', run: () => ours(defaultOpenWrite) },
+    { name: 'agentd ensureCached (production: hash, verify, rename)', run: () => ours() },
     {
-      name: '  variant: hash inline as chunks arrive (the path below 2 CPUs)',
-      run: () => ours(defaultOpenWrite, 'inline'),
+      name: '  variant: write and hash on this thread (the path below 2 CPUs)',
+      run: () => ours('inline'),
     },
-    { name: '  variant: fsync the cache entry too', run: () => ours(fsyncOpenWrite) },
+    { name: '  reference: undici into a file, no hash (not agentd)', run: receiveOnly },
   ];
-  const curlMs: number[] = [];
-  const runs = variants.map(() => ({ ms: [] as number[], ratios: [] as number[] }));
+  const withMirror = async (
+    run: () => Promise<{ ms: number; cpu: number }>,
+  ): Promise<{ ms: number; cpu: number; mirrorCpu: number }> => {
+    const before = mirror.cpuMs();
+    const r = await run();
+    return { ...r, mirrorCpu: mirror.cpuMs() - before };
+  };
+  type Run = Awaited<ReturnType<typeof withMirror>>;
+  const curlRuns: Run[] = [];
+  const runs = variants.map(() => [] as Array<Run & { ratio: number }>);
   for (let i = 0; i < DOWNLOAD_ROUNDS; i++) {
     for (const [v, variant] of variants.entries()) {
-      let c: number;
-      let x: number;
+      let c: Run;
+      let x: Run;
       if ((i + v) % 2 === 0) {
-        c = await curl();
-        x = await variant.run();
+        c = await withMirror(curl);
+        x = await withMirror(variant.run);
       } else {
-        x = await variant.run();
-        c = await curl();
+        x = await withMirror(variant.run);
+        c = await withMirror(curl);
       }
-      curlMs.push(c);
-      runs[v]!.ms.push(x);
-      runs[v]!.ratios.push(c / x);
+      curlRuns.push(c);
+      runs[v]!.push({ ...x, ratio: c.ms / x.ms });
     }
   }
-  const base = median(curlMs);
+  const base = median(curlRuns.map((r) => r.ms));
+  const medianOf = (rs: readonly Run[], key: 'ms' | 'cpu' | 'mirrorCpu'): number =>
+    median(rs.map((r) => r[key]));
   console.log(
     `\n(a) download ${DOWNLOAD_BYTES / MiB} MiB from the mirror (child process on 127.0.0.1): ${DOWNLOAD_ROUNDS} rounds, each variant paired with a curl run; medians`,
   );
   printTable(
-    ['client', 'seconds', 'MiB/s', 'throughput vs curl', 'per-pair range'],
+    ['client', 'seconds', 'MiB/s', 'CPU ms', 'mirror CPU ms', 'throughput vs curl', 'per-pair range'],
     [
-      ['curl -s -o FILE (baseline)', seconds(base), mibps(DOWNLOAD_BYTES, base), '1.00', ''],
+      [
+        'curl -s -o FILE (baseline)',
+        seconds(base),
+        mibps(DOWNLOAD_BYTES, base),
+        medianOf(curlRuns, 'cpu').toFixed(0),
+        medianOf(curlRuns, 'mirrorCpu').toFixed(0),
+        '1.00',
+        '',
+      ],
       ...variants.map((variant, v) => {
-        const { ms, ratios } = runs[v]!;
+        const rs = runs[v]!;
+        const ratios = rs.map((r) => r.ratio);
         return [
           variant.name,
-          seconds(median(ms)),
-          mibps(DOWNLOAD_BYTES, median(ms)),
+          seconds(medianOf(rs, 'ms')),
+          mibps(DOWNLOAD_BYTES, medianOf(rs, 'ms')),
+          medianOf(rs, 'cpu').toFixed(0),
+          medianOf(rs, 'mirrorCpu').toFixed(0),
           ratio(median(ratios)),
           `${ratio(Math.min(...ratios))} … ${ratio(Math.max(...ratios))}`,
         ];
@@ -121,11 +155,11 @@ async function benchDownload(mirror: MirrorProcess, work: string): Promise<void>
   );
   console.log('  target: >= 0.90 for the production row.');
   console.log(
-    `  hashing: ${availableParallelism()} CPUs, so large downloads hash ${
-      availableParallelism() >= WORKER_HASH_MIN_CPUS
-        ? 'on the worker thread, reading the file behind the writer'
-        : 'inline'
-    } (worker from ${WORKER_HASH_MIN_CPUS} CPUs)`,
+    `  sink: ${availableParallelism()} CPUs, so large downloads ${
+      availableParallelism() >= WORKER_SINK_MIN_CPUS
+        ? 'are written and hashed on the worker thread, which is handed each received chunk'
+        : 'are written and hashed on the download thread'
+    } (worker from ${WORKER_SINK_MIN_CPUS} CPUs). CPU ms: all of the client's threads; the mirror's is apart. Both share the ${availableParallelism()} CPUs.`,
   );
   await dispatcher.close();
 }

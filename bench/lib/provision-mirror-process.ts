@@ -1,10 +1,13 @@
 /** Start `provision-mirror-server.ts` in a child process and learn its port. */
+import { readFileSync } from 'node:fs';
 import { createInterface } from 'node:readline';
 import { fileURLToPath } from 'node:url';
 import { execa } from 'execa';
 
 export interface MirrorProcess {
   baseUrl: string;
+  /** CPU the mirror process has used so far, in milliseconds (Linux `/proc`, 10 ms ticks). */
+  cpuMs(): number;
   stop(): Promise<void>;
 }
 
@@ -24,6 +27,11 @@ export async function startMirrorProcess(): Promise<MirrorProcess> {
   });
   return {
     baseUrl: `http://127.0.0.1:${port}`,
+    cpuMs() {
+      const stat = readFileSync(`/proc/${child.pid}/stat`, 'utf8');
+      const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+      return (Number(fields[11]) + Number(fields[12])) * 10;
+    },
     async stop() {
       lines.close();
       child.stdin?.end();

@@ -1,24 +1,17 @@
 /**
  * The content-addressed download cache: `cacheDir/sha256/<hex>`. A file only ever appears there
  * under its verified digest: downloads stream to a temp file in the same directory while being
- * hashed, and are renamed into place only when the digest matches.
+ * hashed (see sink.ts), and are renamed into place only when the digest matches.
  */
 import { mkdir, rename, stat } from 'node:fs/promises';
 import path from 'node:path';
-import type { Readable, Writable } from 'node:stream';
+import type { Readable } from 'node:stream';
 import type { ProgressSink } from '../../host/types.js';
 import { ChecksumMismatchError, DownloadFailedError, InvalidConfigError } from '../../errors.js';
-import {
-  destroyQuietly,
-  endWritable,
-  openForWrite,
-  removeQuietly,
-  tempNameFor,
-  toFsError,
-} from './file-io.js';
-import { createStreamHasher, type StreamHasher, type StreamHasherOptions } from './hasher.js';
+import { removeQuietly, tempNameFor, toFsError } from './file-io.js';
 import { contentLength, markTransient, send, statusError, withRetries, type HttpContext } from './http.js';
 import { createByteProgress } from './progress.js';
+import { createDownloadSink, type DownloadSink, type DownloadSinkOptions } from './sink.js';
 import type { OpenWrite } from './types.js';
 
 /** One file to fetch into the cache. */
@@ -35,10 +28,11 @@ export interface CacheRequest {
 export interface CacheDeps {
   ctx: HttpContext;
   cacheDir: string;
-  openWrite: OpenWrite;
+  /** Test seam: the writer for downloads (then they are written on this thread); default: the sink's choice. */
+  openWrite?: OpenWrite;
   progress?: ProgressSink;
-  /** Where downloads are hashed (default `auto`: by size and CPU count). */
-  hashMode?: StreamHasherOptions['mode'];
+  /** Where downloads are written and hashed (default `auto`: by size and CPU count). */
+  sink?: Pick<DownloadSinkOptions, 'where' | 'maxBacklogBytes'>;
 }
 
 /** Where a verified file lives; `bytes` is what was downloaded for it now (0 on a hit). */
@@ -79,8 +73,7 @@ async function isFile(file: string): Promise<boolean> {
 /** One attempt: GET, stream to a temp file while hashing, verify, rename. Leaves nothing behind on failure. */
 async function downloadOnce(req: CacheRequest, deps: CacheDeps, file: string): Promise<number> {
   const tmp = tempNameFor(file, 'partial');
-  let out: Writable | undefined;
-  let hasher: StreamHasher | undefined;
+  let sink: DownloadSink | undefined;
   try {
     const res = await send(deps.ctx, 'GET', req.url);
     if (res.statusCode < 200 || res.statusCode >= 300) {
@@ -90,9 +83,14 @@ async function downloadOnce(req: CacheRequest, deps: CacheDeps, file: string): P
     const total = contentLength(res);
     const progress = createByteProgress(deps.progress, deps.ctx.clock, req.task, total);
     // No fsync: entries are verified on every use (see OpenWrite).
-    out = openForWrite(deps.openWrite, tmp, 0o644, false);
-    hasher = createStreamHasher(total, { mode: deps.hashMode ?? 'auto', file: tmp });
-    const bytes = await pumpBody(res.body, out, hasher, (n) => progress.update(n));
+    sink = createDownloadSink(tmp, {
+      expectedBytes: total,
+      mode: 0o644,
+      durable: false,
+      ...deps.sink,
+      ...(deps.openWrite ? { openWrite: deps.openWrite } : {}),
+    });
+    const bytes = await pumpBody(res.body, sink, (n) => progress.update(n));
     if (total !== undefined && bytes !== total) {
       throw markTransient(
         new DownloadFailedError(
@@ -103,40 +101,31 @@ async function downloadOnce(req: CacheRequest, deps: CacheDeps, file: string): P
         ),
       );
     }
-    await endWritable(out);
-    out = undefined;
-    const got = await hasher.digest();
-    hasher = undefined;
-    if (got !== req.sha256) {
-      throw new ChecksumMismatchError(`${req.what} from ${req.url}`, req.sha256, got, {
+    const written = await sink.finish();
+    if (written.sha256 !== req.sha256) {
+      throw new ChecksumMismatchError(`${req.what} from ${req.url}`, req.sha256, written.sha256, {
         data: { url: req.url },
       });
     }
     // Why rename last: the entry name is the digest, so it must only exist once verified.
     await rename(tmp, file);
+    sink = undefined;
     progress.done(bytes);
     return bytes;
   } catch (err) {
-    hasher?.dispose();
-    if (out) await destroyQuietly(out);
+    await sink?.abort();
     await removeQuietly(tmp);
     throw toFsError(err, `${req.what}: write ${tmp}`);
   }
 }
 
 /**
- * Copy `body` into `out` while hashing, with back-pressure from the file: the hasher sees each
- * chunk as it arrives and again once it is written. Event-based rather than `for await`:
- * per-chunk promises cost a large share of the CPU at loopback speeds. Resolves with the byte
- * count at the end of the body; rejects (and destroys the body, aborting the request) on any
- * error of either side.
+ * Hand `body` to `sink`, pausing while the sink has no room. Event-based rather than
+ * `for await`: per-chunk promises cost a large share of the CPU at loopback speeds. Resolves
+ * with the byte count at the end of the body; rejects (and destroys the body, aborting the
+ * request) on an error of either side.
  */
-function pumpBody(
-  body: Readable,
-  out: Writable,
-  hasher: StreamHasher,
-  onBytes: (bytes: number) => void,
-): Promise<number> {
+function pumpBody(body: Readable, sink: DownloadSink, onBytes: (bytes: number) => void): Promise<number> {
   return new Promise<number>((resolve, reject) => {
     let bytes = 0;
     let settled = false;
@@ -147,9 +136,6 @@ function pumpBody(
       body.off('data', onData);
       body.off('end', onEnd);
       body.off('error', fail);
-      out.off('error', fail);
-      out.off('close', onOutClose);
-      out.off('drain', resume);
     };
     function fail(err: unknown): void {
       if (settled) return;
@@ -160,15 +146,17 @@ function pumpBody(
     }
     function onData(chunk: Buffer): void {
       bytes += chunk.length;
-      hasher.update(chunk);
-      const size = chunk.length;
-      // Written chunks complete in order; a failed write surfaces as the stream's error.
-      const full = !out.write(chunk, (err) => {
-        if (!err) hasher.written(size);
-      });
-      if (full) {
+      let room: boolean;
+      try {
+        // the sink may take the chunk over: it is not used after this
+        room = sink.write(chunk);
+      } catch (err) {
+        fail(err);
+        return;
+      }
+      if (!room) {
         body.pause();
-        out.once('drain', resume);
+        sink.onRoom(resume);
       }
       onBytes(bytes);
     }
@@ -178,17 +166,9 @@ function pumpBody(
       cleanup();
       resolve(bytes);
     }
-    function onOutClose(): void {
-      fail(out.errored ?? new Error('the output file was closed before the download ended'));
-    }
-    if (out.errored) {
-      fail(out.errored);
-      return;
-    }
+    sink.onError(fail);
     body.on('data', onData);
     body.once('end', onEnd);
     body.once('error', fail);
-    out.once('error', fail);
-    out.once('close', onOutClose);
   });
 }

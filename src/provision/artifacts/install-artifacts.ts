@@ -109,7 +109,7 @@ export async function installArtifacts(
     return installOne(spec, rootfsDir, probe, {
       ctx,
       cacheDir: options.cacheDir,
-      openWrite: options.openWrite ?? defaultOpenWrite,
+      ...(options.openWrite ? { openWrite: options.openWrite } : {}),
       ...(options.progress ? { progress: options.progress } : {}),
     });
   });
@@ -173,7 +173,7 @@ async function installOneUnwrapped(
   const sha256 = parseChecksumFile(text, spec.checksumEntry, spec.checksumFormat, spec.checksumUrl);
   const request = { what, url: spec.url, sha256, task: `download ${spec.name}` };
   let cached = await ensureCached(request, deps);
-  const install = { openWrite: deps.openWrite, signal: ctx.signal };
+  const install = { openWrite: deps.openWrite ?? defaultOpenWrite, signal: ctx.signal };
   try {
     await installFromCache(spec, cached.path, sha256, rootfsDir, install);
   } catch (err) {

@@ -4,16 +4,16 @@
  * and size match the descriptor, so a file under its digest name is always the right bytes.
  */
 import { randomUUID } from 'node:crypto';
-import { mkdir, open, rename, rm, stat } from 'node:fs/promises';
+import { mkdir, rename, stat } from 'node:fs/promises';
 import path from 'node:path';
 import type { Readable } from 'node:stream';
 import { ChecksumMismatchError, ImagePullFailedError } from '../../errors.js';
-import { createStreamHasher } from '../artifacts/hasher.js';
+import { toFsError } from '../artifacts/file-io.js';
+import { createDownloadSink } from '../artifacts/sink.js';
 import { digestHex } from './digest.js';
 import type { RegistryClient } from './registry-client.js';
 import { TransientPullError } from './retry.js';
 import type { Descriptor } from './types.js';
-import { writeAll } from './write-all.js';
 
 /** Where a blob lives in the cache. */
 export function blobCachePath(cacheDir: string, digest: string): string {
@@ -56,37 +56,36 @@ async function downloadTo(
   onBytes: (n: number) => void,
 ): Promise<number> {
   const tmp = path.join(path.dirname(final), `.tmp-${digestHex(descriptor.digest)}-${randomUUID()}`);
-  const fh = await open(tmp, 'wx', 0o644);
+  // Large blobs are written and hashed on the worker thread (see artifacts/sink.ts); durable
+  // before the file takes the name that promises verified content.
+  const sink = createDownloadSink(tmp, { expectedBytes: descriptor.size, mode: 0o644, durable: true });
   let verified = false;
   let received = 0;
-  // Large blobs are hashed on the worker that reads the written file (see artifacts/hasher.ts).
-  const hasher = createStreamHasher(descriptor.size, { file: tmp });
   try {
     for await (const chunk of body as AsyncIterable<Buffer>) {
-      received += chunk.length;
+      const size = chunk.length;
+      received += size;
       if (received > descriptor.size) {
         throw new ImagePullFailedError(
           `${what}: blob is larger than the ${descriptor.size} bytes its descriptor declares`,
         );
       }
-      hasher.update(chunk);
-      await writeAll(fh.fd, [chunk], tmp);
-      hasher.written(chunk.length);
-      onBytes(chunk.length);
+      // the sink may take the chunk over: it is not used after this
+      const room = sink.write(chunk);
+      onBytes(size);
+      if (!room) await new Promise<void>((resume) => sink.onRoom(resume));
     }
     if (received < descriptor.size) {
       throw new TransientPullError(`${what}: body ended after ${received} of ${descriptor.size} bytes`);
     }
-    const actual = `sha256:${await hasher.digest()}`;
+    const actual = `sha256:${(await sink.finish()).sha256}`;
     if (actual !== descriptor.digest)
       throw new ChecksumMismatchError(`${what}: blob`, descriptor.digest, actual);
-    // durable before it takes the name that promises verified content
-    await fh.sync();
     verified = true;
+  } catch (err) {
+    throw toFsError(err, `${what}: write ${tmp}`);
   } finally {
-    if (!verified) hasher.dispose();
-    await fh.close();
-    if (!verified) await rm(tmp, { force: true });
+    if (!verified) await sink.abort();
   }
   await rename(tmp, final);
   return received;

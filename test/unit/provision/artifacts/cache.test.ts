@@ -5,10 +5,9 @@ import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import type { AgentError } from '../../../../src/errors.js';
 import type { ProgressEvent } from '../../../../src/host/types.js';
 import { cacheEntryPath, ensureCached, type CacheDeps } from '../../../../src/provision/artifacts/cache.js';
-import { defaultOpenWrite } from '../../../../src/provision/artifacts/file-io.js';
 import { fakeClock, startMirror, tempDirs, testDispatcher, walkFiles, type TestMirror } from './helpers.js';
 
-/** Above the worker-hashing size threshold; the tests run both hashing modes end to end. */
+/** Above the worker sink's size threshold; the tests run both sinks end to end. */
 const BYTES = 20 * 1024 * 1024 + 3;
 const BLOB = `/bench/blob-${BYTES}.bin`;
 
@@ -31,7 +30,7 @@ afterEach(async () => {
   await dirs.cleanup();
 });
 
-let hashMode: 'inline' | 'worker' = 'inline';
+let sink: NonNullable<CacheDeps['sink']> = { where: 'inline' };
 
 function deps(
   extra: { signal?: AbortSignal; progress?: (e: ProgressEvent) => void; retries?: number } = {},
@@ -44,8 +43,7 @@ function deps(
       retry: { retries: extra.retries ?? 0, baseDelayMs: 1, maxDelayMs: 1 },
     },
     cacheDir,
-    openWrite: defaultOpenWrite,
-    hashMode,
+    sink,
     ...(extra.progress ? { progress: extra.progress } : {}),
   };
 }
@@ -57,9 +55,16 @@ const request = (): { what: string; url: string; sha256: string; task: string } 
   task: 'download blob',
 });
 
-describe.each(['inline', 'worker'] as const)('ensureCached with a large body, hashed %s', (mode) => {
+const SINKS: Array<[string, NonNullable<CacheDeps['sink']>]> = [
+  ['inline', { where: 'inline' }],
+  ['on the worker', { where: 'worker' }],
+  // every chunk overruns the backlog: the body pauses until the worker has caught up
+  ['on the worker with a 1-byte backlog limit', { where: 'worker', maxBacklogBytes: 1 }],
+];
+
+describe.each(SINKS)('ensureCached with a large body, written and hashed %s', (_name, options) => {
   beforeEach(() => {
-    hashMode = mode;
+    sink = options;
   });
 
   it('streams to the digest-named entry and verifies it', async () => {

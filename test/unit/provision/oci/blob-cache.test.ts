@@ -4,13 +4,13 @@ import os from 'node:os';
 import path from 'node:path';
 import { Readable } from 'node:stream';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { WORKER_HASH_MIN_BYTES } from '../../../../src/provision/artifacts/hasher.js';
+import { WORKER_SINK_MIN_BYTES } from '../../../../src/provision/artifacts/sink.js';
 import { blobCachePath, ensureBlob } from '../../../../src/provision/oci/blob-cache.js';
 import type { RegistryClient } from '../../../../src/provision/oci/registry-client.js';
 import type { Descriptor } from '../../../../src/provision/oci/types.js';
 
-// Large enough to be hashed on the worker that reads the written file.
-const blob = randomBytes(WORKER_HASH_MIN_BYTES + 1_234_567);
+// Large enough to be written and hashed on the worker thread.
+const blob = randomBytes(WORKER_SINK_MIN_BYTES + 1_234_567);
 const digest = `sha256:${createHash('sha256').update(blob).digest('hex')}`;
 const descriptor: Descriptor = {
   mediaType: 'application/vnd.oci.image.layer.v1.tar+gzip',
