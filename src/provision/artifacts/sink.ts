@@ -54,9 +54,10 @@ export const WORKER_SINK_MIN_CPUS = 2;
 const BATCH_BYTES = 1024 * 1024;
 /**
  * At most this many bytes are on their way to the worker or queued in it per download. Without a
- * limit, a network faster than the disk or the hash would queue the whole download in memory.
+ * limit, a network faster than the disk or the hash would queue the whole download in memory;
+ * sixteen batches keep the worker busy through a scheduling hiccup on a loaded host.
  */
-export const MAX_BACKLOG_BYTES = 32 * 1024 * 1024;
+export const MAX_BACKLOG_BYTES = 16 * 1024 * 1024;
 
 export interface DownloadSinkOptions {
   /** Content-Length, when known (decides `auto`). */
