@@ -35,6 +35,8 @@ function startLineChild(entry: string, args: readonly string[]): LineChild {
   const exited = child.then((r) => {
     throw new Error(`${entry} ${args.join(' ')} exited with code ${r.exitCode} before answering`);
   });
+  // Handled here so an early exit is reported by the next `next()`, not as an unhandled rejection.
+  exited.catch(() => undefined);
   return {
     async next<T>() {
       const line = await Promise.race([lines.next(), exited]);
@@ -46,7 +48,6 @@ function startLineChild(entry: string, args: readonly string[]): LineChild {
     },
     cpuMs: () => cpuMsOf(child.pid),
     async stop() {
-      exited.catch(() => undefined);
       child.stdin?.end();
       child.kill('SIGTERM');
       await child;
