@@ -176,14 +176,9 @@ async function main(): Promise<void> {
       const downMs = performance.now() - t0;
       runner.counting = false;
       const commandsDown = runner.count;
-      await applied.write(target, config);
-      await writeNodeState(stateDir, target, new Date());
-      await machines.remove(source);
-      await provisioner.removeMachineFiles(source);
-      await applied.remove(source);
-      await machines.daemonReload();
+      await commitAndCleanUp(source, target, config);
       const wholeMs = performance.now() - t0;
-      await engine.refreshNode(); // the engine sees the node as the baseline left it
+      await engine.refreshNode(); // the engine sees the node as the measured ordering left it
       return { downMs, commandsDown, wholeMs, provisionMs };
     };
 
@@ -210,16 +205,25 @@ async function main(): Promise<void> {
       const downMs = performance.now() - down0;
       runner.counting = false;
       const commandsDown = runner.count;
+      await commitAndCleanUp(source, target, config);
+      const wholeMs = performance.now() - t0;
+      await engine.refreshNode(); // the engine sees the node as the measured ordering left it
+      return { downMs, commandsDown, wholeMs, provisionMs };
+    };
+
+    // After the down window, both orderings commit and clean up alike.
+    async function commitAndCleanUp(
+      source: MachineName,
+      target: MachineName,
+      config: AgentConfig,
+    ): Promise<void> {
       await applied.write(target, config);
       await writeNodeState(stateDir, target, new Date());
       await machines.remove(source);
       await provisioner.removeMachineFiles(source);
       await applied.remove(source);
       await machines.daemonReload();
-      const wholeMs = performance.now() - t0;
-      await engine.refreshNode();
-      return { downMs, commandsDown, wholeMs, provisionMs };
-    };
+    }
 
     const join = await engine.update({ wait: true, requestedBy: 'bench' });
     if (join.state !== 'succeeded') throw new Error(`join: ${JSON.stringify(join.error)}`);
