@@ -19,6 +19,7 @@ import { OperationSlot, type Launched } from './operation-slot.js';
 import { buildDryRun } from './plan.js';
 import { OperationStore } from './operation-store.js';
 import type { PreflightCheck, Provisioner } from './provisioner.js';
+import { readJournal, writeJournal } from './journal.js';
 import { recover, type RecoveryReport } from './recovery.js';
 import { RESET_PHASES, runReset } from './reset.js';
 import {
@@ -73,6 +74,9 @@ export interface UpdateRequest {
   requestedBy: string;
 }
 
+/** What `completePendingUncordon` did. */
+export type PendingUncordonOutcome = 'none' | 'uncordoned' | 'unavailable' | 'failed';
+
 export class Engine {
   readonly #o: EngineOptions;
   readonly #applied: AppliedConfigStore;
@@ -80,6 +84,9 @@ export class Engine {
   readonly #snap: NodeSnapshot;
   readonly #slot: OperationSlot;
   #lastRecovery: RecoveryReport | null = null;
+  /** The interrupted operation whose cordon is still on the node (journal `uncordonPending`), or null. */
+  #pendingUncordon: string | null = null;
+  #completingUncordon: Promise<PendingUncordonOutcome> | null = null;
 
   constructor(options: EngineOptions) {
     this.#o = options;
@@ -94,10 +101,16 @@ export class Engine {
       machines: options.machines,
       applied: this.#applied,
       metrics: options.metrics,
-      extraWarnings: () =>
-        this.#lastRecovery && !this.#lastRecovery.ok
+      extraWarnings: () => [
+        ...(this.#lastRecovery && !this.#lastRecovery.ok
           ? [`startup recovery: ${this.#lastRecovery.outcome}`]
-          : [],
+          : []),
+        ...(this.#pendingUncordon !== null
+          ? [
+              `the node is still cordoned by interrupted operation ${this.#pendingUncordon}: run agentctl uncordon`,
+            ]
+          : []),
+      ],
     });
     this.#slot = new OperationSlot({
       store: this.#store,
@@ -105,7 +118,12 @@ export class Engine {
       metrics: options.metrics,
       logger: options.logger,
       clock: options.clock,
-      afterOperation: () => this.refreshNode(),
+      afterOperation: () => {
+        // An uncordon left pending by an interrupted operation is retried after every operation
+        // (not awaited: it waits for the slot to be free), when Kubernetes is available.
+        if (this.#pendingUncordon !== null && this.#o.drainer) void this.completePendingUncordon();
+        return this.refreshNode();
+      },
     });
   }
 
@@ -120,6 +138,8 @@ export class Engine {
       metrics: o.metrics,
       drainer: o.drainer ?? null,
       verifyTimeoutMs: o.verifyTimeoutMs,
+      // A new journal carries a pending uncordon on, so a crash during it does not lose it.
+      uncordonPending: this.#pendingUncordon !== null,
     };
   }
 
@@ -127,8 +147,80 @@ export class Engine {
   async start(): Promise<RecoveryReport | null> {
     await this.#store.load();
     this.#lastRecovery = await recover({ ...this.#deps, store: this.#store, logger: this.#o.logger });
+    const journal = await readJournal(this.#o.stateDir);
+    this.#pendingUncordon = journal?.closed && journal.uncordonPending ? journal.operationId : null;
     await this.refreshNode();
     return this.#lastRecovery;
+  }
+
+  /** The interrupted operation whose cordon agentd still has to take back, or null. */
+  get pendingUncordon(): string | null {
+    return this.#pendingUncordon;
+  }
+
+  /**
+   * Finish an uncordon that startup recovery had to leave pending (DESIGN §5): the daemon calls
+   * it once ready, and the engine after every operation. Uncordons when the Kubernetes API is
+   * available and clears the journal's flag; otherwise logs that the node is still cordoned and
+   * keeps the flag. Never throws.
+   */
+  completePendingUncordon(): Promise<PendingUncordonOutcome> {
+    this.#completingUncordon ??= this.#completePendingUncordon().finally(() => {
+      this.#completingUncordon = null;
+    });
+    return this.#completingUncordon;
+  }
+
+  async #completePendingUncordon(): Promise<PendingUncordonOutcome> {
+    const id = this.#pendingUncordon;
+    if (id === null) return 'none';
+    const log = this.#o.logger.child({ interruptedOperation: id });
+    try {
+      const drainer = this.#o.drainer ?? null;
+      if (!drainer) {
+        const reason = this.#o.nodeOps?.unavailableReason() ?? 'agentd runs without Kubernetes wiring';
+        log.warn(
+          { reason },
+          `the node is still cordoned by interrupted operation ${id} and the Kubernetes API is not available; once it is, run agentctl uncordon`,
+        );
+        return 'unavailable';
+      }
+      // Under the slot, so that no update's cordon or drain interleaves with this uncordon.
+      const done = await this.#slot.exclusive(async () => {
+        // An operator's `uncordon` may have done it meanwhile.
+        if (this.#pendingUncordon !== id) return false;
+        await drainer.uncordon();
+        await this.#clearPendingUncordon();
+        return true;
+      });
+      if (!done) return 'none';
+      log.info(`uncordoned the node: interrupted operation ${id} had cordoned it`);
+      await this.refreshNode().catch(() => undefined);
+      return 'uncordoned';
+    } catch (err) {
+      log.warn(
+        { err: describeError(err) },
+        `the node is still cordoned by interrupted operation ${id}: the uncordon failed; agentd retries after the next operation, or run agentctl uncordon`,
+      );
+      return 'failed';
+    }
+  }
+
+  /**
+   * The pending uncordon is done: clear the flag in the journal (atomically). Only while no
+   * operation writes the journal: under `exclusive`, or from the `uncordon` operation itself.
+   */
+  async #clearPendingUncordon(): Promise<void> {
+    if (this.#pendingUncordon === null) return;
+    const journal = await readJournal(this.#o.stateDir);
+    if (journal?.closed && journal.uncordonPending) {
+      await writeJournal(this.#o.stateDir, {
+        ...journal,
+        uncordonPending: false,
+        updatedAt: new Date(this.#o.clock.now()).toISOString(),
+      });
+    }
+    this.#pendingUncordon = null;
   }
 
   get lastRecovery(): RecoveryReport | null {
@@ -352,7 +444,20 @@ export class Engine {
     return this.#slot.admit(async () => {
       const active = this.#snap.node.activeMachine;
       const op = this.#slot.create('uncordon', req, active, active, UNCORDON_PHASES);
-      return this.#slot.launch(op, (rec) => runUncordon(ops, rec, req), false);
+      return this.#slot.launch(
+        op,
+        async (rec) => {
+          const out = await runUncordon(ops, rec, req);
+          // The operator's uncordon also takes back a cordon an interrupted operation left.
+          if (out.state === 'succeeded' && this.#pendingUncordon !== null) {
+            await this.#clearPendingUncordon().catch((err: unknown) =>
+              rec.logger.warn({ err: describeError(err) }, 'clearing the pending uncordon in the journal'),
+            );
+          }
+          return out;
+        },
+        false,
+      );
     }, req.wait);
   }
 

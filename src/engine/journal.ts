@@ -26,6 +26,13 @@ export const journalSchema = z.object({
   sourceStopped: z.boolean(),
   /** True when this operation cordoned the node (so recovery uncordons it). */
   cordonedByUs: z.boolean(),
+  /**
+   * True when the node is still cordoned by an interrupted operation: recovery could not reach
+   * the Kubernetes API, and agentd uncordons once it can (or an operator's `uncordon` does).
+   * Absent in journals written before it existed (= false); carried into the next operation's
+   * journal until done.
+   */
+  uncordonPending: z.boolean().optional(),
   /** SHA-256 of the applied config the target is meant to get. */
   targetHash: z.string().nullable(),
   closed: z.boolean(),

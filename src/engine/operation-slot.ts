@@ -120,6 +120,26 @@ export class OperationSlot {
     return wait ? out.done : out.snapshot;
   }
 
+  /**
+   * Run `fn` while no operation runs and none is being admitted (it waits for both); requests
+   * that arrive meanwhile wait for it as for an admission. For short bookkeeping that must not
+   * interleave with an operation's journal writes. Never call it from inside an operation.
+   */
+  async exclusive<T>(fn: () => Promise<T>): Promise<T> {
+    for (;;) {
+      while (this.#admittingFlag) await this.#admissionEnded;
+      const running = this.#running;
+      if (!running) break;
+      await running.done.catch(() => undefined);
+    }
+    this.#setAdmitting(true);
+    try {
+      return await fn();
+    } finally {
+      this.#setAdmitting(false);
+    }
+  }
+
   #setAdmitting(on: boolean): void {
     if (on === this.#admittingFlag) return;
     this.#admittingFlag = on;

@@ -27,12 +27,22 @@ export interface RecoveryDeps {
   verifyTimeoutMs?: number;
 }
 
+/** One recovery step; `deferred`: not done now, left for agentd to finish once ready (the uncordon). */
+export interface RecoveryAction {
+  step: string;
+  ok: boolean;
+  error?: string;
+  deferred?: boolean;
+}
+
 export interface RecoveryReport {
   operationId: string | null;
   outcome: string;
   activeMachine: MachineName | null;
-  actions: Array<{ step: string; ok: boolean; error?: string }>;
+  actions: RecoveryAction[];
   ok: boolean;
+  /** The interrupted operation's cordon is still on the node: agentd uncordons once it can. */
+  uncordonPending: boolean;
 }
 
 export async function recover(d: RecoveryDeps): Promise<RecoveryReport | null> {
@@ -104,26 +114,54 @@ export async function recover(d: RecoveryDeps): Promise<RecoveryReport | null> {
       outcome = 'removed the partial join; the node has no machine';
     }
   }
-  if (journal.cordonedByUs && d.drainer) {
+  // The uncordon never decides whether recovery worked (the node serves either way), but it is
+  // never dropped: when the Kubernetes API cannot be reached yet (recovery runs before the
+  // client and the applied config's credentials are loaded), it stays pending in the closed
+  // journal and agentd does it once ready (`Engine.completePendingUncordon`).
+  let uncordonPending = false;
+  if (journal.cordonedByUs || journal.uncordonPending === true) {
     const drainer = d.drainer;
-    await step('uncordon', () => drainer.uncordon());
+    if (drainer) {
+      uncordonPending = !(await step('uncordon', () => drainer.uncordon()));
+      if (uncordonPending) (actions.at(-1) as RecoveryAction).deferred = true;
+    } else {
+      uncordonPending = true;
+      actions.push({
+        step: 'uncordon',
+        ok: false,
+        deferred: true,
+        error: UNCORDON_DEFERRED,
+      });
+    }
+    if (uncordonPending) log.warn('the node stays cordoned until agentd can reach the Kubernetes API');
   }
   await writeNodeState(d.stateDir, active, now());
-  await markInterrupted(d, journal, { outcome, actions, activeMachine: active, ok });
+  await markInterrupted(d, journal, { outcome, actions, activeMachine: active, ok, uncordonPending });
   await writeJournal(d.stateDir, {
     ...journal,
+    uncordonPending,
     closed: true,
     outcome: `interrupted: ${outcome}`,
     updatedAt: now().toISOString(),
   });
-  log.warn({ outcome, activeMachine: active, ok }, 'recovery finished');
-  return { operationId: journal.operationId, outcome, activeMachine: active, actions, ok };
+  log.warn({ outcome, activeMachine: active, ok, uncordonPending }, 'recovery finished');
+  return { operationId: journal.operationId, outcome, activeMachine: active, actions, ok, uncordonPending };
 }
+
+/** Why a recovery's uncordon is deferred (its action's `error`). */
+export const UNCORDON_DEFERRED =
+  'the Kubernetes API is not available during startup recovery: the node stays cordoned until agentd uncordons it once ready (or run agentctl uncordon)';
 
 async function markInterrupted(
   d: RecoveryDeps,
   journal: Journal,
-  r: { outcome: string; actions: RecoveryReport['actions']; activeMachine: MachineName | null; ok: boolean },
+  r: {
+    outcome: string;
+    actions: RecoveryReport['actions'];
+    activeMachine: MachineName | null;
+    ok: boolean;
+    uncordonPending: boolean;
+  },
 ): Promise<void> {
   const op = d.store.get(journal.operationId);
   if (!op) return;
@@ -145,6 +183,7 @@ async function markInterrupted(
       outcome: r.outcome,
       activeMachine: r.activeMachine,
       actions: r.actions,
+      ...(r.uncordonPending ? { uncordonPending: true } : {}),
     },
   };
   op.error = r.ok
@@ -194,5 +233,6 @@ async function takeover(d: RecoveryDeps): Promise<RecoveryReport | null> {
     activeMachine: active,
     actions: [],
     ok: true,
+    uncordonPending: false,
   };
 }

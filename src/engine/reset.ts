@@ -20,7 +20,14 @@ export async function runReset(
   const now = (): string => new Date(d.clock.now()).toISOString();
   const journal = new JournalWriter(
     d.stateDir,
-    { operationId: rec.op.id, kind: 'reset', source, target: null, targetHash: null },
+    {
+      operationId: rec.op.id,
+      kind: 'reset',
+      source,
+      target: null,
+      targetHash: null,
+      uncordonPending: d.uncordonPending,
+    },
     now,
   );
   const result: Record<string, unknown> = { removed: [] as string[] };

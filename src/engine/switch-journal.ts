@@ -15,14 +15,18 @@ export class JournalWriter {
       source: MachineName | null;
       target: MachineName | null;
       targetHash: string | null;
+      /** A pending uncordon of an earlier interrupted operation, carried until it is done. */
+      uncordonPending?: boolean;
     },
     now: () => string,
   ) {
     this.#stateDir = stateDir;
     this.#now = now;
+    const { uncordonPending, ...rest } = init;
     this.#j = {
       version: 1,
-      ...init,
+      ...rest,
+      ...(uncordonPending ? { uncordonPending: true } : {}),
       phase: 'init',
       phaseState: 'done',
       committed: false,

@@ -50,6 +50,8 @@ export interface UpdateDeps {
   metrics: Metrics;
   drainer: NodeDrainer | null;
   verifyTimeoutMs?: number;
+  /** An earlier interrupted operation's uncordon is still pending: carried into this journal. */
+  uncordonPending?: boolean;
 }
 
 export interface UpdatePlan {
@@ -91,7 +93,14 @@ export async function runUpdate(
   const now = (): string => new Date(clock.now()).toISOString();
   const journal = new JournalWriter(
     d.stateDir,
-    { operationId: rec.op.id, kind: 'update', source, target, targetHash: null },
+    {
+      operationId: rec.op.id,
+      kind: 'update',
+      source,
+      target,
+      targetHash: null,
+      uncordonPending: d.uncordonPending,
+    },
     now,
   );
   const ctx: TaskContext = {

@@ -189,6 +189,13 @@ export async function startDaemon(config: DaemonConfig, deps: DaemonDeps): Promi
     readinessReasons.length = 0;
     metrics.ready.set(1);
     logger.info('agentd ready');
+    // A crash mid-update may have left the node cordoned, and recovery ran before Kubernetes
+    // was available: take that cordon back now. Never blocks readiness; it logs what it did.
+    if (engine.pendingUncordon !== null) {
+      void engine
+        .completePendingUncordon()
+        .catch((err: unknown) => logger.error({ err: describeError(err) }, 'completing a pending uncordon'));
+    }
     // The watcher starts only now: its first reconcile may call `update`.
     kubeWiring.start(dispatcher);
 
