@@ -2,8 +2,12 @@
  * The Engine with fake host pieces: one mutating operation at a time (BUSY names the running
  * one), idempotency keys, cancel before and after the point of no return, no-op and dry run.
  */
-import { describe, expect, it } from 'vitest';
+import { describe, expect, it, vi } from 'vitest';
+import type { NodeDrainOps } from '../../../src/engine/drain-ops.js';
 import { Engine } from '../../../src/engine/engine.js';
+import { readJournal, writeJournal } from '../../../src/engine/journal.js';
+import { writeNodeState } from '../../../src/engine/node-state.js';
+import type { NodeDrainer } from '../../../src/engine/update.js';
 import type { Operation } from '../../../src/engine/operation.js';
 import type { AgentError } from '../../../src/errors.js';
 import { BusyError } from '../../../src/errors.js';
@@ -259,5 +263,149 @@ describe('Engine.statusKey', () => {
     const after = engine.statusKey();
     expect(after).not.toBe(first);
     expect(engine.statusKey()).toBe(after);
+  });
+});
+
+describe('Engine: an uncordon recovery had to leave pending', () => {
+  /** A node on kube1 whose update cordoned it, then the daemon was killed in `stop`. */
+  async function crashedWhileCordoned(f: EngineFixture): Promise<string> {
+    await f.applied.write('kube1', structuredClone(BASE));
+    await writeNodeState(f.stateDir, 'kube1', new Date(f.clock.now()));
+    const rec = f.recorder(['drain', 'stop', 'start']);
+    await rec.start();
+    await rec.phaseEnded('drain', 'succeeded');
+    await rec.phaseStarted('stop');
+    await writeJournal(f.stateDir, {
+      version: 1,
+      operationId: rec.op.id,
+      kind: 'update',
+      source: 'kube1',
+      target: 'kube2',
+      phase: 'stop',
+      phaseState: 'running',
+      committed: false,
+      sourceStopped: true,
+      cordonedByUs: true,
+      targetHash: null,
+      closed: false,
+      outcome: null,
+      updatedAt: new Date(f.clock.now()).toISOString(),
+    });
+    return rec.op.id;
+  }
+
+  /** An engine whose Kubernetes availability the test switches, as the daemon's getter does. */
+  function kubeEngine(f: EngineFixture) {
+    const kube = { available: false, uncordons: 0, failUncordon: false };
+    const drainer: NodeDrainer = {
+      drain: async () => ({ cordonedByUs: false, result: {} }),
+      uncordon: async () => {
+        if (kube.failUncordon) throw new Error('connection refused');
+        kube.uncordons += 1;
+      },
+    };
+    const nodeOps: NodeDrainOps = {
+      unavailableReason: () => (kube.available ? null : 'the Kubernetes client is still loading'),
+      cordoned: () => null,
+      cordon: async () => ({ alreadyCordoned: true }),
+      drain: () => Promise.reject(new Error('not in this test')),
+      uncordon: async () => {
+        kube.uncordons += 1;
+        return { uncordoned: true, outcome: 'uncordoned' };
+      },
+    };
+    const engine = new Engine({
+      paths: f.paths,
+      stateDir: f.stateDir,
+      machines: f.machines,
+      provisioner: f.provisioner,
+      clock: f.clock,
+      logger: silentLogger,
+      metrics: f.metrics,
+      events: f.events,
+      defaultConfig: () => structuredClone(BASE),
+      verifyTimeoutMs: 1000,
+      nodeOps,
+      get drainer() {
+        return kube.available ? drainer : null;
+      },
+    });
+    return { engine, kube };
+  }
+
+  const pendingWarning = (engine: Engine): string | undefined =>
+    engine.status().node.warnings.find((w) => w.includes('still cordoned'));
+
+  it('recovery without Kubernetes defers it; once ready and available, agentd uncordons and clears the flag', async () => {
+    const f = await createEngineFixture();
+    const id = await crashedWhileCordoned(f);
+    const { engine, kube } = kubeEngine(f);
+    const report = await engine.start();
+    expect(report).toMatchObject({ ok: true, uncordonPending: true, activeMachine: 'kube1' });
+    expect(engine.pendingUncordon).toBe(id);
+    expect(pendingWarning(engine)).toBe(
+      `the node is still cordoned by interrupted operation ${id}: run agentctl uncordon`,
+    );
+
+    kube.available = true;
+    expect(await engine.completePendingUncordon()).toBe('uncordoned');
+    expect(kube.uncordons).toBe(1);
+    expect(engine.pendingUncordon).toBeNull();
+    expect(await readJournal(f.stateDir)).toMatchObject({
+      operationId: id,
+      closed: true,
+      uncordonPending: false,
+    });
+    expect(pendingWarning(engine)).toBeUndefined();
+    // Nothing left to do the second time.
+    expect(await engine.completePendingUncordon()).toBe('none');
+    expect(kube.uncordons).toBe(1);
+  });
+
+  it('Kubernetes still unavailable, or the uncordon fails: the flag stays, status keeps warning', async () => {
+    const f = await createEngineFixture();
+    const id = await crashedWhileCordoned(f);
+    const { engine, kube } = kubeEngine(f);
+    await engine.start();
+    expect(await engine.completePendingUncordon()).toBe('unavailable');
+    kube.available = true;
+    kube.failUncordon = true;
+    expect(await engine.completePendingUncordon()).toBe('failed');
+    expect(engine.pendingUncordon).toBe(id);
+    expect(await readJournal(f.stateDir)).toMatchObject({ uncordonPending: true });
+    await engine.refreshNode();
+    expect(pendingWarning(engine)).toContain(id);
+  });
+
+  it("an operator's uncordon clears the pending flag", async () => {
+    const f = await createEngineFixture();
+    const id = await crashedWhileCordoned(f);
+    const { engine, kube } = kubeEngine(f);
+    await engine.start();
+    kube.available = true;
+    const op = await engine.uncordon({ wait: true, requestedBy: 'test' });
+    expect(op.state).toBe('succeeded');
+    expect(engine.pendingUncordon).toBeNull();
+    expect(await readJournal(f.stateDir)).toMatchObject({ operationId: id, uncordonPending: false });
+    expect(pendingWarning(engine)).toBeUndefined();
+  });
+
+  it('an update while it is pending carries it in its journal; agentd uncordons after the update once it can', async () => {
+    const f = await createEngineFixture();
+    await crashedWhileCordoned(f);
+    const { engine, kube } = kubeEngine(f);
+    await engine.start();
+    const up = await engine.update({ ...to('1.35.0'), wait: true });
+    expect(up.state).toBe('succeeded');
+    const carried = await readJournal(f.stateDir);
+    expect(carried).toMatchObject({ operationId: up.id, closed: true, uncordonPending: true });
+    expect(engine.pendingUncordon).not.toBeNull();
+
+    kube.available = true;
+    const second = await engine.update({ ...to('1.35.1'), wait: true });
+    expect(second.state).toBe('succeeded');
+    await vi.waitFor(() => expect(engine.pendingUncordon).toBeNull());
+    expect(kube.uncordons).toBe(1);
+    expect(await readJournal(f.stateDir)).toMatchObject({ operationId: second.id, uncordonPending: false });
   });
 });

@@ -43,6 +43,18 @@ describe('journal file', () => {
     expect((await stat(stateDir)).mode & 0o777).toBe(0o700);
   });
 
+  it('a journal written before uncordonPending existed still reads (as not pending)', async () => {
+    const old: Record<string, unknown> = { ...sample, closed: true, cordonedByUs: true };
+    delete old.uncordonPending;
+    await writeJournal(stateDir, sample); // creates the state dir
+    await writeFile(journalPath(stateDir), JSON.stringify(old));
+    const j = await readJournal(stateDir);
+    expect(j).toMatchObject({ operationId: 'op-1', closed: true, cordonedByUs: true });
+    expect(j?.uncordonPending).toBeUndefined();
+    await writeJournal(stateDir, { ...sample, uncordonPending: true });
+    expect(await readJournal(stateDir)).toMatchObject({ uncordonPending: true });
+  });
+
   it('a journal that does not match the schema is refused, never half-trusted', async () => {
     await writeJournal(stateDir, sample);
     await writeFile(journalPath(stateDir), JSON.stringify({ ...sample, source: 'kube3' }));
@@ -71,5 +83,29 @@ describe('JournalWriter', () => {
     expect(j?.updatedAt).toBe('2026-01-01T00:00:04.000Z');
     // Pretty-printed JSON with a trailing newline, readable by an operator.
     expect(await readFile(journalPath(stateDir), 'utf8')).toMatch(/^\{\n {2}"version": 1,[\s\S]*\}\n$/);
+  });
+
+  it('carries a pending uncordon of an earlier operation into the new journal', async () => {
+    const w = new JournalWriter(
+      stateDir,
+      {
+        operationId: 'op-3',
+        kind: 'update',
+        source: 'kube1',
+        target: 'kube2',
+        targetHash: null,
+        uncordonPending: true,
+      },
+      () => '2026-01-01T00:00:00.000Z',
+    );
+    await w.set({ cordonedByUs: false });
+    expect(await readJournal(stateDir)).toMatchObject({ operationId: 'op-3', uncordonPending: true });
+    const plain = new JournalWriter(
+      stateDir,
+      { operationId: 'op-4', kind: 'reset', source: 'kube1', target: null, targetHash: null },
+      () => '2026-01-01T00:00:00.000Z',
+    );
+    await plain.set({});
+    expect((await readJournal(stateDir))?.uncordonPending).toBeUndefined();
   });
 });

@@ -180,7 +180,74 @@ describe('recover', () => {
     };
     const report = await recover(deps(f, { drainer }));
     expect(report?.ok).toBe(true);
+    expect(report?.uncordonPending).toBe(false);
+    expect(report?.actions).toContainEqual({ step: 'uncordon', ok: true });
     expect(f.log.calls.at(-1)).toBe('uncordon');
+    expect(await readJournal(f.stateDir)).toMatchObject({ closed: true, uncordonPending: false });
+  });
+
+  describe('an uncordon that cannot be done during recovery is deferred, never dropped', () => {
+    it('no drainer yet (Kubernetes not loaded): pending in the journal, reported, not a failure', async () => {
+      const f = await createEngineFixture();
+      await f.applied.write('kube1', configAt('1.34.0'));
+      const op = await interrupted(f, { cordonedByUs: true });
+      const report = await recover(deps(f, { drainer: null }));
+      expect(report).toMatchObject({ ok: true, outcome: 'rolled back to kube1', uncordonPending: true });
+      expect(report?.actions.at(-1)).toMatchObject({ step: 'uncordon', ok: false, deferred: true });
+      expect(report?.actions.at(-1)?.error).toMatch(/agentctl uncordon/);
+      expect(await readJournal(f.stateDir)).toMatchObject({
+        operationId: op.id,
+        closed: true,
+        cordonedByUs: true,
+        uncordonPending: true,
+      });
+      const saved = f.store.get(op.id)!;
+      expect(saved.state).toBe('interrupted');
+      expect(saved.error).toBeNull();
+      expect(saved.result?.recovery).toMatchObject({ uncordonPending: true });
+    });
+
+    it('an uncordon that fails: pending too, the recovery itself still ok', async () => {
+      const f = await createEngineFixture();
+      await f.applied.write('kube1', configAt('1.34.0'));
+      await interrupted(f, { cordonedByUs: true });
+      const drainer = {
+        drain: async () => ({ cordonedByUs: false, result: {} }),
+        uncordon: () => Promise.reject(new Error('connection refused')),
+      };
+      const report = await recover(deps(f, { drainer }));
+      expect(report).toMatchObject({ ok: true, uncordonPending: true });
+      expect(report?.actions.at(-1)).toEqual({
+        step: 'uncordon',
+        ok: false,
+        deferred: true,
+        error: 'connection refused',
+      });
+      expect(await readJournal(f.stateDir)).toMatchObject({ uncordonPending: true });
+    });
+
+    it('a pending uncordon carried into a later journal is done when that operation is recovered', async () => {
+      const f = await createEngineFixture();
+      await f.applied.write('kube1', configAt('1.34.0'));
+      await interrupted(f, { cordonedByUs: false, uncordonPending: true });
+      const drainer = {
+        drain: async () => ({ cordonedByUs: false, result: {} }),
+        uncordon: async () => void f.log.calls.push('uncordon'),
+      };
+      const report = await recover(deps(f, { drainer }));
+      expect(report).toMatchObject({ ok: true, uncordonPending: false });
+      expect(f.log.calls.at(-1)).toBe('uncordon');
+      expect(await readJournal(f.stateDir)).toMatchObject({ closed: true, uncordonPending: false });
+    });
+
+    it('a node nobody cordoned: no uncordon step at all', async () => {
+      const f = await createEngineFixture();
+      await f.applied.write('kube1', configAt('1.34.0'));
+      await interrupted(f, {});
+      const report = await recover(deps(f, { drainer: null }));
+      expect(report).toMatchObject({ ok: true, uncordonPending: false });
+      expect(report?.actions.map((a) => a.step)).not.toContain('uncordon');
+    });
   });
 
   describe('takeover (no journal, no node state: a node from the upstream agent)', () => {
