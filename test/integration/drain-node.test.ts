@@ -2,10 +2,10 @@
  * `drain`, `uncordon` and `update --drain` against the fake API server, through the real
  * daemon (`--sim`, temp paths, `--kubeconfig`). Needs `npm run build`.
  */
-import { writeFile } from 'node:fs/promises';
+import { readFile, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import { describe, expect, it, onTestFinished } from 'vitest';
-import { makeTempDir, startTestDaemon } from '../support/daemon.js';
+import { makeTempDir, startTestDaemon, waitUntil } from '../support/daemon.js';
 import type { TestDaemon } from '../support/daemon.js';
 import { startFakeKube } from '../support/fake-kube.js';
 import { rpcResult } from '../support/provision-fixtures.js';
@@ -150,5 +150,51 @@ describe('drain and uncordon', () => {
     expect(op.phases.find((p) => p.name === 'stop')?.state).toBe('skipped');
     expect(unschedulable(kube) || marked(kube)).toBe(false);
     expect((await call<{ node: { activeMachine: string } }>(d, 'status')).node.activeMachine).toBe('kube1');
+  });
+
+  it('a crash mid-update with drain, after the cordon: once restarted and ready, agentd uncordons the node', async () => {
+    const kube = await startFakeKube();
+    onTestFinished(() => kube.close());
+    kube.addNode(NODE);
+    const dir = await makeTempDir('agentd-drain-crash-');
+    const kubeconfig = path.join(dir, 'kubeconfig');
+    await writeFile(kubeconfig, kube.kubeconfigYaml());
+    const args = ['--sim', '--kubeconfig', kubeconfig, '--machine-name', NODE, '--no-watch'];
+    // Dies in the middle of stopping kube1: drained and cordoned, the node already going down.
+    const first = await startTestDaemon({
+      dir,
+      args,
+      env: { AGENTD_FAILPOINTS: 'cmd:machinectl disable kube1' },
+    });
+    await call(first, 'update', { wait: true });
+    kube.addPod({ name: 'api-1', nodeName: NODE });
+    await call(first, 'update', { set: { kubernetesVersion: '1.35.0' }, drain: true, wait: true }).catch(
+      () => undefined,
+    );
+    await first.waitExit();
+    expect(first.proc.signalCode, first.logs()).toBe('SIGKILL');
+    expect(unschedulable(kube) && marked(kube)).toBe(true);
+
+    // Recovery runs before the Kubernetes client is loaded: the uncordon is deferred, then done.
+    const second = await startTestDaemon({ dir, args });
+    await waitUntil('the node to be uncordoned', () => !unschedulable(kube), second);
+    expect(marked(kube)).toBe(false);
+    const ops = (await call<{ operations: Op[] }>(second, 'operations.list')).operations;
+    const interrupted = ops.find((o) => o.state === 'interrupted');
+    expect(interrupted?.result?.recovery).toMatchObject({
+      outcome: 'rolled back to kube1',
+      uncordonPending: true,
+      actions: expect.arrayContaining([expect.objectContaining({ step: 'uncordon', deferred: true })]),
+    });
+    expect(interrupted?.error).toBeNull();
+    const status = await call<{ node: { activeMachine: string; warnings: string[] } }>(second, 'status');
+    expect(status.node.activeMachine).toBe('kube1');
+    expect(status.node.warnings.filter((w) => w.includes('still cordoned'))).toEqual([]);
+    expect(JSON.parse(await readFile(path.join(second.stateDir, 'journal.json'), 'utf8'))).toMatchObject({
+      operationId: interrupted?.id,
+      closed: true,
+      uncordonPending: false,
+    });
+    expect(second.logs()).toContain('uncordoned the node');
   });
 });
