@@ -187,9 +187,12 @@ describe('drain and uncordon', () => {
       actions: expect.arrayContaining([expect.objectContaining({ step: 'uncordon', deferred: true })]),
     });
     expect(interrupted?.error).toBeNull();
-    const status = await call<{ node: { activeMachine: string; warnings: string[] } }>(second, 'status');
-    expect(status.node.activeMachine).toBe('kube1');
-    expect(status.node.warnings.filter((w) => w.includes('still cordoned'))).toEqual([]);
+    // The flag is cleared (and the status re-read) just after the Node is patched.
+    type Status = { node: { activeMachine: string; warnings: string[] } };
+    const pendingWarnings = async (): Promise<string[]> =>
+      (await call<Status>(second, 'status')).node.warnings.filter((w) => w.includes('still cordoned'));
+    await waitUntil('the status warning to go', async () => (await pendingWarnings()).length === 0, second);
+    expect((await call<Status>(second, 'status')).node.activeMachine).toBe('kube1');
     expect(JSON.parse(await readFile(path.join(second.stateDir, 'journal.json'), 'utf8'))).toMatchObject({
       operationId: interrupted?.id,
       closed: true,
