@@ -5,6 +5,7 @@
 import { CommandFailedError, describeError, isAgentError } from '../../errors.js';
 import { parseSimFaults } from '../faults.js';
 import { createSimHost } from '../host/sim-host.js';
+import { CROSS_PROCESS_LOCK } from '../host/state-lock.js';
 
 /** The tools the sim stands in for. */
 export type SimToolName = 'machinectl' | 'systemctl' | 'systemd-run';
@@ -32,6 +33,14 @@ export async function runSimTool(
   args: readonly string[],
   io: SimToolIo = processIo,
 ): Promise<number> {
+  // Each executable is a process of its own: without the cross-process state lock, two of them
+  // could interleave their writes and lose one, so refuse rather than simulate wrongly.
+  if (!CROSS_PROCESS_LOCK) {
+    io.stderr(
+      `${tool} (agentd sim): the sim executables need Linux (their state lock is an abstract unix socket)\n`,
+    );
+    return SIM_USAGE_EXIT;
+  }
   const root = io.env.AGENTD_SIM_ROOT;
   if (!root) {
     io.stderr(

@@ -16,7 +16,8 @@ import { commandMachine, formatCommandLine, parseSimCommand } from './command-li
 import { applySimCommand, crashSimMachine, settleSimState } from './model.js';
 import type { SimModelContext, SimOutcome } from './model.js';
 import { isUnitEnabled, pathExists } from './rootfs.js';
-import { readSimState, SIM_UNITS, simStateFile, withSimStateLock, writeSimState } from './state.js';
+import { withSimStateLock } from './state-lock.js';
+import { readSimState, SIM_UNITS, simStateFile, writeSimState } from './state.js';
 import type { SimPersistedState, SimRegistration, SimUnitActiveState, SimUnitName } from './state.js';
 
 export interface SimHostOptions {

@@ -1,12 +1,12 @@
 /**
  * The persisted model of the simulated host: `<root>/var/lib/agentd-sim/state.json`, shared by
  * every process that simulates commands on the same root (the daemon and the `src/sim/bin`
- * executables). Each command reads it, changes it and writes it back under a lock.
+ * executables). Each command reads it, changes it and writes it back under the lock of
+ * `state-lock.ts`.
  */
-import { mkdir, open, readFile, rm, stat } from 'node:fs/promises';
+import { readFile } from 'node:fs/promises';
 import path from 'node:path';
-import { setTimeout as delay } from 'node:timers/promises';
-import { PreconditionFailedError, TimeoutError } from '../../errors.js';
+import { PreconditionFailedError } from '../../errors.js';
 import { writeFileAtomic } from '../../host/fs-atomic.js';
 import { MACHINE_NAMES } from '../../host/types.js';
 import type { MachineName } from '../../host/types.js';
@@ -146,89 +146,4 @@ export async function readSimState(file: string): Promise<SimPersistedState> {
 /** Write the state atomically (temp file, fsync, rename). */
 export async function writeSimState(file: string, state: SimPersistedState): Promise<void> {
   await writeFileAtomic(file, `${JSON.stringify(state, null, 2)}\n`);
-}
-
-/** Serializes writers within this process, per state file. */
-const inProcessTails = new Map<string, Promise<void>>();
-
-/** How long to wait for another process's lock before giving up. */
-const LOCK_WAIT_MS = 15_000;
-/** A lock older than this whose holder we cannot check is considered abandoned. */
-const LOCK_STALE_MS = 30_000;
-
-/**
- * Run `fn` while holding the state lock of `file`: an in-process queue (so concurrent commands
- * of one SimHost, or of two on the same root, do not interleave their read-modify-write), then
- * an exclusive lock file for other processes.
- */
-export async function withSimStateLock<T>(file: string, fn: () => Promise<T>): Promise<T> {
-  const previous = inProcessTails.get(file) ?? Promise.resolve();
-  let release!: () => void;
-  const mine = new Promise<void>((resolve) => {
-    release = resolve;
-  });
-  const tailPromise = previous.then(() => mine);
-  inProcessTails.set(file, tailPromise);
-  await previous;
-  try {
-    return await withLockFile(`${file}.lock`, fn);
-  } finally {
-    release();
-    if (inProcessTails.get(file) === tailPromise) inProcessTails.delete(file);
-  }
-}
-
-async function withLockFile<T>(lockFile: string, fn: () => Promise<T>): Promise<T> {
-  await acquireLockFile(lockFile);
-  try {
-    return await fn();
-  } finally {
-    await rm(lockFile, { force: true });
-  }
-}
-
-async function acquireLockFile(lockFile: string): Promise<void> {
-  // Real time on purpose: this waits for another OS process, which an injected clock cannot advance.
-  const started = Date.now();
-  await mkdir(path.dirname(lockFile), { recursive: true });
-  for (let attempt = 0; ; attempt++) {
-    try {
-      const handle = await open(lockFile, 'wx');
-      await handle.writeFile(`${process.pid}\n`);
-      await handle.close();
-      return;
-    } catch (err) {
-      if ((err as NodeJS.ErrnoException).code !== 'EEXIST') throw err;
-    }
-    if (await isAbandoned(lockFile)) {
-      await rm(lockFile, { force: true });
-      continue;
-    }
-    if (Date.now() - started > LOCK_WAIT_MS) {
-      throw new TimeoutError(`sim: wait for the state lock ${lockFile}`, LOCK_WAIT_MS);
-    }
-    await delay(Math.min(5 + attempt * 2, 50));
-  }
-}
-
-// A lock is abandoned when its holder process is gone, or when it is too old to be a live command.
-async function isAbandoned(lockFile: string): Promise<boolean> {
-  try {
-    const pid = Number((await readFile(lockFile, 'utf8')).trim());
-    if (Number.isInteger(pid) && pid > 0) {
-      if (pid === process.pid) return false;
-      try {
-        process.kill(pid, 0);
-        return false;
-      } catch (err) {
-        return (err as NodeJS.ErrnoException).code === 'ESRCH';
-      }
-    }
-    const info = await stat(lockFile);
-    return Date.now() - info.mtimeMs > LOCK_STALE_MS;
-  } catch (err) {
-    // The holder released it between our open and our read: try again at once.
-    if ((err as NodeJS.ErrnoException).code === 'ENOENT') return true;
-    throw err;
-  }
 }
