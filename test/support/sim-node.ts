@@ -249,8 +249,6 @@ export async function cloneSimNode(template: SimNode): Promise<SimNode> {
  * A digest of every entry under `dir`: relative path, type, mode, and content (file bytes or
  * link target), sorted — two equal digests mean the tree is byte-for-byte the same.
  * `skip` gets the relative path (with `/`) and leaves out matching entries (and what is below).
- * The sim's state lock file is always left out: it exists only while a host command runs (a
- * read-only probe of a status refresh, say), and says nothing about the host's state.
  */
 export async function treeDigest(
   dir: string,
@@ -267,7 +265,7 @@ export async function treeDigest(
       out.set(rel || '.', `dir ${mode}`);
       for (const name of (await readdir(abs)).sort()) {
         const child = rel ? `${rel}/${name}` : name;
-        if (!skip(child) && !child.endsWith('agentd-sim/state.json.lock')) await walk(child);
+        if (!skip(child)) await walk(child);
       }
     } else if (st.isFile()) {
       out.set(rel, `file ${mode} ${sha256(await readFile(abs))}`);
