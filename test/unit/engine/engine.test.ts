@@ -11,7 +11,7 @@ import type { NodeDrainer } from '../../../src/engine/update.js';
 import type { Operation } from '../../../src/engine/operation.js';
 import type { AgentError } from '../../../src/errors.js';
 import { BusyError } from '../../../src/errors.js';
-import { config, createEngineFixture, silentLogger, type EngineFixture } from './fakes.js';
+import { config, createEngineFixture, makeJournal, silentLogger, type EngineFixture } from './fakes.js';
 
 const BASE = config();
 
@@ -275,26 +275,21 @@ describe('Engine: an uncordon recovery had to leave pending', () => {
     await rec.start();
     await rec.phaseEnded('drain', 'succeeded');
     await rec.phaseStarted('stop');
-    await writeJournal(f.stateDir, {
-      version: 1,
-      operationId: rec.op.id,
-      kind: 'update',
-      source: 'kube1',
-      target: 'kube2',
-      phase: 'stop',
-      phaseState: 'running',
-      committed: false,
-      sourceStopped: true,
-      cordonedByUs: true,
-      targetHash: null,
-      closed: false,
-      outcome: null,
-      updatedAt: new Date(f.clock.now()).toISOString(),
-    });
+    await writeJournal(
+      f.stateDir,
+      makeJournal({
+        operationId: rec.op.id,
+        cordonedByUs: true,
+        updatedAt: new Date(f.clock.now()).toISOString(),
+      }),
+    );
     return rec.op.id;
   }
 
-  /** An engine whose Kubernetes availability the test switches, as the daemon's getter does. */
+  /**
+   * An engine whose Kubernetes availability the test switches, as the daemon's getter does. Not
+   * through `createEngine`: its options spread would read the `drainer` getter once and freeze it.
+   */
   function kubeEngine(f: EngineFixture) {
     const kube = { available: false, uncordons: 0, failUncordon: false };
     const drainer: NodeDrainer = {

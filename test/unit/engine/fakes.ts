@@ -14,6 +14,7 @@ import {
   type AppliedConfigStore,
 } from '../../../src/engine/applied-config-store.js';
 import { EventBus, type EngineEvent } from '../../../src/engine/events.js';
+import type { Journal } from '../../../src/engine/journal.js';
 import type { Operation } from '../../../src/engine/operation.js';
 import { OperationRecorder } from '../../../src/engine/operation-recorder.js';
 import { OperationStore, newOperationId } from '../../../src/engine/operation-store.js';
@@ -28,6 +29,30 @@ import { makeAgentConfig } from '../../support/agent-config.js';
 import { createFakeClock, type FakeClock } from '../host/fake-clock.js';
 
 export const silentLogger = pino({ level: 'silent' });
+
+/**
+ * An open journal of an update kube1 → kube2 interrupted in `stop` (the source already stopped,
+ * nothing committed), with `overrides`.
+ */
+export function makeJournal(overrides: Partial<Journal> = {}): Journal {
+  return {
+    version: 1,
+    operationId: 'op-1',
+    kind: 'update',
+    source: 'kube1',
+    target: 'kube2',
+    phase: 'stop',
+    phaseState: 'running',
+    committed: false,
+    sourceStopped: true,
+    cordonedByUs: false,
+    targetHash: null,
+    closed: false,
+    outcome: null,
+    updatedAt: '2026-01-01T00:00:00.000Z',
+    ...overrides,
+  };
+}
 
 export function config(overrides: Parameters<typeof makeAgentConfig>[0] = {}): AgentConfig {
   return agentConfigSchema.parse(makeAgentConfig(overrides));

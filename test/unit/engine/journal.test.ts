@@ -5,6 +5,7 @@ import path from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { journalPath, readJournal, writeJournal, type Journal } from '../../../src/engine/journal.js';
 import { JournalWriter } from '../../../src/engine/switch-journal.js';
+import { makeJournal } from './fakes.js';
 
 let stateDir: string;
 beforeEach(async () => {
@@ -14,22 +15,7 @@ afterEach(async () => {
   await rm(path.dirname(stateDir), { recursive: true, force: true });
 });
 
-const sample: Journal = {
-  version: 1,
-  operationId: 'op-1',
-  kind: 'update',
-  source: 'kube1',
-  target: 'kube2',
-  phase: 'stop',
-  phaseState: 'running',
-  committed: false,
-  sourceStopped: true,
-  cordonedByUs: false,
-  targetHash: null,
-  closed: false,
-  outcome: null,
-  updatedAt: '2026-01-01T00:00:00.000Z',
-};
+const sample: Journal = makeJournal();
 
 describe('journal file', () => {
   it('absent → null', async () => {

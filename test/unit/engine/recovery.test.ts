@@ -8,7 +8,7 @@ import { readJournal, writeJournal, type Journal } from '../../../src/engine/jou
 import { readNodeState, writeNodeState } from '../../../src/engine/node-state.js';
 import { recover, type RecoveryDeps } from '../../../src/engine/recovery.js';
 import type { Operation } from '../../../src/engine/operation.js';
-import { configAt, createEngineFixture, silentLogger, type EngineFixture } from './fakes.js';
+import { configAt, createEngineFixture, makeJournal, silentLogger, type EngineFixture } from './fakes.js';
 
 function deps(f: EngineFixture, extra: Partial<RecoveryDeps> = {}): RecoveryDeps {
   return { ...f.deps, store: f.store, logger: silentLogger, ...extra };
@@ -21,23 +21,10 @@ async function interrupted(f: EngineFixture, journal: Partial<Journal>): Promise
   await rec.phaseEnded('preflight', 'succeeded');
   await rec.phaseEnded('provision', 'succeeded');
   await rec.phaseStarted(journal.phase ?? 'stop');
-  await writeJournal(f.stateDir, {
-    version: 1,
-    operationId: rec.op.id,
-    kind: 'update',
-    source: 'kube1',
-    target: 'kube2',
-    phase: 'stop',
-    phaseState: 'running',
-    committed: false,
-    sourceStopped: true,
-    cordonedByUs: false,
-    targetHash: null,
-    closed: false,
-    outcome: null,
-    updatedAt: new Date(f.clock.now()).toISOString(),
-    ...journal,
-  });
+  await writeJournal(
+    f.stateDir,
+    makeJournal({ operationId: rec.op.id, updatedAt: new Date(f.clock.now()).toISOString(), ...journal }),
+  );
   return rec.op;
 }
 
