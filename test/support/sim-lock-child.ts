@@ -11,7 +11,7 @@
 import { writeFile } from 'node:fs/promises';
 import { setTimeout as delay } from 'node:timers/promises';
 import { withSimStateLock } from '../../src/sim/host/state-lock.js';
-import { incrementSlowly } from '../unit/sim/host/sim-fixtures.js';
+import { incrementSlowly } from './slow-counter.js';
 
 const [mode, stateFile, ...rest] = process.argv.slice(2);
 if (!mode || !stateFile) throw new Error('usage: sim-lock-child.ts <mode> <stateFile> …');

@@ -1,8 +1,7 @@
 /** Temp roots and machine rootfs fixtures for tests of the simulated host. */
-import { chmod, mkdir, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
+import { chmod, mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
-import { setTimeout as delay } from 'node:timers/promises';
 import { createHostPaths } from '../../../../src/host/paths.js';
 import type { MachineName } from '../../../../src/host/types.js';
 import { KUBELET_DROP_IN } from '../../../../src/sim/host/index.js';
@@ -15,16 +14,6 @@ export interface TempRoot {
 export async function makeTempRoot(prefix = 'agentd-sim-'): Promise<TempRoot> {
   const root = await mkdtemp(path.join(os.tmpdir(), prefix));
   return { root, cleanup: () => rm(root, { recursive: true, force: true }) };
-}
-
-/**
- * One increment of the counter in `file` (absent = 0) with a pause between read and write, so
- * that two increments which overlap lose one: what a lock under test must prevent.
- */
-export async function incrementSlowly(file: string): Promise<void> {
-  const value = Number(await readFile(file, 'utf8').catch(() => '0'));
-  await delay(2);
-  await writeFile(file, String(value + 1));
 }
 
 export interface MachineFixture {

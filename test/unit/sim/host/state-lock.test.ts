@@ -10,7 +10,8 @@ import { fileURLToPath } from 'node:url';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { AgentError } from '../../../../src/errors.js';
 import { simLockName, withSimStateLock } from '../../../../src/sim/host/state-lock.js';
-import { incrementSlowly, makeTempRoot, type TempRoot } from './sim-fixtures.js';
+import { incrementSlowly } from '../../../support/slow-counter.js';
+import { makeTempRoot, type TempRoot } from './sim-fixtures.js';
 
 const CHILD = fileURLToPath(new URL('../../../support/sim-lock-child.ts', import.meta.url));
 
@@ -93,8 +94,13 @@ describe('withSimStateLock', () => {
   });
 
   it('leaves nothing on disk, held or not', async () => {
+    await withSimStateLock(stateFile, () => Promise.resolve());
+    expect(await readdir(tmp.root)).toEqual([]);
     const holder = child('hold', stateFile);
     await held(holder);
+    expect(await readdir(tmp.root)).toEqual([]);
+    holder.kill('SIGKILL');
+    await holder;
     expect(await readdir(tmp.root)).toEqual([]);
   });
 
