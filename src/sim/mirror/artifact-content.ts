@@ -66,13 +66,66 @@ export function versionText(name: string, version: string): string {
   }
 }
 
+/**
+ * How the long-running stand-ins behave once started as services (on a real systemd host; the
+ * simulated host never runs them):
+ * - kubelet answers `GET /healthz` on 127.0.0.1:10248 with `200 ok`, as the real one does, when
+ *   the machine has perl (a Debian rootfs always has perl-base); `unhealthy` makes it run but
+ *   never answer, like a kubelet that cannot reach its runtime.
+ * - containerd is `Type=notify` in its unit: it tells systemd it is ready (`systemd-notify`,
+ *   sent on behalf of the script, which stays the unit's main process).
+ */
+export interface StubBehaviour {
+  unhealthyKubelet?: boolean;
+}
+
+const KUBELET_HEALTHZ_PERL = [
+  'use IO::Socket::INET;',
+  'my $s = IO::Socket::INET->new(LocalAddr => "127.0.0.1:10248", Listen => 16, ReuseAddr => 1) or die "kubelet stand-in: listen 127.0.0.1:10248: $!\\n";',
+  'while (my $c = $s->accept) {',
+  '  my $line = <$c> // "";',
+  '  while (my $h = <$c>) { last if $h =~ /^\\r?\\n$/ }',
+  '  if ($line =~ m{^GET /healthz[ ?]}) { print $c "HTTP/1.0 200 OK\\r\\nContent-Type: text/plain\\r\\nContent-Length: 2\\r\\n\\r\\nok" }',
+  '  else { print $c "HTTP/1.0 404 Not Found\\r\\nContent-Length: 0\\r\\n\\r\\n" }',
+  '  close $c;',
+  '}',
+];
+
+function serviceBody(name: string, behaviour: StubBehaviour): string[] {
+  const idle = 'while :; do sleep 3600; done';
+  if (name === 'kubelet' && !behaviour.unhealthyKubelet) {
+    return [
+      'if command -v perl >/dev/null 2>&1; then',
+      "  exec perl - <<'AGENTD_KUBELET_EOF'",
+      ...KUBELET_HEALTHZ_PERL,
+      'AGENTD_KUBELET_EOF',
+      'fi',
+      idle,
+    ];
+  }
+  if (name === 'containerd') {
+    return [
+      'if [ -n "${NOTIFY_SOCKET:-}" ] && command -v systemd-notify >/dev/null 2>&1; then',
+      '  systemd-notify --ready',
+      'fi',
+      idle,
+    ];
+  }
+  return [idle];
+}
+
 /** The shell stand-in for binary `name`. */
-export function stubScript(name: string, version: string, arch: MirrorArch): string {
+export function stubScript(
+  name: string,
+  version: string,
+  arch: MirrorArch,
+  behaviour: StubBehaviour = {},
+): string {
   const extra =
     name === 'kubectl'
       ? `  version) printf 'Client Version: v%s\\nKustomize Version: v5.7.1\\n' '${version}'; exit 0 ;;\n`
       : '';
-  const body = LONG_RUNNING.has(name) ? 'while :; do sleep 3600; done' : 'exit 0';
+  const body = LONG_RUNNING.has(name) ? serviceBody(name, behaviour) : ['exit 0'];
   return [
     '#!/bin/sh',
     `# ${name} ${version} linux/${arch}: a stand-in served by the agentd sim artifact mirror.`,
@@ -82,7 +135,7 @@ export function stubScript(name: string, version: string, arch: MirrorArch): str
     'AGENTD_VERSION_EOF',
     '    exit 0 ;;',
     `${extra}esac`,
-    body,
+    ...body,
     '',
   ].join('\n');
 }
@@ -91,11 +144,11 @@ function exe(path: string, name: string, version: string, arch: MirrorArch): Tar
   return { path, data: stubScript(name, version, arch), mode: 0o755 };
 }
 
-function build(asset: MirrorAsset): Buffer {
+function build(asset: MirrorAsset, behaviour: StubBehaviour): Buffer {
   const { version, arch } = asset;
   switch (asset.artifact) {
     case 'kube':
-      return Buffer.from(stubScript(asset.binary, version, arch));
+      return Buffer.from(stubScript(asset.binary, version, arch, behaviour));
     case 'runc':
       return Buffer.from(stubScript('runc', version, arch));
     case 'crictl':
@@ -115,12 +168,15 @@ function build(asset: MirrorAsset): Buffer {
 
 const memo = new Map<string, { bytes: Buffer; sha256: string }>();
 
-/** The asset's bytes and their SHA-256 (computed once per process). */
-export function assetContent(asset: MirrorAsset): { bytes: Buffer; sha256: string } {
-  const key = `${asset.artifact}|${'binary' in asset ? asset.binary : ''}|${asset.version}|${asset.arch}`;
+/** The asset's bytes and their SHA-256 (computed once per process and behaviour). */
+export function assetContent(
+  asset: MirrorAsset,
+  behaviour: StubBehaviour = {},
+): { bytes: Buffer; sha256: string } {
+  const key = `${asset.artifact}|${'binary' in asset ? asset.binary : ''}|${asset.version}|${asset.arch}|${behaviour.unhealthyKubelet === true}`;
   let hit = memo.get(key);
   if (!hit) {
-    const bytes = build(asset);
+    const bytes = build(asset, behaviour);
     hit = { bytes, sha256: createHash('sha256').update(bytes).digest('hex') };
     memo.set(key, hit);
   }

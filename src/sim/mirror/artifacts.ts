@@ -13,7 +13,13 @@
 import { createHash } from 'node:crypto';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { MAX_BLOB_BYTES, blobSha256, streamBlob } from './artifact-blob.js';
-import { MIRROR_ARCHES, assetContent, assetFileName, type MirrorAsset } from './artifact-content.js';
+import {
+  MIRROR_ARCHES,
+  assetContent,
+  assetFileName,
+  type MirrorAsset,
+  type StubBehaviour,
+} from './artifact-content.js';
 import { MIRROR_PREFIXES, parseMirrorPath, routeVersions, type MirrorRoute } from './artifact-routes.js';
 
 export { MIRROR_PREFIXES } from './artifact-routes.js';
@@ -45,6 +51,11 @@ export interface ArtifactHandlerOptions {
   missingVersionPattern?: RegExp;
   /** Faults to inject; the array is read on every request, so a test may push to it later. */
   faults?: ArtifactFault[];
+  /**
+   * kubelet versions whose stand-in runs but never answers `/healthz` (see `StubBehaviour`):
+   * a fault for tests on a real systemd host, where the stand-ins run as services.
+   */
+  unhealthyKubeletVersions?: RegExp;
   /** Called for every request the handler takes (after routing), e.g. to count downloads. */
   onRequest?: (info: { method: string; path: string }) => void;
 }
@@ -88,7 +99,10 @@ export function createArtifactHandler(options: ArtifactHandlerOptions = {}): Art
       await serveBlob(req, res, route, fault);
       return true;
     }
-    const { body, contentType } = routeBody(route, fault);
+    const unhealthyKubelet = routeVersions(route).some(
+      (v) => options.unhealthyKubeletVersions?.test(v) === true,
+    );
+    const { body, contentType } = routeBody(route, fault, { unhealthyKubelet });
     await sendBody(req, res, body, contentType, fault);
     return true;
   };
@@ -137,11 +151,15 @@ function notFound(res: ServerResponse, pathname: string): void {
 
 const WRONG = createHash('sha256').update('agentd mirror: wrong checksum').digest('hex');
 
-function routeBody(route: Exclude<MirrorRoute, { kind: 'blob' }>, fault: ArtifactFault | undefined) {
+function routeBody(
+  route: Exclude<MirrorRoute, { kind: 'blob' }>,
+  fault: ArtifactFault | undefined,
+  behaviour: StubBehaviour,
+) {
   const wrong = fault?.kind === 'wrong-checksum';
   switch (route.kind) {
     case 'asset': {
-      let body = assetContent(route.asset).bytes;
+      let body = assetContent(route.asset, behaviour).bytes;
       if (fault?.kind === 'corrupt') {
         body = Buffer.from(body);
         body[body.length - 1] = (body[body.length - 1] ?? 0) ^ 0xff;
@@ -149,7 +167,7 @@ function routeBody(route: Exclude<MirrorRoute, { kind: 'blob' }>, fault: Artifac
       return { body, contentType: 'application/octet-stream' };
     }
     case 'checksum': {
-      const hex = wrong ? WRONG : assetContent(route.asset).sha256;
+      const hex = wrong ? WRONG : assetContent(route.asset, behaviour).sha256;
       const text = route.style === 'bare' ? hex : `${hex}  ${assetFileName(route.asset)}\n`;
       return { body: Buffer.from(text), contentType: 'text/plain' };
     }
