@@ -15,6 +15,7 @@ import {
   VerifyFailedError,
 } from '../errors.js';
 import { systemClock } from './clock.js';
+import { classifyHostError } from './machine-errors.js';
 import { createHttpKubeletHealthCheck } from './machines-health.js';
 import type { KubeletHealthCheck } from './machines-health.js';
 import { isCancelled, pollUntil, sleepOrCancel } from './machines-poll.js';
@@ -275,7 +276,8 @@ export function createMachineManager(options: MachineManagerOptions): MachineMan
         log.info({ machine: m }, 'machine removed');
         return;
       }
-      if (res && /no image/i.test(res.stderr)) break; // machined does not see it as an image: retrying will not help
+      // machined does not see it as an image: retrying will not help.
+      if (res && classifyHostError(res.stderr) === 'no-image') break;
       if (attempt + 1 < t.removeAttempts) {
         await sleepOrCancel(clock, t.pollIntervalMs * 2 ** attempt, signal, `remove machine ${m}`);
       }
@@ -327,7 +329,9 @@ export function createMachineManager(options: MachineManagerOptions): MachineMan
 
 /** `machinectl start` refused because machined still holds a registration of that name. */
 function isAlreadyExists(err: unknown): boolean {
-  return err instanceof CommandFailedError && /already exists/i.test(`${err.stderrTail}\n${err.message}`);
+  return (
+    err instanceof CommandFailedError && classifyHostError(`${err.stderrTail}\n${err.message}`) === 'already-exists'
+  );
 }
 
 /** Map `systemctl is-active` output onto the states `status` reports. */

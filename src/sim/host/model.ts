@@ -92,6 +92,7 @@ async function applyMachinectl(
   const unit = `systemd-nspawn@${m}.service`;
   switch (verb) {
     case 'enable': {
+      if (!(await isDirectory(ctx.paths.machineDir(m)))) return noImage(m);
       const changed = !rec.enabled;
       rec.enabled = true;
       return ok(
@@ -102,6 +103,7 @@ async function applyMachinectl(
       );
     }
     case 'disable': {
+      if (!(await isDirectory(ctx.paths.machineDir(m)))) return noImage(m);
       const changed = rec.enabled;
       rec.enabled = false;
       return ok('', changed ? `Removed "/etc/systemd/system/machines.target.wants/${unit}".` : '');
@@ -142,9 +144,7 @@ async function startMachine(
     return fail(`${jobFailed(unit)}\nFailed to register machine: Machine '${m}' already exists`);
   }
   const dir = ctx.paths.machineDir(m);
-  if (!(await isDirectory(dir))) {
-    return fail(`Failed to start machine '${m}': no machine image '${m}' (${dir} does not exist)`);
-  }
+  if (!(await isDirectory(dir))) return noImage(m);
   const nspawn = ctx.paths.nspawnFile(m);
   if (!(await pathExists(nspawn))) {
     return fail(`Failed to start machine '${m}': settings file ${nspawn} does not exist`);
@@ -155,6 +155,7 @@ async function startMachine(
   }
   rec.registration = 'running';
   rec.serviceFailed = false;
+  rec.booting = true;
   // Boot: the units enabled in the rootfs start, containerd first (kubelet is ordered after it).
   for (const u of SIM_UNITS) {
     rec.units[u] = (await isUnitEnabled(dir, u))
@@ -170,8 +171,8 @@ async function removeImage(
   m: MachineName,
 ): Promise<SimOutcome> {
   const rec = state.machines[m];
-  if (rec.registration !== 'none')
-    return fail(`Could not remove image: Image '${m}' is in use by a running machine`);
+  // machined refuses to remove the image of a registered machine (its container holds it).
+  if (rec.registration !== 'none') return fail('Could not remove image: Device or resource busy');
   const dir = ctx.paths.machineDir(m);
   if (!(await isDirectory(dir))) return fail(`Could not remove image: No image '${m}' known`);
   // Like machined's image removal: the image and its .nspawn settings file go together.
@@ -188,8 +189,12 @@ async function applyInMachine(
   action: InMachineAction,
 ): Promise<SimOutcome> {
   const rec = state.machines[m];
-  if (rec.registration === 'none') return fail(`Failed to connect to bus: No machine '${m}' known`);
-  if (rec.registration === 'stale') return fail('Failed to connect to bus: Host is down');
+  // systemd-run cannot reach the bus of a machine that does not run: "Host is down" either way.
+  if (rec.registration !== 'running') return fail('Failed to connect to bus: Host is down');
+  if (rec.booting === true) {
+    rec.booting = false;
+    return fail('Failed to connect to bus: No such file or directory');
+  }
   switch (action.type) {
     case 'true':
       return ok();
@@ -307,6 +312,7 @@ async function evaluateUnit(
 function shutDown(state: SimPersistedState, m: MachineName, registration: 'none' | 'stale'): void {
   const rec = state.machines[m];
   rec.registration = registration;
+  rec.booting = false;
   for (const u of SIM_UNITS) rec.units[u] = { active: 'inactive' };
 }
 
@@ -317,6 +323,11 @@ function shutDown(state: SimPersistedState, m: MachineName, registration: 'none'
 export function crashSimMachine(state: SimPersistedState, m: MachineName): void {
   shutDown(state, m, 'stale');
   state.machines[m].serviceFailed = true;
+}
+
+/** What machinectl says for a verb on an image that is not there (systemd 252). */
+function noImage(m: MachineName): SimOutcome {
+  return fail(`Machine image '${m}' does not exist.`);
 }
 
 async function isDirectory(p: string): Promise<boolean> {

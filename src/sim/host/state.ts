@@ -39,6 +39,12 @@ export interface SimMachineRecord {
   registration: SimRegistration;
   /** systemd-nspawn@<m>.service is in the failed state (cleared by `systemctl reset-failed`). */
   serviceFailed: boolean;
+  /**
+   * Started, but D-Bus inside has not answered anyone yet: real systemd refuses the first
+   * `systemd-run --machine` after `machinectl start` with "Failed to connect to bus: No such
+   * file or directory" until the machine's bus is up. Absent in older state files (= false).
+   */
+  booting?: boolean;
   units: Record<SimUnitName, SimUnitRecord>;
 }
 
