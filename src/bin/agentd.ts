@@ -40,6 +40,14 @@ export function buildAgentdCommand(): Command {
       '--shutdown-grace <duration>',
       `how long shutdown waits for in-flight work (default ${formatDuration(30_000)})`,
     )
+    .option(
+      '--machine-start-timeout <duration>',
+      `how long a machine may take to boot and answer (default ${formatDuration(120_000)})`,
+    )
+    .option(
+      '--verify-timeout <duration>',
+      `how long kubelet may take to turn active and healthy (default ${formatDuration(180_000)})`,
+    )
     .addOption(
       new Option('--log-level <level>', 'log level (default info)').choices([
         'trace',

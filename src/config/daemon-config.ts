@@ -71,6 +71,8 @@ export const daemonConfigSchema = z.strictObject({
     )
     .default(DEFAULT_CRD_GROUP),
   shutdownGrace: durationMs.default(30_000),
+  machineStartTimeout: durationMs.default(120_000),
+  verifyTimeout: durationMs.default(180_000),
   logLevel: z.enum(['trace', 'debug', 'info', 'warn', 'error', 'fatal', 'silent']).default('info'),
   logFormat: z.enum(['json', 'pretty']).optional(),
 });
@@ -95,6 +97,10 @@ export interface DaemonConfig {
   watch: boolean | null;
   crdGroup: string;
   shutdownGraceMs: number;
+  /** How long a machine may take to boot and answer `systemd-run` before `start` fails. */
+  machineStartTimeoutMs: number;
+  /** How long kubelet may take to turn active and healthy before `verify` fails. */
+  verifyTimeoutMs: number;
   logLevel: string;
   logFormat: 'json' | 'pretty';
 }
@@ -115,6 +121,8 @@ export const DAEMON_OPTIONS: Record<keyof DaemonConfigInput, { flag: string; env
   watch: { flag: '--watch', env: 'AGENTD_WATCH' },
   crdGroup: { flag: '--crd-group', env: 'AGENTD_CRD_GROUP' },
   shutdownGrace: { flag: '--shutdown-grace', env: 'AGENTD_SHUTDOWN_GRACE' },
+  machineStartTimeout: { flag: '--machine-start-timeout', env: 'AGENTD_MACHINE_START_TIMEOUT' },
+  verifyTimeout: { flag: '--verify-timeout', env: 'AGENTD_VERIFY_TIMEOUT' },
   logLevel: { flag: '--log-level', env: 'AGENTD_LOG_LEVEL' },
   logFormat: { flag: '--log-format', env: 'AGENTD_LOG_FORMAT' },
 };

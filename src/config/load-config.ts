@@ -161,6 +161,8 @@ export function loadDaemonConfig(input: LoadConfigInput): DaemonConfig {
     watch: c.watch ?? null,
     crdGroup: c.crdGroup,
     shutdownGraceMs: c.shutdownGrace,
+    machineStartTimeoutMs: c.machineStartTimeout,
+    verifyTimeoutMs: c.verifyTimeout,
     logLevel: c.logLevel,
     logFormat: c.logFormat ?? (input.isTTY ? 'pretty' : 'json'),
   });

@@ -97,6 +97,12 @@ export async function createHost(config: DaemonConfig, deps: HostWiringDeps): Pr
     };
   }
   const runner = createExecaRunner({ logger });
-  const machines = createMachineManager({ runner, paths, clock: deps.clock, logger });
+  const machines = createMachineManager({
+    runner,
+    paths,
+    clock: deps.clock,
+    logger,
+    timeouts: { startMs: config.machineStartTimeoutMs, verifyMs: config.verifyTimeoutMs },
+  });
   return { runner, machines, defaultConfig: null, close: async () => undefined };
 }
