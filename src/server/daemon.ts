@@ -10,6 +10,7 @@ import { Engine } from '../engine/engine.js';
 import { EventBus } from '../engine/events.js';
 import { PreconditionFailedError, describeError } from '../errors.js';
 import { systemClock } from '../host/clock.js';
+import { createSdNotifier } from './sd-notify.js';
 import { createHostPaths } from '../host/paths.js';
 import { inspectPidFile, removePidFile, writePidFile } from '../host/pid-file.js';
 import type { Clock } from '../host/types.js';
@@ -49,6 +50,7 @@ export interface Daemon {
 export async function startDaemon(config: DaemonConfig, deps: DaemonDeps): Promise<Daemon> {
   const { logger } = deps;
   const clock = deps.clock ?? systemClock;
+  const sdNotify = createSdNotifier({ env: deps.env ?? process.env, logger, clock });
   const startedAt = new Date(clock.now()).toISOString();
   let state: DaemonState = 'starting';
   const readinessReasons: string[] = ['startup recovery has not finished'];
@@ -77,6 +79,9 @@ export async function startDaemon(config: DaemonConfig, deps: DaemonDeps): Promi
   let metricsApp: FastifyInstance | null = null;
   let host: Host | null = null;
   let kube: KubeWiring | null = null;
+  // From here on (covered by the failure path below), so that a recovery that wedges is
+  // restarted by systemd too.
+  const stopWatchdog = sdNotify.startWatchdog();
   try {
     const metrics = createMetrics({ version: VERSION });
     const events = new EventBus();
@@ -189,6 +194,8 @@ export async function startDaemon(config: DaemonConfig, deps: DaemonDeps): Promi
     readinessReasons.length = 0;
     metrics.ready.set(1);
     logger.info('agentd ready');
+    // Type=notify: `systemctl start agentd` returns now, with recovery done and the API serving.
+    await sdNotify.ready(`serving on ${config.socket}`);
     // A crash mid-update may have left the node cordoned, and recovery ran before Kubernetes
     // was available: take that cordon back now. Never blocks readiness; it logs what it did.
     if (engine.pendingUncordon !== null) {
@@ -214,6 +221,8 @@ export async function startDaemon(config: DaemonConfig, deps: DaemonDeps): Promi
     const stop = (reason: string): Promise<void> => {
       stopping ??= (async () => {
         logger.info({ reason, graceMs: config.shutdownGraceMs }, 'agentd shutting down');
+        stopWatchdog();
+        void sdNotify.stopping(`shutting down (${reason})`);
         state = 'draining';
         metrics.ready.set(0);
         const deadline = clock.now() + config.shutdownGraceMs;
@@ -237,6 +246,7 @@ export async function startDaemon(config: DaemonConfig, deps: DaemonDeps): Promi
     return { config, engine, metrics, dispatcher, info, stopped, stop };
   } catch (err) {
     logger.error({ err: describeError(err) }, 'agentd failed to start');
+    stopWatchdog();
     await kube?.stop().catch(() => undefined);
     await admin?.close().catch(() => undefined);
     await metricsApp?.close().catch(() => undefined);
