@@ -1,0 +1,134 @@
+/**
+ * SIGKILL of agentd in the middle of a switch-over on real systemd: agentd dies at a failpoint
+ * (armed through a unit drop-in, as `AGENTD_FAILPOINTS`), systemd restarts it (`Restart=always`),
+ * and startup recovery leaves exactly one running, verified machine: the source when the crash
+ * came before the commit point, the target after it. The operation ends `interrupted`.
+ */
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { setTimeout as delay } from 'node:timers/promises';
+import { expectNode, type MachineName, type OperationJson } from '../support/real-host/assert-node.js';
+import { startRealNode, type RealNode } from '../support/real-host/node.js';
+import { requireRealHost } from '../support/real-host/require.js';
+
+const DROP_IN = '/etc/systemd/system/agentd.service.d/failpoint.conf';
+
+/** Read `systemctl show` properties of agentd.service. */
+async function agentdUnit(node: RealNode): Promise<Record<string, string>> {
+  const res = await node.host.execOk([
+    'systemctl',
+    'show',
+    '-p',
+    'NRestarts,SubState,MainPID',
+    'agentd.service',
+  ]);
+  return Object.fromEntries(
+    res.stdout
+      .trim()
+      .split('\n')
+      .map((l) => l.split('=', 2) as [string, string]),
+  );
+}
+
+describe.skipIf(!requireRealHost())(
+  'SIGKILL mid switch-over on a real systemd host',
+  { timeout: 240_000 },
+  () => {
+    let node: RealNode;
+
+    beforeAll(async () => {
+      node = await startRealNode({ label: 'crash' });
+      await node.host.execOk(['systemctl', 'enable', '--now', 'agentd.service']);
+      await node.waitReady();
+      const op = await node.agentctlJson<OperationJson>([
+        'update',
+        '--config',
+        await node.configFile(node.agentConfig()),
+      ]);
+      expect(op, JSON.stringify(op.error)).toMatchObject({ state: 'succeeded', to: 'kube1' });
+    }, 600_000);
+
+    afterAll(async () => {
+      await node?.stop();
+    }, 120_000);
+
+    // In order: each case starts from the node the previous one left.
+    const cases: Array<{
+      point: string;
+      version: string;
+      from: MachineName;
+      ends: MachineName;
+      endVersion: string;
+    }> = [
+      // the source is half stopped: kubelet and containerd are down, the machine still runs
+      {
+        point: 'cmd:machinectl disable kube1',
+        version: '1.35.0',
+        from: 'kube1',
+        ends: 'kube1',
+        endVersion: '1.34.0',
+      },
+      // the source is stopped, the target not started: the node serves nothing
+      {
+        point: 'cmd:machinectl start kube2',
+        version: '1.35.0',
+        from: 'kube1',
+        ends: 'kube1',
+        endVersion: '1.34.0',
+      },
+      // the target runs but is not verified yet
+      {
+        point: 'update.verify.before',
+        version: '1.35.0',
+        from: 'kube1',
+        ends: 'kube1',
+        endVersion: '1.34.0',
+      },
+      // the target is committed, the source not cleaned up yet: recovery rolls forward
+      { point: 'update.commit.after', version: '1.35.0', from: 'kube1', ends: 'kube2', endVersion: '1.35.0' },
+    ];
+
+    for (const c of cases) {
+      it(`killed at ${c.point}: recovery leaves ${c.ends} running and verified`, async () => {
+        await node.host.execOk(['mkdir', '-p', '/etc/systemd/system/agentd.service.d']);
+        await node.host.execOk([
+          'sh',
+          '-c',
+          `printf '[Service]\\nEnvironment="AGENTD_FAILPOINTS=%s"\\n' "$1" > ${DROP_IN}`,
+          'sh',
+          c.point,
+        ]);
+        await node.host.execOk(['systemctl', 'daemon-reload']);
+        await node.host.execOk(['systemctl', 'restart', 'agentd.service']);
+        await node.waitReady();
+        const before = await agentdUnit(node);
+
+        const started = await node.agentctlJson<OperationJson>([
+          'update',
+          '--kubernetes-version',
+          c.version,
+          '--detach',
+        ]);
+        expect(started).toMatchObject({ from: c.from });
+
+        // The failpoint kills agentd; systemd restarts it after RestartSec. Disarm in between.
+        const deadline = Date.now() + 120_000;
+        for (;;) {
+          const unit = await agentdUnit(node);
+          if (Number(unit.NRestarts) > Number(before.NRestarts) || unit.SubState === 'auto-restart') break;
+          if (Date.now() > deadline)
+            throw new Error(`agentd did not die at ${c.point}\n${await node.journal()}`);
+          await delay(100);
+        }
+        await node.host.execOk(['rm', '-f', DROP_IN]);
+        await node.host.execOk(['systemctl', 'daemon-reload']);
+        await node.waitReady(120_000);
+        expect(Number((await agentdUnit(node)).NRestarts)).toBe(Number(before.NRestarts) + 1);
+        expect(await node.journal(400)).toContain(`failpoint ${c.point}`);
+
+        const op = await node.agentctlJson<OperationJson>(['ops', 'get', started.id]);
+        expect(op.state).toBe('interrupted');
+        await expectNode(node, { active: c.ends, version: c.endVersion });
+      });
+    }
+  },
+);

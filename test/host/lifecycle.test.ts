@@ -1,0 +1,117 @@
+/**
+ * agentd's own lifecycle on real systemd never touches kubelet's machine: restarting and
+ * stopping agentd.service leave the running machine (and its kubelet) as they were. Then the
+ * node is torn down the three ways an operator can: `agentctl reset`, `agentctl stop`, and
+ * `agentctl uninstall` (unit disabled and gone, machines gone, files gone; a rerun is harmless).
+ */
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import {
+  expectNoMachines,
+  expectNode,
+  runningMachines,
+  unitState,
+  type OperationJson,
+} from '../support/real-host/assert-node.js';
+import { startRealNode, type RealNode } from '../support/real-host/node.js';
+import { requireRealHost } from '../support/real-host/require.js';
+
+async function machineMainPid(node: RealNode, m: string): Promise<string> {
+  return (
+    await node.host.execOk(['systemctl', 'show', '-p', 'MainPID', '--value', `systemd-nspawn@${m}.service`])
+  ).stdout.trim();
+}
+
+describe.skipIf(!requireRealHost())('agentd lifecycle on a real systemd host', { timeout: 180_000 }, () => {
+  let node: RealNode;
+
+  const join = async (): Promise<void> => {
+    const op = await node.agentctlJson<OperationJson>([
+      'update',
+      '--config',
+      await node.configFile(node.agentConfig()),
+    ]);
+    expect(op, JSON.stringify(op.error)).toMatchObject({ state: 'succeeded', to: 'kube1' });
+  };
+
+  beforeAll(async () => {
+    node = await startRealNode({ label: 'lifecycle' });
+    await node.host.execOk(['systemctl', 'enable', '--now', 'agentd.service']);
+    await node.waitReady();
+    await join();
+  }, 600_000);
+
+  afterAll(async () => {
+    await node?.stop();
+  }, 120_000);
+
+  it('restarting agentd.service leaves kube1 and its kubelet running', async () => {
+    const pid = await machineMainPid(node, 'kube1');
+    await node.host.execOk(['systemctl', 'restart', 'agentd.service']);
+    await node.waitReady();
+    expect(await machineMainPid(node, 'kube1')).toBe(pid);
+    await expectNode(node, { active: 'kube1', version: '1.34.0' });
+  });
+
+  it('stopping agentd.service leaves kube1 running; starting it again finds the node as it was', async () => {
+    const pid = await machineMainPid(node, 'kube1');
+    await node.host.execOk(['systemctl', 'stop', 'agentd.service']);
+    expect(await unitState(node, 'agentd.service')).toBe('inactive');
+    expect(await runningMachines(node)).toEqual(['kube1']);
+    expect(await machineMainPid(node, 'kube1')).toBe(pid);
+    // The socket and PID file went with the daemon.
+    expect((await node.host.exec(['test', '-e', '/run/agentd/agentd.sock'])).exitCode).not.toBe(0);
+    // Type=notify: `systemctl start` returns once recovery is done and the API serves.
+    await node.host.execOk(['systemctl', 'start', 'agentd.service']);
+    const status = await node.agentctlJson<{ daemon: { state: string } }>(['status']);
+    expect(status.daemon.state).toBe('ready');
+    const shown = await node.host.execOk([
+      'systemctl',
+      'show',
+      '-p',
+      'StatusText',
+      '--value',
+      'agentd.service',
+    ]);
+    expect(shown.stdout.trim()).toBe('serving on /run/agentd/agentd.sock');
+    await expectNode(node, { active: 'kube1', version: '1.34.0' });
+  });
+
+  it('agentctl reset removes both machines and their files', async () => {
+    const op = await node.agentctlJson<OperationJson>(['reset', '--yes']);
+    expect(op.state).toBe('succeeded');
+    await expectNoMachines(node);
+    const status = await node.agentctlJson<{ node: { activeMachine: string | null } }>(['status']);
+    expect(status.node.activeMachine).toBeNull();
+  });
+
+  it('agentctl stop stops the daemon through its PID file without SIGKILL', async () => {
+    await join();
+    const res = await node.host.execOk(['agentctl', '--json', 'stop']);
+    const report = JSON.parse(res.stdout) as Record<string, unknown>;
+    expect(report).toMatchObject({ pidFilePresent: true, signalled: true, forceKilled: false });
+    expect(await runningMachines(node)).toEqual(['kube1']);
+    // Restart=always: systemd brings the daemon back; the node is untouched.
+    await node.waitReady();
+    await expectNode(node, { active: 'kube1', version: '1.34.0' });
+  });
+
+  it('agentctl uninstall removes the unit, the machines and the files, and a rerun is harmless', async () => {
+    const res = await node.host.exec(['agentctl', '--json', 'uninstall', '--yes']);
+    expect(res.exitCode, `${res.stdout}${res.stderr}`).toBe(0);
+    expect(await unitState(node, 'agentd.service')).not.toBe('active');
+    expect((await node.host.exec(['systemctl', 'is-enabled', 'agentd.service'])).stdout.trim()).not.toBe(
+      'enabled',
+    );
+    await expectNoMachines(node);
+    for (const p of [
+      '/etc/systemd/system/agentd.service',
+      '/var/lib/agentd',
+      '/etc/unbounded/agent',
+      '/run/agentd/agentd.sock',
+    ]) {
+      expect((await node.host.exec(['test', '-e', p])).exitCode, `${p} is still there`).not.toBe(0);
+    }
+    const again = await node.host.exec(['agentctl', '--json', 'uninstall', '--yes']);
+    expect(again.exitCode, `${again.stdout}${again.stderr}`).toBe(0);
+  });
+});

@@ -1,0 +1,150 @@
+/**
+ * The machine images of the real-host suite, as an OCI image layout built from the same Debian
+ * base the hosts boot (so a machine is a real systemd system with D-Bus and perl), cached next
+ * to the base tarball:
+ *
+ * - `v1`: the base: boots, and runs the kubelet/containerd stand-ins agentd installs.
+ * - `v2`: the base plus a layer that writes `/etc/agentd-test-image` (`v2`), so a blue/green
+ *   switch to it is a change of image as well as of version.
+ * - `noboot`: the base plus a layer of OCI whiteouts that delete systemd and `/sbin/init`, so
+ *   `systemd-nspawn --boot` finds no init: a machine that cannot boot.
+ *
+ * Device nodes of the base are left out of the layer (container images carry none; nspawn
+ * populates /dev), and agentd refuses them in a layer anyway.
+ */
+import { createHash } from 'node:crypto';
+import { createReadStream, existsSync } from 'node:fs';
+import { mkdir, mkdtemp, rename, rm, stat, writeFile } from 'node:fs/promises';
+import path from 'node:path';
+import { pipeline } from 'node:stream/promises';
+import * as tar from 'tar';
+import { hostArch } from '../../../src/provision/provisioner.js';
+import { RECIPE_ID, ensureBaseTarball, realHostCacheDir } from './rootfs.js';
+import { runOk } from './run.js';
+
+/** Bump when what the images contain changes: the cache key. */
+const IMAGES_REV = 1;
+export const MACHINE_IMAGE_TAGS = ['v1', 'v2', 'noboot'] as const;
+export type MachineImageTag = (typeof MACHINE_IMAGE_TAGS)[number];
+
+interface Descriptor {
+  mediaType: string;
+  digest: string;
+  size: number;
+}
+
+async function sha256File(file: string): Promise<string> {
+  const hash = createHash('sha256');
+  await pipeline(createReadStream(file), hash);
+  return hash.digest('hex');
+}
+
+/** Move `file` into the layout's blob store under its digest; returns its descriptor. */
+async function addBlobFile(layout: string, file: string, mediaType: string): Promise<Descriptor> {
+  const hex = await sha256File(file);
+  const size = (await stat(file)).size;
+  await rename(file, path.join(layout, 'blobs', 'sha256', hex));
+  return { mediaType, digest: `sha256:${hex}`, size };
+}
+
+async function addBlobJson(layout: string, value: unknown, mediaType: string): Promise<Descriptor> {
+  const bytes = Buffer.from(JSON.stringify(value));
+  const hex = createHash('sha256').update(bytes).digest('hex');
+  await writeFile(path.join(layout, 'blobs', 'sha256', hex), bytes);
+  return { mediaType, digest: `sha256:${hex}`, size: bytes.length };
+}
+
+/** A small layer from `files` (path → content; an empty content with a `.wh.` name is a whiteout). */
+async function smallLayer(work: string, name: string, files: Record<string, string>): Promise<string> {
+  const dir = path.join(work, name);
+  for (const [rel, content] of Object.entries(files)) {
+    await mkdir(path.dirname(path.join(dir, rel)), { recursive: true });
+    await writeFile(path.join(dir, rel), content);
+  }
+  const file = path.join(work, `${name}.tar`);
+  await tar.c({ cwd: dir, file, portable: true }, Object.keys(files));
+  return file;
+}
+
+let building: Promise<string> | undefined;
+
+/** The cached OCI layout holding the three tags; built when missing (about 10 s from the base). */
+export function ensureMachineImageLayout(): Promise<string> {
+  return (building ??= (async () => {
+    const layout = path.join(realHostCacheDir(), `machine-images-${RECIPE_ID}-r${IMAGES_REV}-${hostArch()}`);
+    if (existsSync(path.join(layout, 'index.json'))) return layout;
+    const base = await ensureBaseTarball();
+    const work = await mkdtemp(`${layout}.tmp-`);
+    try {
+      const tmpLayout = path.join(work, 'layout');
+      await mkdir(path.join(tmpLayout, 'blobs', 'sha256'), { recursive: true });
+      const tree = path.join(work, 'tree');
+      await mkdir(tree);
+      await runOk('tar', ['--zstd', '-xpf', base, '--numeric-owner', '--exclude=./dev/*', '-C', tree], {
+        timeoutMs: 300_000,
+      });
+      const baseTar = path.join(work, 'base.tar');
+      await runOk('tar', ['--numeric-owner', '-cf', baseTar, '-C', tree, '.'], { timeoutMs: 300_000 });
+      await rm(tree, { recursive: true, force: true });
+
+      const layerType = 'application/vnd.oci.image.layer.v1.tar';
+      const baseLayer = await addBlobFile(tmpLayout, baseTar, layerType);
+      const extra: Record<MachineImageTag, Descriptor[]> = {
+        v1: [],
+        v2: [
+          await addBlobFile(
+            tmpLayout,
+            await smallLayer(work, 'v2', { 'etc/agentd-test-image': 'v2\n' }),
+            layerType,
+          ),
+        ],
+        noboot: [
+          await addBlobFile(
+            tmpLayout,
+            await smallLayer(work, 'noboot', {
+              'usr/lib/systemd/.wh.systemd': '',
+              'usr/sbin/.wh.init': '',
+            }),
+            layerType,
+          ),
+        ],
+      };
+      const manifests = [];
+      for (const tag of MACHINE_IMAGE_TAGS) {
+        const layers = [baseLayer, ...extra[tag]];
+        const config = await addBlobJson(
+          tmpLayout,
+          {
+            architecture: hostArch(),
+            os: 'linux',
+            config: {},
+            // A layer is uncompressed here, so its diff ID is its digest.
+            rootfs: { type: 'layers', diff_ids: layers.map((l) => l.digest) },
+          },
+          'application/vnd.oci.image.config.v1+json',
+        );
+        const manifest = await addBlobJson(
+          tmpLayout,
+          { schemaVersion: 2, mediaType: 'application/vnd.oci.image.manifest.v1+json', config, layers },
+          'application/vnd.oci.image.manifest.v1+json',
+        );
+        manifests.push({ ...manifest, annotations: { 'org.opencontainers.image.ref.name': tag } });
+      }
+      await writeFile(path.join(tmpLayout, 'oci-layout'), JSON.stringify({ imageLayoutVersion: '1.0.0' }));
+      await writeFile(
+        path.join(tmpLayout, 'index.json'),
+        JSON.stringify({ schemaVersion: 2, mediaType: 'application/vnd.oci.image.index.v1+json', manifests }),
+      );
+      await rename(tmpLayout, layout).catch(async (err: NodeJS.ErrnoException) => {
+        // Another run built it meanwhile: theirs is as good as ours.
+        if (!existsSync(path.join(layout, 'index.json'))) throw err;
+      });
+      return layout;
+    } finally {
+      await rm(work, { recursive: true, force: true });
+    }
+  })().catch((err: unknown) => {
+    building = undefined;
+    throw err;
+  }));
+}

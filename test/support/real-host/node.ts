@@ -1,0 +1,232 @@
+/**
+ * A real node for the real-host suite: a booted systemd host (`host.ts`) with agentd installed
+ * as an operator would (`install.ts`) and running as `agentd.service` with `--host systemd`,
+ * a real docker-registry holding the machine images (`images.ts`) and the artifact mirror, both
+ * in the host's network namespace; `agentctl` runs outside the host and reaches the daemon
+ * through the socket (via /proc/<host PID 1>/root, see docs/testing.md).
+ */
+import { type ChildProcess } from 'node:child_process';
+import { writeFile } from 'node:fs/promises';
+import path from 'node:path';
+import { setTimeout as delay } from 'node:timers/promises';
+import type { AgentConfigInput } from '../../../src/engine/agent-config.js';
+import { mirrorDownloads } from '../../../src/sim/mirror/index.js';
+import { makeAgentConfig } from '../agent-config.js';
+import { AGENTCTL_BIN, runAgentctl, type CliRun } from '../cli.js';
+import { bootRealHost, type RealHost } from './host.js';
+import { ensureMachineImageLayout, MACHINE_IMAGE_TAGS, type MachineImageTag } from './images.js';
+import { REPO, installAgentd, installBinds } from './install.js';
+import { assertRealHostTools } from './require.js';
+import { run, runOk } from './run.js';
+
+export const REGISTRY = '127.0.0.1:5000';
+export const MIRROR_URL = 'http://127.0.0.1:8080';
+export const MACHINE_REPOSITORY = 'agentd/machine';
+
+/**
+ * The daemon config of the suite's nodes: production defaults but for the machine timeouts,
+ * which are shortened so a machine that never boots or a kubelet that never turns healthy
+ * fails within seconds.
+ */
+export const REAL_NODE_CONFIG = [
+  'machineStartTimeout: 30s',
+  'verifyTimeout: 15s',
+  // No cluster here: the watcher would only retry an unreachable API server.
+  'watch: false',
+  '',
+].join('\n');
+
+export interface RealNodeOptions {
+  label: string;
+  /** kubelet versions whose stand-in never turns healthy (a regular expression's source). */
+  unhealthyKubelet?: string;
+  /** Extra lines for /etc/agentd/config.yaml. */
+  extraConfig?: string;
+}
+
+export interface RealNode {
+  host: RealHost;
+  /** The socket as seen from outside the host. */
+  socket: string;
+  /** `127.0.0.1:5000/agentd/machine:<tag>`. */
+  image(tag: MachineImageTag): string;
+  /** An agent config pointing at the suite's registry and mirror. */
+  agentConfig(overrides?: Partial<AgentConfigInput>): AgentConfigInput;
+  /** Write `config` to a file outside the host (for `agentctl update --config`). */
+  configFile(config: AgentConfigInput): Promise<string>;
+  /** `agentctl --socket <socket> …` from outside the host. */
+  agentctl(args: string[], timeoutMs?: number): Promise<CliRun>;
+  /** `agentctl --json …`, parsed; fails with agentctl's output unless the exit code is `expectCode`. */
+  agentctlJson<T = Record<string, unknown>>(
+    args: string[],
+    expectCode?: number,
+    timeoutMs?: number,
+  ): Promise<T>;
+  /** Wait until agentd answers `status` and is ready (after a start or a restart by systemd). */
+  waitReady(timeoutMs?: number): Promise<void>;
+  /** agentd's journal in the host (for failure messages). */
+  journal(lines?: number): Promise<string>;
+  stop(): Promise<void>;
+}
+
+let configCounter = 0;
+
+function withApiServer(url: string): Pick<AgentConfigInput, 'Kubelet'> {
+  const base = makeAgentConfig();
+  return { Kubelet: { ...base.Kubelet, ApiServer: url } };
+}
+
+export async function startRealNode(options: RealNodeOptions): Promise<RealNode> {
+  assertRealHostTools();
+  const [layout, binds] = await Promise.all([ensureMachineImageLayout(), installBinds()]);
+  const host = await bootRealHost({
+    label: options.label,
+    nspawnArgs: binds,
+    prepare: (rootfs) => installAgentd(rootfs, REAL_NODE_CONFIG + (options.extraConfig ?? '')),
+  });
+  const helpers: ChildProcess[] = [];
+  try {
+    helpers.push(await startRegistry(host));
+    await pushImages(host, layout);
+    helpers.push(await startMirrorHelper(host, options.unhealthyKubelet));
+  } catch (err) {
+    await host.stop();
+    throw err;
+  }
+
+  const socket = host.outside('/run/agentd/agentd.sock');
+  const agentctl = (args: string[], timeoutMs = 120_000): Promise<CliRun> =>
+    runAgentctl(['--socket', socket, ...args], { timeoutMs, cwd: host.dir });
+  const journal = async (lines = 200): Promise<string> =>
+    (await host.exec(['journalctl', '-u', 'agentd.service', '-n', String(lines), '--no-pager', '-o', 'cat']))
+      .stdout;
+
+  const node: RealNode = {
+    host,
+    socket,
+    image: (tag) => `${REGISTRY}/${MACHINE_REPOSITORY}:${tag}`,
+    agentConfig: (overrides = {}) =>
+      makeAgentConfig({
+        OCIImage: `${REGISTRY}/${MACHINE_REPOSITORY}:v1`,
+        Downloads: mirrorDownloads(MIRROR_URL),
+        // Loopback, never a routed address: nothing of the suite leaves the host's namespace.
+        ...withApiServer('https://127.0.0.1:6443'),
+        ...overrides,
+      }),
+    configFile: async (config) => {
+      const file = path.join(host.dir, `agent-config-${configCounter++}.json`);
+      await writeFile(file, JSON.stringify(config));
+      return file;
+    },
+    agentctl,
+    agentctlJson: async <T>(args: string[], expectCode = 0, timeoutMs?: number): Promise<T> => {
+      const res = await agentctl(['--json', ...args], timeoutMs);
+      if (res.code !== expectCode) {
+        throw new Error(
+          `agentctl ${args.join(' ')} exited ${res.code} (want ${expectCode})\nstdout: ${res.stdout}\nstderr: ${res.stderr}\n--- agentd journal ---\n${await journal()}`,
+        );
+      }
+      return JSON.parse(res.stdout) as T;
+    },
+    waitReady: async (timeoutMs = 60_000) => {
+      const deadline = Date.now() + timeoutMs;
+      for (;;) {
+        const res = await agentctl(['--json', 'rpc', 'status'], 10_000).catch(() => undefined);
+        if (res?.code === 0) {
+          const status = JSON.parse(res.stdout) as { daemon?: { state?: string } };
+          if (status.daemon?.state === 'ready') return;
+        }
+        if (Date.now() > deadline) {
+          throw new Error(`agentd did not become ready in ${timeoutMs} ms\n${await journal()}`);
+        }
+        await delay(200);
+      }
+    },
+    journal,
+    stop: async () => {
+      for (const h of helpers) h.kill('SIGTERM');
+      await host.stop();
+    },
+  };
+  return node;
+}
+
+async function waitHttp(host: RealHost, url: string, what: string, proc: ChildProcess, log: () => string) {
+  for (let i = 0; i < 150; i++) {
+    // Any HTTP answer means the server is up (curl exits 7 while the port is closed).
+    const [file, ...args] = host.inNetns(['curl', '-s', '-o', '/dev/null', url]);
+    if ((await run(file as string, args, { timeoutMs: 5_000 })).exitCode === 0) return;
+    if (proc.exitCode !== null) break;
+    await delay(100);
+  }
+  throw new Error(`${what} did not come up at ${url}:\n${log()}`);
+}
+
+function collect(proc: ChildProcess): () => string {
+  let out = '';
+  proc.stdout?.on('data', (b: Buffer) => (out += b.toString()));
+  proc.stderr?.on('data', (b: Buffer) => (out += b.toString()));
+  return () => out;
+}
+
+/** Debian's docker-registry, storage in the host's temp dir, on 127.0.0.1:5000 of the netns. */
+async function startRegistry(host: RealHost): Promise<ChildProcess> {
+  const config = path.join(host.dir, 'registry.yml');
+  await writeFile(
+    config,
+    [
+      'version: 0.1',
+      'log:',
+      '  level: warn',
+      'storage:',
+      '  filesystem:',
+      `    rootdirectory: ${path.join(host.dir, 'registry-storage')}`,
+      'http:',
+      `  addr: ${REGISTRY}`,
+      '',
+    ].join('\n'),
+  );
+  const proc = host.spawnHelper(['/usr/bin/docker-registry', 'serve', config]);
+  await waitHttp(host, `http://${REGISTRY}/v2/`, 'docker-registry', proc, collect(proc));
+  return proc;
+}
+
+async function pushImages(host: RealHost, layout: string): Promise<void> {
+  const policy = path.join(host.dir, 'policy.json');
+  await writeFile(policy, JSON.stringify({ default: [{ type: 'insecureAcceptAnything' }] }));
+  for (const tag of MACHINE_IMAGE_TAGS) {
+    const [file, ...args] = host.inNetns([
+      'skopeo',
+      '--policy',
+      policy,
+      'copy',
+      '--quiet',
+      '--dest-tls-verify=false',
+      `oci:${layout}:${tag}`,
+      `docker://${REGISTRY}/${MACHINE_REPOSITORY}:${tag}`,
+    ]);
+    await runOk(file as string, args, {
+      timeoutMs: 300_000,
+      env: { ...process.env, HOME: host.dir, XDG_RUNTIME_DIR: host.dir },
+    });
+  }
+}
+
+/** The sim artifact mirror (kubelet/containerd stand-ins that really serve) on 127.0.0.1:8080. */
+async function startMirrorHelper(host: RealHost, unhealthyKubelet?: string): Promise<ChildProcess> {
+  const proc = host.spawnHelper(
+    [
+      process.execPath,
+      '--import',
+      'tsx',
+      path.join(REPO, 'test/support/real-host/mirror-child.ts'),
+      '8080',
+      unhealthyKubelet ?? '',
+    ],
+    { cwd: REPO },
+  );
+  await waitHttp(host, `${MIRROR_URL}/`, 'the artifact mirror', proc, collect(proc));
+  return proc;
+}
+
+export { AGENTCTL_BIN };
