@@ -22,13 +22,7 @@ import { startTestDaemon, type TestDaemon, type TestDaemonOptions } from './daem
 
 // ---- system tools -------------------------------------------------------------------------
 
-/** With AGENTD_REQUIRE_SYSTEM_TESTS=1 a missing tool fails the system tests instead of skipping them. */
-export const SYSTEM_TESTS_REQUIRED = process.env.AGENTD_REQUIRE_SYSTEM_TESTS === '1';
-
-/** Whether `cmd` (a name on PATH or an absolute path) can be run. */
-export function hasTool(cmd: string): boolean {
-  return spawnSync('sh', ['-c', 'command -v "$1"', 'sh', cmd]).status === 0;
-}
+export { SYSTEM_TESTS_REQUIRED, hasTool } from './system-tools.js';
 
 // ---- the daemon ---------------------------------------------------------------------------
 

@@ -22,7 +22,7 @@ export interface OperationJson {
   to: MachineName | null;
   result: Record<string, unknown> | null;
   error: { code: string; message: string; data?: Record<string, unknown> } | null;
-  phases: Array<{ name: string; state: string }>;
+  phases: Array<{ name: string; state: string; error?: { code: string; message: string } | null }>;
   recovery?: unknown;
 }
 

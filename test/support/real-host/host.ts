@@ -46,6 +46,8 @@ export interface ExecOptions {
   timeoutMs?: number;
   /** Extra environment (the command otherwise starts with `env -i PATH=…`). */
   env?: Record<string, string>;
+  /** Working directory inside the host (default /). */
+  cwd?: string;
 }
 
 /** A booted host. Run commands in it with `exec`; always `stop()` it. */
@@ -166,7 +168,9 @@ export async function bootRealHost(options: RealHostOptions): Promise<RealHost> 
 
     const exec = async (argv: string[], o: ExecOptions = {}): Promise<RunResult> => {
       const env = Object.entries({ PATH: IN_HOST_PATH, ...o.env }).map(([k, v]) => `${k}=${v}`);
-      return run('nsenter', ['-t', String(leader), '-a', '--', 'env', '-i', ...env, ...argv], {
+      // `env -C`, not nsenter's --wd: nsenter opens that directory before it enters the host.
+      const cd = o.cwd ? ['-C', o.cwd] : [];
+      return run('nsenter', ['-t', String(leader), '-a', '--', 'env', '-i', ...cd, ...env, ...argv], {
         input: o.input,
         timeoutMs: o.timeoutMs ?? 120_000,
       });

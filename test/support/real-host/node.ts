@@ -12,7 +12,6 @@ import { setTimeout as delay } from 'node:timers/promises';
 import type { AgentConfigInput } from '../../../src/engine/agent-config.js';
 import { mirrorDownloads } from '../../../src/sim/mirror/index.js';
 import { makeAgentConfig } from '../agent-config.js';
-import { AGENTCTL_BIN, runAgentctl, type CliRun } from '../cli.js';
 import { bootRealHost, type RealHost } from './host.js';
 import { ensureMachineImageLayout, MACHINE_IMAGE_TAGS, type MachineImageTag } from './images.js';
 import { REPO, installAgentd, installBinds } from './install.js';
@@ -20,6 +19,23 @@ import { assertRealHostTools } from './require.js';
 import { run, runOk } from './run.js';
 
 export const REGISTRY = '127.0.0.1:5000';
+/** The built agentctl of this checkout (`npm run build`). */
+export const AGENTCTL_BIN = path.join(REPO, 'dist/bin/agentctl.js');
+
+/** What an `agentctl` run reports. */
+export interface CliRun {
+  code: number;
+  stdout: string;
+  stderr: string;
+}
+
+/** This process's environment without AGENTD_ and AGENTCTL_ settings, and without colors. */
+function agentctlEnv(): NodeJS.ProcessEnv {
+  const env = Object.fromEntries(
+    Object.entries(process.env).filter(([k]) => !k.startsWith('AGENTD_') && !k.startsWith('AGENTCTL_')),
+  );
+  return { ...env, NO_COLOR: '1' };
+}
 export const MIRROR_URL = 'http://127.0.0.1:8080';
 export const MACHINE_REPOSITORY = 'agentd/machine';
 
@@ -42,6 +58,8 @@ export interface RealNodeOptions {
   unhealthyKubelet?: string;
   /** Extra lines for /etc/agentd/config.yaml. */
   extraConfig?: string;
+  /** Extra `systemd-nspawn` arguments for the host (e.g. a read-only bind of the repository). */
+  nspawnArgs?: string[];
 }
 
 export interface RealNode {
@@ -81,7 +99,7 @@ export async function startRealNode(options: RealNodeOptions): Promise<RealNode>
   const [layout, binds] = await Promise.all([ensureMachineImageLayout(), installBinds()]);
   const host = await bootRealHost({
     label: options.label,
-    nspawnArgs: binds,
+    nspawnArgs: [...binds, ...(options.nspawnArgs ?? [])],
     prepare: (rootfs) => installAgentd(rootfs, REAL_NODE_CONFIG + (options.extraConfig ?? '')),
   });
   const helpers: ChildProcess[] = [];
@@ -95,8 +113,14 @@ export async function startRealNode(options: RealNodeOptions): Promise<RealNode>
   }
 
   const socket = host.outside('/run/agentd/agentd.sock');
-  const agentctl = (args: string[], timeoutMs = 120_000): Promise<CliRun> =>
-    runAgentctl(['--socket', socket, ...args], { timeoutMs, cwd: host.dir });
+  const agentctl = async (args: string[], timeoutMs = 120_000): Promise<CliRun> => {
+    const res = await run(process.execPath, [AGENTCTL_BIN, '--socket', socket, ...args], {
+      timeoutMs,
+      cwd: host.dir,
+      env: agentctlEnv(),
+    });
+    return { code: res.exitCode, stdout: res.stdout, stderr: res.stderr };
+  };
   const journal = async (lines = 200): Promise<string> =>
     (await host.exec(['journalctl', '-u', 'agentd.service', '-n', String(lines), '--no-pager', '-o', 'cat']))
       .stdout;
@@ -228,5 +252,3 @@ async function startMirrorHelper(host: RealHost, unhealthyKubelet?: string): Pro
   await waitHttp(host, `${MIRROR_URL}/`, 'the artifact mirror', proc, collect(proc));
   return proc;
 }
-
-export { AGENTCTL_BIN };

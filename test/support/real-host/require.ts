@@ -4,7 +4,7 @@
  * curl). Without them the suite is skipped — unless AGENTD_REQUIRE_SYSTEM_TESTS=1 (CI), where
  * it runs and fails, naming what is missing.
  */
-import { SYSTEM_TESTS_REQUIRED, hasTool } from '../provision-fixtures.js';
+import { SYSTEM_TESTS_REQUIRED, hasTool } from '../system-tools.js';
 
 const TOOLS = [
   'mmdebstrap',
