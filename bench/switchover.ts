@@ -33,6 +33,7 @@ import { parseSimFaults } from '../src/sim/faults.js';
 import { createSimHost } from '../src/sim/host/index.js';
 import { startMirror } from '../src/sim/mirror/index.js';
 import { renderTable } from './lib/table.js';
+import { upstreamSwitch } from './lib/upstream-order.js';
 
 const LATENCY_MS = Number(process.env.BENCH_LATENCY_MS ?? 20);
 const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 5);
@@ -165,15 +166,12 @@ async function main(): Promise<void> {
       runner.count = 0;
       const t0 = performance.now();
       runner.counting = true;
-      await machines.stop(source);
-      const p0 = performance.now();
-      await provisioner.provision(target, config, ctx);
-      await provisioner.stage(target, config, ctx);
-      const provisionMs = performance.now() - p0;
-      await machines.start(target);
-      await machines.startServices(target);
-      await machines.verify(target);
-      const downMs = performance.now() - t0;
+      const { downMs, provisionMs } = await upstreamSwitch(
+        { machines, provisioner, ctx },
+        source,
+        target,
+        config,
+      );
       runner.counting = false;
       const commandsDown = runner.count;
       await commitAndCleanUp(source, target, config);

@@ -7,7 +7,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { setTimeout as delay } from 'node:timers/promises';
 import { expectNode, type MachineName, type OperationJson } from '../support/real-host/assert-node.js';
-import { startRealNode, type RealNode } from '../support/real-host/node.js';
+import { startJoinedNode, type RealNode } from '../support/real-host/node.js';
 import { requireRealHost } from '../support/real-host/require.js';
 
 const DROP_IN = '/etc/systemd/system/agentd.service.d/failpoint.conf';
@@ -36,15 +36,7 @@ describe.skipIf(!requireRealHost())(
     let node: RealNode;
 
     beforeAll(async () => {
-      node = await startRealNode({ label: 'crash' });
-      await node.host.execOk(['systemctl', 'enable', '--now', 'agentd.service']);
-      await node.waitReady();
-      const op = await node.agentctlJson<OperationJson>([
-        'update',
-        '--config',
-        await node.configFile(node.agentConfig()),
-      ]);
-      expect(op, JSON.stringify(op.error)).toMatchObject({ state: 'succeeded', to: 'kube1' });
+      node = await startJoinedNode({ label: 'crash' });
     }, 600_000);
 
     afterAll(async () => {

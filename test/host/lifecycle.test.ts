@@ -12,7 +12,7 @@ import {
   unitState,
   type OperationJson,
 } from '../support/real-host/assert-node.js';
-import { startRealNode, type RealNode } from '../support/real-host/node.js';
+import { startJoinedNode, type RealNode } from '../support/real-host/node.js';
 import { requireRealHost } from '../support/real-host/require.js';
 
 async function machineMainPid(node: RealNode, m: string): Promise<string> {
@@ -34,10 +34,7 @@ describe.skipIf(!requireRealHost())('agentd lifecycle on a real systemd host', {
   };
 
   beforeAll(async () => {
-    node = await startRealNode({ label: 'lifecycle' });
-    await node.host.execOk(['systemctl', 'enable', '--now', 'agentd.service']);
-    await node.waitReady();
-    await join();
+    node = await startJoinedNode({ label: 'lifecycle' });
   }, 600_000);
 
   afterAll(async () => {

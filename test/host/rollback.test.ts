@@ -5,7 +5,7 @@
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { expectNode, type OperationJson } from '../support/real-host/assert-node.js';
-import { startRealNode, type RealNode } from '../support/real-host/node.js';
+import { startJoinedNode, type RealNode } from '../support/real-host/node.js';
 import { requireRealHost } from '../support/real-host/require.js';
 
 describe.skipIf(!requireRealHost())('rollback on a real systemd host', { timeout: 180_000 }, () => {
@@ -13,15 +13,7 @@ describe.skipIf(!requireRealHost())('rollback on a real systemd host', { timeout
 
   beforeAll(async () => {
     // kubelet 1.36.x from this mirror runs but never answers /healthz.
-    node = await startRealNode({ label: 'rollback', unhealthyKubelet: '^1\\.36\\.' });
-    await node.host.execOk(['systemctl', 'enable', '--now', 'agentd.service']);
-    await node.waitReady();
-    const op = await node.agentctlJson<OperationJson>([
-      'update',
-      '--config',
-      await node.configFile(node.agentConfig()),
-    ]);
-    expect(op, JSON.stringify(op.error)).toMatchObject({ state: 'succeeded', to: 'kube1' });
+    node = await startJoinedNode({ label: 'rollback', unhealthyKubelet: '^1\\.36\\.' });
   }, 600_000);
 
   afterAll(async () => {

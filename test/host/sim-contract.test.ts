@@ -15,8 +15,7 @@ import { classifyHostError, type HostErrorClass } from '../../src/host/machine-e
 import { createSimHost } from '../../src/sim/host/index.js';
 import { startMirror, type Mirror } from '../../src/sim/mirror/index.js';
 import { mirrorAgentConfig, startSimDaemon, updateAndWait } from '../support/provision-fixtures.js';
-import type { OperationJson } from '../support/real-host/assert-node.js';
-import { startRealNode, type RealNode } from '../support/real-host/node.js';
+import { startJoinedNode, type RealNode } from '../support/real-host/node.js';
 import { requireRealHost } from '../support/real-host/require.js';
 
 interface Outcome {
@@ -141,15 +140,7 @@ describe.skipIf(!requireRealHost())(
         async (p) => existsSync(path.join(d.root, p)),
       );
 
-      node = await startRealNode({ label: 'contract' });
-      await node.host.execOk(['systemctl', 'enable', '--now', 'agentd.service']);
-      await node.waitReady();
-      const op = await node.agentctlJson<OperationJson>([
-        'update',
-        '--config',
-        await node.configFile(node.agentConfig()),
-      ]);
-      expect(op, JSON.stringify(op.error)).toMatchObject({ state: 'succeeded', to: 'kube1' });
+      node = await startJoinedNode({ label: 'contract' });
       // agentd must not act on the machines while the script runs.
       await node.host.execOk(['systemctl', 'stop', 'agentd.service']);
       real = await runScript(

@@ -22,6 +22,8 @@ import { startTestDaemon, type TestDaemon, type TestDaemonOptions } from './daem
 
 // ---- system tools -------------------------------------------------------------------------
 
+import { writeRegistryConfig } from './system-tools.js';
+
 export { SYSTEM_TESTS_REQUIRED, hasTool } from './system-tools.js';
 
 // ---- the daemon ---------------------------------------------------------------------------
@@ -323,21 +325,7 @@ export interface RealRegistry {
 /** Debian's docker-registry on 127.0.0.1 with its own config file and storage under `dir`. */
 export async function startDockerRegistry(dir: string): Promise<RealRegistry> {
   const host = `127.0.0.1:${await freePort()}`;
-  const config = path.join(dir, 'registry.yml');
-  await writeFile(
-    config,
-    [
-      'version: 0.1',
-      'log:',
-      '  level: warn',
-      'storage:',
-      '  filesystem:',
-      `    rootdirectory: ${path.join(dir, 'registry-storage')}`,
-      'http:',
-      `  addr: ${host}`,
-      '',
-    ].join('\n'),
-  );
+  const config = await writeRegistryConfig(dir, host);
   const proc: ChildProcess = spawn(REGISTRY_BIN, ['serve', config], { stdio: ['ignore', 'pipe', 'pipe'] });
   let log = '';
   proc.stdout?.on('data', (b: Buffer) => (log += b.toString()));

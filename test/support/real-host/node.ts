@@ -15,6 +15,7 @@ import { makeAgentConfig } from '../agent-config.js';
 import { bootRealHost, type RealHost } from './host.js';
 import { ensureMachineImageLayout, MACHINE_IMAGE_TAGS, type MachineImageTag } from './images.js';
 import { REPO, installAgentd, installBinds } from './install.js';
+import { writeRegistryConfig } from '../system-tools.js';
 import { assertRealHostTools } from './require.js';
 import { run, runOk } from './run.js';
 
@@ -175,6 +176,30 @@ export async function startRealNode(options: RealNodeOptions): Promise<RealNode>
   return node;
 }
 
+/**
+ * A node with agentd started as a unit and joined to kube1 (the default agent config: Kubernetes
+ * 1.34.0, image `v1`), the starting point of most scenarios.
+ */
+export async function startJoinedNode(options: RealNodeOptions): Promise<RealNode> {
+  const node = await startRealNode(options);
+  try {
+    await node.host.execOk(['systemctl', 'enable', '--now', 'agentd.service']);
+    await node.waitReady();
+    const op = await node.agentctlJson<{ state: string; to: string; error: unknown }>(
+      ['update', '--config', await node.configFile(node.agentConfig())],
+      0,
+      300_000,
+    );
+    if (op.state !== 'succeeded' || op.to !== 'kube1') {
+      throw new Error(`join: ${JSON.stringify(op)}\n${await node.journal()}`);
+    }
+    return node;
+  } catch (err) {
+    await node.stop();
+    throw err;
+  }
+}
+
 async function waitHttp(host: RealHost, url: string, what: string, proc: ChildProcess, log: () => string) {
   for (let i = 0; i < 150; i++) {
     // Any HTTP answer means the server is up (curl exits 7 while the port is closed).
@@ -195,21 +220,7 @@ function collect(proc: ChildProcess): () => string {
 
 /** Debian's docker-registry, storage in the host's temp dir, on 127.0.0.1:5000 of the netns. */
 async function startRegistry(host: RealHost): Promise<ChildProcess> {
-  const config = path.join(host.dir, 'registry.yml');
-  await writeFile(
-    config,
-    [
-      'version: 0.1',
-      'log:',
-      '  level: warn',
-      'storage:',
-      '  filesystem:',
-      `    rootdirectory: ${path.join(host.dir, 'registry-storage')}`,
-      'http:',
-      `  addr: ${REGISTRY}`,
-      '',
-    ].join('\n'),
-  );
+  const config = await writeRegistryConfig(host.dir, REGISTRY);
   const proc = host.spawnHelper(['/usr/bin/docker-registry', 'serve', config]);
   await waitHttp(host, `http://${REGISTRY}/v2/`, 'docker-registry', proc, collect(proc));
   return proc;
