@@ -96,6 +96,8 @@ export interface MachineManagerOptions {
   timeouts?: Partial<MachineTimeouts>;
 }
 
+/** The first wait for a started machine's bus (then doubling up to the poll interval). */
+const BUS_FIRST_POLL_MS = 100;
 /** Probes made by `inspect` should answer fast: it serves `status`. */
 const INSPECT_COMMAND_MS = 10_000;
 /** After `machinectl terminate`, how many poll intervals to wait for the registration to go. */
@@ -167,8 +169,11 @@ export function createMachineManager(options: MachineManagerOptions): MachineMan
       }
       await run('machinectl', ['start', m], { signal });
     }
-    const answered = await pollUntil({ clock, deadline, intervalMs: t.pollIntervalMs, signal, what }, () =>
-      succeeds('systemd-run', inMachine(m, '/bin/true'), { signal }),
+    // The machine's bus answers a few hundred ms after `machinectl start` on real systemd, and
+    // this wait is inside the down window of a switch-over: poll fast first, then back off.
+    const answered = await pollUntil(
+      { clock, deadline, intervalMs: t.pollIntervalMs, firstIntervalMs: BUS_FIRST_POLL_MS, signal, what },
+      () => succeeds('systemd-run', inMachine(m, '/bin/true'), { signal }),
     );
     if (!answered) {
       throw new TimeoutError(`${what}: the machine did not answer systemd-run`, t.startMs, {
@@ -330,7 +335,8 @@ export function createMachineManager(options: MachineManagerOptions): MachineMan
 /** `machinectl start` refused because machined still holds a registration of that name. */
 function isAlreadyExists(err: unknown): boolean {
   return (
-    err instanceof CommandFailedError && classifyHostError(`${err.stderrTail}\n${err.message}`) === 'already-exists'
+    err instanceof CommandFailedError &&
+    classifyHostError(`${err.stderrTail}\n${err.message}`) === 'already-exists'
   );
 }
 
