@@ -96,6 +96,8 @@ export interface MachineManagerOptions {
   timeouts?: Partial<MachineTimeouts>;
 }
 
+/** What `containerExited` reads of a machine's unit. */
+const UNIT_STATE_PROPERTIES = ['--property=ActiveState', '--property=SubState', '--property=Result'] as const;
 /** The first wait for a started machine's bus (then doubling up to the poll interval). */
 const BUS_FIRST_POLL_MS = 100;
 /** Probes made by `inspect` should answer fast: it serves `status`. */
@@ -173,7 +175,20 @@ export function createMachineManager(options: MachineManagerOptions): MachineMan
     // this wait is inside the down window of a switch-over: poll fast first, then back off.
     const answered = await pollUntil(
       { clock, deadline, intervalMs: t.pollIntervalMs, firstIntervalMs: BUS_FIRST_POLL_MS, signal, what },
-      () => succeeds('systemd-run', inMachine(m, '/bin/true'), { signal }),
+      async () => {
+        if (await succeeds('systemd-run', inMachine(m, '/bin/true'), { signal })) return true;
+        // `machinectl start` returns as soon as nspawn runs the container; a machine that
+        // cannot boot (no init, a broken rootfs) exits right after, and its unit waits to be
+        // restarted. Fail now rather than at the start timeout.
+        const exited = await containerExited(m, signal);
+        if (exited) {
+          throw new CommandFailedError(`machinectl start ${m}`, null, exited, {
+            reason: `the machine's container exited while it booted (journalctl -u ${nspawnUnit(m)} says why)`,
+            data: { machine: m },
+          });
+        }
+        return false;
+      },
     );
     if (!answered) {
       throw new TimeoutError(`${what}: the machine did not answer systemd-run`, t.startMs, {
@@ -181,6 +196,31 @@ export function createMachineManager(options: MachineManagerOptions): MachineMan
       });
     }
     log.info({ machine: m }, 'machine is running');
+  }
+
+  /**
+   * How the machine's unit ended when its container is gone during a start (failed, or waiting
+   * for `Restart=on-failure` to start it again), as `systemctl show` says it; null while it runs.
+   */
+  async function containerExited(m: MachineName, signal?: AbortSignal): Promise<string | null> {
+    const res = await run('systemctl', ['show', ...UNIT_STATE_PROPERTIES, nspawnUnit(m)], {
+      signal,
+      reject: false,
+      timeoutMs: INSPECT_COMMAND_MS,
+    });
+    if (res.exitCode !== 0) return null;
+    const props = Object.fromEntries(
+      res.stdout
+        .split('\n')
+        .filter((l) => l.includes('='))
+        .map((l) => [l.slice(0, l.indexOf('=')), l.slice(l.indexOf('=') + 1)]),
+    );
+    const gone = props.ActiveState === 'failed' || props.SubState === 'auto-restart';
+    return gone
+      ? `${nspawnUnit(m)}: ${UNIT_STATE_PROPERTIES.map((p) => p.slice('--property='.length))
+          .map((k) => `${k}=${props[k] ?? ''}`)
+          .join(' ')}`
+      : null;
   }
 
   async function startServices(m: MachineName, signal?: AbortSignal): Promise<void> {

@@ -61,6 +61,16 @@ const SCRIPT: Step[] = [
   { argv: ['machinectl', 'disable', 'kube2'] },
   { argv: ['machinectl', 'remove', 'kube2'] },
   { argv: ['systemctl', 'stop', 'systemd-nspawn@kube2.service'] },
+  {
+    argv: [
+      'systemctl',
+      'show',
+      '--property=ActiveState',
+      '--property=SubState',
+      '--property=Result',
+      'systemd-nspawn@kube2.service',
+    ],
+  },
   // stop kube1 the way agentd does
   { argv: inM('kube1', 'systemctl', 'stop', 'kubelet.service') },
   { argv: inM('kube1', 'systemctl', 'stop', 'containerd.service') },

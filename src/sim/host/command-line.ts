@@ -30,6 +30,7 @@ export type SimCommand =
   | { kind: 'machinectl'; verb: MachinectlVerb; machine: MachineName }
   | { kind: 'daemon-reload' }
   | { kind: 'nspawn-unit'; verb: 'reset-failed' | 'stop'; machine: MachineName }
+  | { kind: 'nspawn-unit-state'; machine: MachineName }
   | { kind: 'in-machine'; machine: MachineName; action: InMachineAction };
 
 /** The machine a command acts on (latency faults apply per machine), or undefined. */
@@ -70,8 +71,15 @@ function parseMachinectl(args: readonly string[]): SimCommand | undefined {
   return verb && machine ? { kind: 'machinectl', verb, machine } : undefined;
 }
 
+/** `systemctl show` of a machine's unit reads exactly these, in this order (src/host/machines.ts). */
+const UNIT_STATE_ARGS = ['show', '--property=ActiveState', '--property=SubState', '--property=Result'];
+
 function parseHostSystemctl(args: readonly string[]): SimCommand | undefined {
   if (args.length === 1 && args[0] === 'daemon-reload') return { kind: 'daemon-reload' };
+  if (args.length === UNIT_STATE_ARGS.length + 1 && UNIT_STATE_ARGS.every((a, i) => args[i] === a)) {
+    const machine = asMachine(NSPAWN_UNIT.exec(args.at(-1) ?? '')?.[1]);
+    return machine ? { kind: 'nspawn-unit-state', machine } : undefined;
+  }
   if (args.length !== 2 || (args[0] !== 'reset-failed' && args[0] !== 'stop')) return undefined;
   const machine = asMachine(NSPAWN_UNIT.exec(args[1] ?? '')?.[1]);
   return machine ? { kind: 'nspawn-unit', verb: args[0], machine } : undefined;

@@ -59,6 +59,8 @@ export async function applySimCommand(
       return ok();
     case 'nspawn-unit':
       return applyNspawnUnit(state, cmd.verb, cmd.machine);
+    case 'nspawn-unit-state':
+      return ok(nspawnUnitState(state, cmd.machine));
     case 'machinectl':
       return applyMachinectl(ctx, state, cmd.verb, cmd.machine);
     case 'in-machine':
@@ -80,6 +82,18 @@ function applyNspawnUnit(
   if (rec.registration === 'running') shutDown(state, m, 'none');
   rec.serviceFailed = false;
   return ok();
+}
+
+/** `systemctl show --property=ActiveState,SubState,Result` of the machine's unit, as systemd prints it. */
+function nspawnUnitState(state: SimPersistedState, m: MachineName): string {
+  const rec = state.machines[m];
+  const [active, sub, result] =
+    rec.registration === 'running'
+      ? ['active', 'running', 'success']
+      : rec.serviceFailed
+        ? ['failed', 'failed', 'exit-code']
+        : ['inactive', 'dead', 'success'];
+  return `ActiveState=${active}\nSubState=${sub}\nResult=${result}`;
 }
 
 async function applyMachinectl(

@@ -80,11 +80,13 @@ describe('start', () => {
   it('enables and starts the machine, then waits until it answers', async () => {
     await prepareMachine(tmp.root, 'kube1');
     await machines.start('kube1');
-    // The first probe finds no bus in the machine yet (as on real systemd); the next one answers.
+    // The first probe finds no bus in the machine yet (as on real systemd); its unit still runs
+    // (the container did not exit), so the next probe comes, and answers.
     expect(runner.lines).toEqual([
       'machinectl enable kube1',
       'machinectl start kube1',
       'systemd-run --machine=kube1 --pipe --wait /bin/true',
+      'systemctl show --property=ActiveState --property=SubState --property=Result systemd-nspawn@kube1.service',
       'systemd-run --machine=kube1 --pipe --wait /bin/true',
     ]);
     const snap = await sim.snapshot();
@@ -103,6 +105,7 @@ describe('start', () => {
       'machinectl show kube2',
       'machinectl start kube2',
       'systemd-run --machine=kube2 --pipe --wait /bin/true',
+      'systemctl show --property=ActiveState --property=SubState --property=Result systemd-nspawn@kube2.service',
       'systemd-run --machine=kube2 --pipe --wait /bin/true',
     ]);
     expect((await sim.snapshot()).machines.kube2).toMatchObject({ running: true, serviceFailed: false });
@@ -136,6 +139,36 @@ describe('start', () => {
     // Fast first (the bus usually answers within half a second), then once per poll interval.
     expect(clock.sleeps).toEqual([100, 200, 400, 800, 1_000, 1_000, 1_000, 500]);
     expect(runner.lines.filter((l) => l.endsWith('/bin/true'))).toHaveLength(9);
+  });
+
+  it('fails at once when the container exits while booting (a machine that cannot boot)', async () => {
+    await prepareMachine(tmp.root, 'kube1');
+    const noInit: Intercept = (file, args) => {
+      if (file === 'systemd-run' && args.at(-1) === '/bin/true') {
+        return Promise.resolve({
+          command: 'x',
+          exitCode: 1,
+          stdout: '',
+          stderr: 'Failed to connect to bus: Host is down',
+          durationMs: 0,
+        });
+      }
+      if (file === 'systemctl' && args[0] === 'show') {
+        const stdout = 'ActiveState=activating\nSubState=auto-restart\nResult=exit-code';
+        return Promise.resolve({ command: 'x', exitCode: 0, stdout, stderr: '', durationMs: 0 });
+      }
+      return undefined;
+    };
+    setup({ intercept: noInit, overrides: { timeouts: { startMs: 60_000, pollIntervalMs: 1_000 } } });
+    const started = clock.now();
+    const err = await rejection(machines.start('kube1'));
+    expect(err.code).toBe('COMMAND_FAILED');
+    expect(err.message).toMatch(/machinectl start kube1: the machine's container exited while it booted/);
+    expect(err.message).toMatch(/SubState=auto-restart Result=exit-code/);
+    expect(clock.now() - started).toBe(0);
+    expect(runner.lines).toContain(
+      'systemctl show --property=ActiveState --property=SubState --property=Result systemd-nspawn@kube1.service',
+    );
   });
 
   it('passes the per-command timeout to the runner (a slow host times out)', async () => {

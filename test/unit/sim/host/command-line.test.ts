@@ -8,6 +8,17 @@ describe('parseSimCommand', () => {
     ['machinectl', ['enable', 'kube1'], { kind: 'machinectl', verb: 'enable', machine: 'kube1' }],
     ['machinectl', ['disable', 'kube2'], { kind: 'machinectl', verb: 'disable', machine: 'kube2' }],
     ['machinectl', ['start', 'kube1'], { kind: 'machinectl', verb: 'start', machine: 'kube1' }],
+    [
+      'systemctl',
+      [
+        'show',
+        '--property=ActiveState',
+        '--property=SubState',
+        '--property=Result',
+        'systemd-nspawn@kube2.service',
+      ],
+      { kind: 'nspawn-unit-state', machine: 'kube2' },
+    ],
     ['machinectl', ['terminate', 'kube1'], { kind: 'machinectl', verb: 'terminate', machine: 'kube1' }],
     ['machinectl', ['show', 'kube2'], { kind: 'machinectl', verb: 'show', machine: 'kube2' }],
     ['machinectl', ['remove', 'kube2'], { kind: 'machinectl', verb: 'remove', machine: 'kube2' }],

@@ -131,6 +131,22 @@ describe('machines', () => {
     expect((await host.snapshot()).machines.kube2.enabled).toBe(false);
   });
 
+  it("shows the machine's unit state as systemctl show does", async () => {
+    const show = (m: string) =>
+      sh(
+        'systemctl',
+        'show',
+        '--property=ActiveState',
+        '--property=SubState',
+        '--property=Result',
+        `systemd-nspawn@${m}.service`,
+      );
+    expect((await show('kube1')).stdout).toBe('ActiveState=inactive\nSubState=dead\nResult=success');
+    await prepareMachine(tmp.root, 'kube1');
+    await startBooted('kube1');
+    expect((await show('kube1')).stdout).toBe('ActiveState=active\nSubState=running\nResult=success');
+  });
+
   it('stops a machine through its nspawn unit, and stopping an inactive unit succeeds', async () => {
     await prepareMachine(tmp.root, 'kube1');
     await bootWithServices('kube1');
