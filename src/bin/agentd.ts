@@ -1,7 +1,7 @@
-#!/usr/bin/env node
 /**
  * agentd: the node agent daemon. Flags > AGENTD_* env > YAML config file > defaults.
  * Exit codes: 0 clean shutdown, 1 runtime failure, 2 invalid configuration or usage.
+ * Run through src/bin/entry.ts (the one bundle behind the npm bins and the release executable).
  */
 import { Command, CommanderError, Option } from 'commander';
 import { loadDaemonConfig } from '../config/load-config.js';
@@ -10,8 +10,6 @@ import type { DaemonConfigInput } from '../config/daemon-config.js';
 import { describeError, isAgentError } from '../errors.js';
 import { createLogger } from '../log.js';
 import { VERSION } from '../version.js';
-
-process.title = 'agentd';
 
 export function buildAgentdCommand(): Command {
   return new Command('agentd')
@@ -70,7 +68,9 @@ function givenFlags(cmd: Command): Partial<Record<keyof DaemonConfigInput, unkno
   return out;
 }
 
-async function main(argv: string[]): Promise<number> {
+/** Run the daemon until it stops; resolves to the process exit code. */
+export async function runAgentd(argv: string[]): Promise<number> {
+  process.title = 'agentd';
   const cmd = buildAgentdCommand().exitOverride();
   try {
     cmd.parse(argv);
@@ -90,7 +90,7 @@ async function main(argv: string[]): Promise<number> {
     process.stderr.write(`agentd: ${describeError(err)}\n`);
     return 2;
   }
-  const logger = createLogger({ level: config.logLevel, format: config.logFormat });
+  const logger = await createLogger({ level: config.logLevel, format: config.logFormat });
   let daemon;
   try {
     // Loaded only now: a bad flag or config value is reported without loading the server.
@@ -114,13 +114,3 @@ async function main(argv: string[]): Promise<number> {
   await daemon.stopped;
   return 0;
 }
-
-main(process.argv).then(
-  (code) => {
-    process.exitCode = code;
-  },
-  (err: unknown) => {
-    process.stderr.write(`agentd: ${err instanceof Error ? (err.stack ?? err.message) : String(err)}\n`);
-    process.exitCode = 1;
-  },
-);
