@@ -28,6 +28,14 @@ const TARGET = 'node20.19';
  */
 const OPTIONAL_EXTERNALS = ['bufferutil', 'utf-8-validate'];
 
+/**
+ * V8 flags the release executable runs agentd with (its `execArgv`), chosen by bench/footprint.ts:
+ * a 1 MiB young generation instead of V8's 16 to 64 MiB, and V8's heap sized and grown for memory
+ * rather than speed. An idle node agent pays for its peak young generation in resident memory
+ * all day; the price is more (short) scavenges under load (docs/benchmarks.md, "Footprint").
+ */
+export const RUNTIME_FLAGS = ['--max-semi-space-size=1', '--optimize-for-size'] as const;
+
 /** What `import.meta.url` means in the bundle: the bundle's own URL (the executable's in a release). */
 const IMPORT_META_URL = '__agentdImportMetaUrl';
 
