@@ -1,8 +1,9 @@
 /**
- * agentctl: the operator CLI. Run through src/bin/entry.ts (the one bundle behind the npm bins
- * and the release executable).
+ * agentctl: the operator CLI. Bundled as dist/agentctl.cjs (scripts/build.ts), run by the npm
+ * bin and the release executable.
  */
 import { runCli } from '../cli/main.js';
+import { runProgram } from './run.js';
 
 /** Run one agentctl command; resolves to the process exit code. */
 export function runAgentctl(argv: string[]): Promise<number> {
@@ -20,4 +21,9 @@ export function runAgentctl(argv: string[]): Promise<number> {
     stdout: process.stdout,
     stderr: process.stderr,
   });
+}
+
+/** The bundle's entry (dist/agentctl.cjs): run agentctl with this process's arguments. */
+export function run(): void {
+  runProgram('agentctl', () => runAgentctl(process.argv));
 }

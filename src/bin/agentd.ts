@@ -1,7 +1,7 @@
 /**
  * agentd: the node agent daemon. Flags > AGENTD_* env > YAML config file > defaults.
  * Exit codes: 0 clean shutdown, 1 runtime failure, 2 invalid configuration or usage.
- * Run through src/bin/entry.ts (the one bundle behind the npm bins and the release executable).
+ * Bundled as dist/agentd.cjs (scripts/build.ts), run by the npm bin and the release executable.
  */
 import { Command, CommanderError, Option } from 'commander';
 import { loadDaemonConfig } from '../config/load-config.js';
@@ -10,6 +10,7 @@ import { DAEMON_OPTIONS, DEFAULT_CONFIG_FILE, type DaemonConfigInput } from '../
 import { describeError, isAgentError } from '../errors.js';
 import { createLogger } from '../log.js';
 import { VERSION } from '../version.js';
+import { runProgram } from './run.js';
 
 /** Every environment variable agentd reads, with its meaning: `agentd --help` and agentd(8). */
 export const DAEMON_ENVIRONMENT: readonly (readonly [string, string])[] = [
@@ -155,4 +156,9 @@ export async function runAgentd(argv: string[]): Promise<number> {
   process.on('SIGINT', onSignal);
   await daemon.stopped;
   return 0;
+}
+
+/** The bundle's entry (dist/agentd.cjs): run agentd with this process's arguments. */
+export function run(): void {
+  runProgram('agentd', () => runAgentd(process.argv));
 }
