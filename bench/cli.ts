@@ -2,7 +2,9 @@
  * CLI startup benchmark: wall time of `agentctl status --json` against a running daemon,
  * next to `node -e 0` (the floor of any Node CLI) and `curl --unix-socket` making the same
  * `status` call (the floor of the call itself), all measured interleaved in the same run.
- * Target: agentctl ≤ 2 × `node -e 0`.
+ * With a release (`npm run release`), also the release executable's `agentctl status --json`
+ * next to `node -e 0` of the Node runtime it embeds. Target: agentctl ≤ 1.3 × `node -e 0` of the
+ * same runtime.
  *
  *   npx tsx bench/cli.ts                  (after npm run build; `npm run bench` does both)
  *   BENCH_RUNS=40 npx tsx bench/cli.ts    (more samples)
@@ -11,10 +13,11 @@ import { spawnSync } from 'node:child_process';
 import os from 'node:os';
 import { medianWallTimes } from './lib/measure.js';
 import { AGENTCTL_BIN, makeTempDir, startDaemon } from './lib/processes.js';
+import { unpackRelease } from './lib/release.js';
 import { renderTable } from './lib/table.js';
 
 const RUNS = Number(process.env.BENCH_RUNS ?? 20);
-const TARGET_RATIO = 2;
+const TARGET_RATIO = 1.3;
 const BODY = JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'status' });
 
 function hasCurl(): boolean {
@@ -35,8 +38,9 @@ async function main(): Promise<void> {
   const tmp = await makeTempDir('agentd-bench-cli-');
   const daemon = await startDaemon(tmp.dir);
   try {
+    const rel = await unpackRelease(tmp.dir);
     const commands = [
-      { name: '`node -e 0`', file: process.execPath, args: ['-e', '0'] },
+      { name: `\`node -e 0\` (${process.version})`, file: process.execPath, args: ['-e', '0'] },
       {
         name: '`agentctl status --json`',
         file: process.execPath,
@@ -60,11 +64,22 @@ async function main(): Promise<void> {
             },
           ]
         : []),
+      ...(rel
+        ? [
+            { name: `\`node -e 0\` (v${rel.nodeVersion})`, file: rel.node, args: ['-e', '0'] },
+            {
+              name: 'release `agentctl status --json`',
+              file: rel.agentctl,
+              args: ['--socket', daemon.socket, '--json', 'status'],
+            },
+          ]
+        : []),
     ];
     const medians = await medianWallTimes(commands, RUNS);
     const node = medians[0] ?? Number.NaN;
     const agentctl = medians[1] ?? Number.NaN;
-    const curl = medians[2];
+    const curlIndex = commands.findIndex((c) => c.file === 'curl');
+    const curl = curlIndex >= 0 ? medians[curlIndex] : undefined;
     console.log(
       `\n${renderTable(
         ['command', 'median ms', '× node -e 0'],
@@ -81,6 +96,13 @@ async function main(): Promise<void> {
     console.log(
       `ratio agentctl / node -e 0 = ${ratio.toFixed(2)} (target ≤ ${TARGET_RATIO}): ${ratio <= TARGET_RATIO ? 'met' : 'NOT met'}`,
     );
+    if (rel) {
+      const n = commands.length;
+      const releaseRatio = (medians[n - 1] ?? Number.NaN) / (medians[n - 2] ?? Number.NaN);
+      console.log(
+        `release executable: ratio agentctl / node -e 0 (v${rel.nodeVersion}) = ${releaseRatio.toFixed(2)} (target ≤ ${TARGET_RATIO}): ${releaseRatio <= TARGET_RATIO ? 'met' : 'NOT met'}`,
+      );
+    } else console.log('no release/ tarball: run npm run release to measure the release executable');
   } finally {
     await daemon.stop();
     await tmp.cleanup();

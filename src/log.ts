@@ -2,7 +2,6 @@
  * The daemon's logger: pino JSON on stdout (journald), pretty on a terminal. Secrets are
  * redacted by path wherever they may appear in a logged object.
  */
-import { createRequire } from 'node:module';
 import { pino, type Logger } from 'pino';
 
 /** Paths that must never reach a log line. */
@@ -29,27 +28,30 @@ export interface LoggerOptions {
   destination?: NodeJS.WritableStream;
 }
 
-export function createLogger(options: LoggerOptions): Logger {
+/**
+ * Build the logger. `pretty` formats in this thread with pino-pretty as a stream, never through a
+ * pino transport: transports load their target in a worker thread by file name, which a bundle
+ * (and the release executable, which has no node_modules) cannot offer. pino-pretty is a runtime
+ * dependency and part of the bundle, so `pretty` works everywhere or the start fails loudly.
+ */
+export async function createLogger(options: LoggerOptions): Promise<Logger> {
   const base = {
     level: options.level,
     base: { pid: process.pid },
     redact: { paths: REDACT_PATHS, censor: '[REDACTED]' },
     timestamp: pino.stdTimeFunctions.isoTime,
   };
-  if (options.format === 'pretty' && !options.destination && prettyAvailable()) {
-    return pino({ ...base, transport: { target: 'pino-pretty', options: { colorize: true } } });
+  if (options.format === 'pretty') {
+    // Loaded only for pretty logs: the JSON path (production) never evaluates it.
+    const { PinoPretty } = await import('pino-pretty');
+    const stream = PinoPretty({
+      colorize: !options.destination && Boolean(process.stdout.isTTY),
+      destination: options.destination ?? 1,
+      sync: true,
+    });
+    return pino(base, stream);
   }
   return options.destination ? pino(base, options.destination) : pino(base);
 }
 
 export type { Logger };
-
-/** pino-pretty is a development convenience; without it (a production install) logs stay JSON. */
-function prettyAvailable(): boolean {
-  try {
-    createRequire(import.meta.url).resolve('pino-pretty');
-    return true;
-  } catch {
-    return false;
-  }
-}

@@ -59,27 +59,38 @@ function exitedEarly(child: ChildProcess, what: string, stderr: () => string): P
 /** Start the built daemon with every path under `dir`; resolves once /readyz answers 200. */
 export async function startDaemon(
   dir: string,
-  o: { nodeArgs?: readonly string[]; args?: readonly string[] } = {},
+  o: {
+    nodeArgs?: readonly string[];
+    args?: readonly string[];
+    /** A release executable to run instead of `node dist/bin/agentd.js`. */
+    executable?: string;
+    /** Leave the Machine watcher to its default (on with credentials) instead of `--no-watch`. */
+    watch?: boolean;
+  } = {},
 ): Promise<Child> {
-  await access(AGENTD_BIN).catch(() => {
-    throw new Error(`${AGENTD_BIN} is missing: run npm run build first (npm run bench does)`);
+  const program = o.executable ?? AGENTD_BIN;
+  await access(program).catch(() => {
+    throw new Error(`${program} is missing: run npm run build first (npm run bench does)`);
   });
   const socket = path.join(dir, 'agentd.sock');
   const args = [
-    ...(o.nodeArgs ?? []),
-    AGENTD_BIN,
+    ...(o.executable ? [] : [...(o.nodeArgs ?? []), AGENTD_BIN]),
     ...simDaemonFlags(dir, socket),
     '--log-level',
     'warn',
     '--log-format',
     'json',
-    '--no-watch',
+    ...(o.watch ? [] : ['--no-watch']),
     ...(o.args ?? []),
   ];
   // No config file: the bench must not pick up /etc/agentd/config.yaml of the machine it runs on.
   const env = { ...process.env, AGENTD_CONFIG: path.join(dir, 'empty-config.yaml') };
   await writeFile(env.AGENTD_CONFIG, '');
-  const child = spawn(process.execPath, args, { cwd: dir, env, stdio: ['ignore', 'ignore', 'pipe'] });
+  const child = spawn(o.executable ?? process.execPath, args, {
+    cwd: dir,
+    env,
+    stdio: ['ignore', 'ignore', 'pipe'],
+  });
   const stderr = collectStderr(child);
   await Promise.race([waitFor200(socket, '/readyz', 20_000), exitedEarly(child, 'agentd', stderr)]);
   return { pid: child.pid!, socket, stop: () => stopChild(child) };
@@ -89,13 +100,13 @@ export async function startDaemon(
 export async function startBaseline(
   dir: string,
   body: string,
-  o: { nodeArgs?: readonly string[] } = {},
+  o: { nodeArgs?: readonly string[]; node?: string } = {},
 ): Promise<Child> {
   const socket = path.join(dir, 'baseline.sock');
   const bodyFile = path.join(dir, 'baseline-body.json');
   await writeFile(bodyFile, body);
   const script = path.join(REPO_ROOT, 'bench/lib/baseline-server.mjs');
-  const child = spawn(process.execPath, [...(o.nodeArgs ?? []), script, socket, bodyFile], {
+  const child = spawn(o.node ?? process.execPath, [...(o.nodeArgs ?? []), script, socket, bodyFile], {
     cwd: REPO_ROOT,
     stdio: ['ignore', 'pipe', 'pipe'],
   });

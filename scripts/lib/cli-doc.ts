@@ -9,7 +9,7 @@ import { Help, type Argument, type Command, type Option } from 'commander';
 import { EXIT } from '../../src/cli/exit-codes.js';
 
 /** What each exit code means to a script; keyed like EXIT so a new code cannot go undocumented. */
-const EXIT_MEANINGS: Record<keyof typeof EXIT, string> = {
+export const EXIT_MEANINGS: Record<keyof typeof EXIT, string> = {
   OK: 'success',
   FAILED: 'the operation failed (or the daemon answered an error not listed below)',
   USAGE: 'usage error or invalid parameters (also INVALID_PARAMS, INVALID_CONFIG from the daemon)',
@@ -21,13 +21,13 @@ const EXIT_MEANINGS: Record<keyof typeof EXIT, string> = {
 };
 
 /** Environment variables agentctl reads; kept here because commander does not know them all. */
-const ENVIRONMENT: readonly [string, string][] = [
+export const ENVIRONMENT: readonly [string, string][] = [
   ['AGENTD_SOCKET', 'the socket, when `--socket` is not given'],
   ['AGENTD_PID_FILE', 'the PID file of `agentctl stop`, when `--pid-file` is not given'],
   ['NO_COLOR', 'set (to anything) to disable colors, like `--no-color`'],
 ];
 
-const help = new Help();
+export const help = new Help();
 
 /** Escape text for a markdown table cell. */
 function cell(text: string): string {
@@ -43,7 +43,7 @@ function table(head: string[], rows: string[][]): string {
 }
 
 /** The full command path, e.g. `agentctl ops list`. */
-function commandPath(cmd: Command): string {
+export function commandPath(cmd: Command): string {
   const names: string[] = [];
   for (let c: Command | null = cmd; c; c = c.parent) names.unshift(c.name());
   return names.join(' ');
@@ -58,7 +58,7 @@ function anchor(title: string): string {
 }
 
 /** Text added with `addHelpText` (before and after), captured by emitting commander's help events. */
-function addedHelpText(cmd: Command): { before: string; after: string } {
+export function addedHelpText(cmd: Command): { before: string; after: string } {
   // A Command is an EventEmitter at run time; commander's typings do not say so.
   const emitter = cmd as unknown as EventEmitter;
   const capture = (event: string): string => {
@@ -118,7 +118,7 @@ function renderOptions(title: string, options: readonly Option[]): string[] {
 }
 
 /** Commands in help order, without commander's implicit `help` command. */
-function subcommands(cmd: Command): Command[] {
+export function subcommands(cmd: Command): Command[] {
   return help.visibleCommands(cmd).filter((c) => cmd.commands.includes(c));
 }
 

