@@ -223,15 +223,24 @@ async function makeDeb(o: {
 }
 
 /** Build every artifact into `outDir`; replaces the artifacts of the same version. */
-export async function release(o: { root?: string; outDir?: string } = {}): Promise<ReleaseResult> {
+export async function release(
+  o: {
+    root?: string;
+    outDir?: string;
+    /** Use the bundles in dist/ as they are (built by `npm run build`), e.g. while tests run from them. */
+    skipBundle?: boolean;
+  } = {},
+): Promise<ReleaseResult> {
   const root = o.root ?? REPO_ROOT;
   const outDir = path.resolve(o.outDir ?? path.join(root, 'release'));
   const { version } = JSON.parse(await readFile(path.join(root, 'package.json'), 'utf8')) as { version: string };
   const epoch = await sourceDateEpoch(root);
   const work = await mkdtemp(path.join(os.tmpdir(), 'agentd-release-'));
   try {
-    log(`bundling agentd ${version}`);
-    await buildBundle(root);
+    if (!o.skipBundle) {
+      log(`bundling agentd ${version}`);
+      await buildBundle(root);
+    }
     const runtime = await ensureNodeRuntime();
     log(`Node ${runtime.version} runtime ${runtime.cached ? 'from the cache' : 'downloaded'}: ${runtime.node}`);
     const node = await embeddableNode(runtime.node, work);

@@ -13,7 +13,6 @@ describe.skipIf(!requireRealHost())('blue/green on a real systemd host', { timeo
 
   beforeAll(async () => {
     node = await startRealNode({ label: 'bluegreen' });
-    await node.host.execOk(['systemctl', 'enable', '--now', 'agentd.service']);
     await node.waitReady();
   }, 600_000);
 

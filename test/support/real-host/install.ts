@@ -1,69 +1,39 @@
 /**
- * agentd as an operator installs it (docs/operations.md, "Install"): the package built by
- * `npm pack`, installed with its locked production dependencies under
- * `/usr/local/lib/node_modules/agentd`, `agentd` and `agentctl` linked into `/usr/local/bin`,
- * the unit from `systemd/` copied unchanged to `/etc/systemd/system/`, and a config file in
- * `/etc/agentd/config.yaml`. Node.js itself comes read-only from this machine (same glibc).
- *
- * The package is built and its dependencies installed once per test process, offline from
- * npm's cache (which `npm ci` filled), then bound read-only into every host.
+ * agentd installed in a real host the way docs/operations.md tells an operator to: from the
+ * release artifacts (`npm run release`, built once per set of inputs by `ensureRelease`), with
+ * nothing else — no Node.js, no npm, no network. Either the tarball, unpacked and its
+ * `install.sh` run (agentd in /usr/local/bin, the unit in /etc/systemd/system, enabled and
+ * started), or the `.deb` through dpkg (agentd in /usr/bin, the unit in /usr/lib/systemd/system).
+ * The daemon config goes to /etc/agentd/config.yaml before, as an operator would write it.
  */
-import { chmod, copyFile, mkdir, mkdtemp, readdir, symlink, writeFile } from 'node:fs/promises';
-import os from 'node:os';
+import { copyFile, mkdir, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { runOk } from './run.js';
+import { ensureRelease } from '../release.js';
+import type { RealHost } from './host.js';
 
 export const REPO = fileURLToPath(new URL('../../../', import.meta.url));
-const PACKAGE_IN_HOST = '/usr/local/lib/node_modules/agentd';
 
-let staging: Promise<string> | undefined;
+export type InstallKind = 'tarball' | 'deb';
 
-/** The installed package tree (built once per process): `<dir>/package`. */
-export function stagePackage(): Promise<string> {
-  return (staging ??= (async () => {
-    const dir = await mkdtemp(path.join(os.tmpdir(), 'agentd-real-host-pkg-'));
-    // `dist/` is built by `npm test` / `npm run test:host` before vitest runs.
-    await runOk('npm', ['pack', '--ignore-scripts', '--silent', '--pack-destination', dir], {
-      cwd: REPO,
-      timeoutMs: 120_000,
-    });
-    const tgz = (await readdir(dir)).find((f) => f.endsWith('.tgz'));
-    if (!tgz) throw new Error(`npm pack wrote no tarball into ${dir}`);
-    await runOk('tar', ['-xzf', path.join(dir, tgz), '-C', dir]);
-    const pkg = path.join(dir, 'package');
-    await copyFile(path.join(REPO, 'package-lock.json'), path.join(pkg, 'package-lock.json'));
-    await runOk(
-      'npm',
-      ['ci', '--omit=dev', '--offline', '--ignore-scripts', '--no-audit', '--no-fund', '--silent'],
-      { cwd: pkg, timeoutMs: 300_000 },
-    );
-    // npm makes a package's `bin` targets executable when it installs them; so do we.
-    for (const bin of ['dist/bin/agentd.js', 'dist/bin/agentctl.js']) await chmod(path.join(pkg, bin), 0o755);
-    return pkg;
-  })().catch((err: unknown) => {
-    staging = undefined;
-    throw err;
-  }));
-}
-
-/** systemd-nspawn arguments that make the staged package and Node.js visible in the host. */
-export async function installBinds(): Promise<string[]> {
-  const pkg = await stagePackage();
-  return ['--bind-ro=/usr/bin/node', `--bind-ro=${pkg}:${PACKAGE_IN_HOST}`];
-}
-
-/** Lay agentd's files into a host rootfs before it boots. `configYaml` is /etc/agentd/config.yaml. */
-export async function installAgentd(rootfs: string, configYaml: string): Promise<void> {
-  await mkdir(path.join(rootfs, PACKAGE_IN_HOST.slice(1)), { recursive: true });
-  const bin = path.join(rootfs, 'usr/local/bin');
-  await mkdir(bin, { recursive: true });
-  await symlink(`../lib/node_modules/agentd/dist/bin/agentd.js`, path.join(bin, 'agentd'));
-  await symlink(`../lib/node_modules/agentd/dist/bin/agentctl.js`, path.join(bin, 'agentctl'));
-  await copyFile(
-    path.join(REPO, 'systemd/agentd.service'),
-    path.join(rootfs, 'etc/systemd/system/agentd.service'),
-  );
+/** Put the release artifact and the daemon config into a host rootfs before it boots. */
+export async function stageInstall(rootfs: string, kind: InstallKind, configYaml: string): Promise<string> {
+  const r = await ensureRelease();
+  const artifact = kind === 'deb' ? r.deb : r.tarball;
+  const inHost = path.join('/root', path.basename(artifact));
+  await copyFile(artifact, path.join(rootfs, inHost));
   await mkdir(path.join(rootfs, 'etc/agentd'), { recursive: true });
   await writeFile(path.join(rootfs, 'etc/agentd/config.yaml'), configYaml);
+  return inHost;
+}
+
+/** Install (and so start) agentd in the booted host from the staged artifact. */
+export async function installAgentd(host: RealHost, kind: InstallKind, artifact: string): Promise<void> {
+  if (kind === 'deb') {
+    await host.execOk(['dpkg', '-i', artifact], { timeoutMs: 300_000 });
+    return;
+  }
+  await host.execOk(['tar', '-xzf', artifact, '-C', '/root']);
+  const dir = artifact.replace(/\.tar\.gz$/, '');
+  await host.execOk([path.join(dir, 'install.sh')], { timeoutMs: 300_000 });
 }

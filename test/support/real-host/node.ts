@@ -1,6 +1,7 @@
 /**
  * A real node for the real-host suite: a booted systemd host (`host.ts`) with agentd installed
- * as an operator would (`install.ts`) and running as `agentd.service` with `--host systemd`,
+ * from the release artifacts as an operator would (`install.ts`) and running as
+ * `agentd.service` with `--host systemd`,
  * a real docker-registry holding the machine images (`images.ts`) and the artifact mirror, both
  * in the host's network namespace; `agentctl` runs outside the host and reaches the daemon
  * through the socket (via /proc/<host PID 1>/root, see docs/testing.md).
@@ -14,7 +15,7 @@ import { mirrorDownloads } from '../../../src/sim/mirror/index.js';
 import { makeAgentConfig } from '../agent-config.js';
 import { bootRealHost, type RealHost } from './host.js';
 import { ensureMachineImageLayout, MACHINE_IMAGE_TAGS, type MachineImageTag } from './images.js';
-import { REPO, installAgentd, installBinds } from './install.js';
+import { REPO, installAgentd, stageInstall, type InstallKind } from './install.js';
 import { writeRegistryConfig } from '../system-tools.js';
 import { assertRealHostTools } from './require.js';
 import { run, runOk } from './run.js';
@@ -61,6 +62,8 @@ export interface RealNodeOptions {
   extraConfig?: string;
   /** Extra `systemd-nspawn` arguments for the host (e.g. a read-only bind of the repository). */
   nspawnArgs?: string[];
+  /** Which release artifact installs agentd (default: the tarball and its install.sh). */
+  install?: InstallKind;
 }
 
 export interface RealNode {
@@ -97,18 +100,26 @@ function withApiServer(url: string): Pick<AgentConfigInput, 'Kubelet'> {
 
 export async function startRealNode(options: RealNodeOptions): Promise<RealNode> {
   assertRealHostTools();
-  const [layout, binds] = await Promise.all([ensureMachineImageLayout(), installBinds()]);
+  const layout = await ensureMachineImageLayout();
+  const kind = options.install ?? 'tarball';
+  let artifact = '';
   const host = await bootRealHost({
     label: options.label,
-    nspawnArgs: [...binds, ...(options.nspawnArgs ?? [])],
-    prepare: (rootfs) => installAgentd(rootfs, REAL_NODE_CONFIG + (options.extraConfig ?? '')),
+    nspawnArgs: options.nspawnArgs ?? [],
+    prepare: async (rootfs) => {
+      artifact = await stageInstall(rootfs, kind, REAL_NODE_CONFIG + (options.extraConfig ?? ''));
+    },
   });
   const helpers: ChildProcess[] = [];
   try {
     helpers.push(await startRegistry(host));
     await pushImages(host, layout);
     helpers.push(await startMirrorHelper(host, options.unhealthyKubelet));
+    // install.sh and the .deb's postinst enable and start agentd.service: Type=notify, so it is
+    // ready when they return.
+    await installAgentd(host, kind, artifact);
   } catch (err) {
+    for (const h of helpers) h.kill('SIGTERM');
     await host.stop();
     throw err;
   }
@@ -183,7 +194,6 @@ export async function startRealNode(options: RealNodeOptions): Promise<RealNode>
 export async function startJoinedNode(options: RealNodeOptions): Promise<RealNode> {
   const node = await startRealNode(options);
   try {
-    await node.host.execOk(['systemctl', 'enable', '--now', 'agentd.service']);
     await node.waitReady();
     const op = await node.agentctlJson<{ state: string; to: string; error: unknown }>(
       ['update', '--config', await node.configFile(node.agentConfig())],

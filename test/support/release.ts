@@ -1,0 +1,111 @@
+/**
+ * The release artifacts (`npm run release`: tarball, .deb, SHA256SUMS) for the tests that
+ * install them — the release system test and the real-host suite — built once per set of inputs
+ * and shared between test processes. The cache key is a digest of everything the release is
+ * made of (the bundles in dist/, scripts/release/, the unit, deploy/, docs/, README, LICENSE,
+ * package.json), so a changed input never gets yesterday's artifacts. Built from the bundles
+ * `npm test` / `npm run test:host` built, without rebuilding them under running tests.
+ */
+import { createHash } from 'node:crypto';
+import { existsSync } from 'node:fs';
+import { mkdir, open, readFile, readdir, rename, rm, stat } from 'node:fs/promises';
+import os from 'node:os';
+import path from 'node:path';
+import { setTimeout as delay } from 'node:timers/promises';
+import { fileURLToPath } from 'node:url';
+import { release, type ReleaseResult } from '../../scripts/release/release.js';
+
+const REPO = fileURLToPath(new URL('../../', import.meta.url));
+const INPUTS = [
+  'dist/agentd.cjs',
+  'dist/agentctl.cjs',
+  'dist/sea-main.cjs',
+  'scripts/release',
+  'systemd',
+  'deploy',
+  'docs',
+  'README.md',
+  'LICENSE',
+  'package.json',
+];
+
+async function* files(p: string): AsyncGenerator<string> {
+  if ((await stat(p)).isDirectory()) {
+    for (const e of (await readdir(p)).sort()) yield* files(path.join(p, e));
+  } else yield p;
+}
+
+async function inputsDigest(): Promise<string> {
+  const hash = createHash('sha256');
+  for (const input of INPUTS) {
+    for await (const f of files(path.join(REPO, input))) {
+      hash
+        .update(`${path.relative(REPO, f)}\0`)
+        .update(await readFile(f))
+        .update('\0');
+    }
+  }
+  return hash.digest('hex').slice(0, 16);
+}
+
+const resultOf = (dir: string, version: string): ReleaseResult & { outDir: string } => ({
+  version,
+  outDir: dir,
+  tarball: path.join(dir, `agentd-${version}-linux-x64.tar.gz`),
+  deb: path.join(dir, `agentd_${version}_amd64.deb`),
+  sums: path.join(dir, 'SHA256SUMS'),
+  executableBytes: 0,
+  runtime: { version: '', cached: true, stripped: false },
+});
+
+let pending: Promise<ReleaseResult> | undefined;
+
+/** The release artifacts of this checkout (built when missing; about a minute). */
+export function ensureRelease(): Promise<ReleaseResult> {
+  return (pending ??= (async () => {
+    const { version } = JSON.parse(await readFile(path.join(REPO, 'package.json'), 'utf8')) as {
+      version: string;
+    };
+    const base = path.join(os.tmpdir(), 'agentd-test-release');
+    const dir = path.join(base, await inputsDigest());
+    await mkdir(base, { recursive: true });
+    const lock = `${dir}.lock`;
+    for (let waited = 0; !existsSync(path.join(dir, 'SHA256SUMS')); waited++) {
+      // One builder at a time across test processes: the lock file is created exclusively.
+      const handle = await open(lock, 'wx').catch(() => null);
+      if (handle) {
+        try {
+          await handle.write(String(process.pid));
+          // Another process may have finished between our look and our lock.
+          if (existsSync(path.join(dir, 'SHA256SUMS'))) break;
+          const tmp = `${dir}.tmp-${process.pid}`;
+          await rm(tmp, { recursive: true, force: true });
+          await release({ outDir: tmp, skipBundle: true });
+          await rename(tmp, dir);
+        } finally {
+          await handle.close();
+          await rm(lock, { force: true });
+        }
+        break;
+      }
+      const holder = Number(await readFile(lock, 'utf8').catch(() => ''));
+      // A builder that died leaves its lock: take it over.
+      if (holder > 0 && !isAlive(holder)) await rm(lock, { force: true });
+      if (waited > 600) throw new Error(`waited 10 minutes for ${lock}`);
+      await delay(1_000);
+    }
+    return resultOf(dir, version);
+  })().catch((err: unknown) => {
+    pending = undefined;
+    throw err;
+  }));
+}
+
+function isAlive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch {
+    return false;
+  }
+}
