@@ -1,0 +1,85 @@
+/**
+ * The .deb on real systemd and real dpkg: it installs (agentd in /usr/bin, the unit enabled and
+ * started, ready when dpkg returns), serves a node, upgrades (a newer version restarts agentd and
+ * leaves kubelet's machine running), and removes and purges cleanly.
+ */
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { expectNode, runningMachines, unitState } from '../support/real-host/assert-node.js';
+import { startJoinedNode, type RealNode } from '../support/real-host/node.js';
+import { requireRealHost } from '../support/real-host/require.js';
+
+async function mainPid(node: RealNode, unit: string): Promise<string> {
+  return (await node.host.execOk(['systemctl', 'show', '-p', 'MainPID', '--value', unit])).stdout.trim();
+}
+
+describe.skipIf(!requireRealHost())('the .deb on a real systemd host', { timeout: 180_000 }, () => {
+  let node: RealNode;
+
+  beforeAll(async () => {
+    node = await startJoinedNode({ label: 'deb', install: 'deb' });
+  }, 600_000);
+
+  afterAll(async () => {
+    await node?.stop();
+  }, 120_000);
+
+  it('installs agentd in /usr/bin with its unit enabled and serving', async () => {
+    const status = await node.host.execOk(['dpkg-query', '-W', '-f', '${Status} ${Version}', 'agentd']);
+    expect(status.stdout).toMatch(/^install ok installed /);
+    expect((await node.host.execOk(['readlink', '-f', '/usr/bin/agentctl'])).stdout.trim()).toBe(
+      '/usr/bin/agentd',
+    );
+    expect((await node.host.execOk(['systemctl', 'is-enabled', 'agentd.service'])).stdout.trim()).toBe(
+      'enabled',
+    );
+    const unit = await node.host.execOk([
+      'systemctl',
+      'show',
+      '-p',
+      'FragmentPath',
+      '--value',
+      'agentd.service',
+    ]);
+    expect(unit.stdout.trim()).toBe('/usr/lib/systemd/system/agentd.service');
+    await expectNode(node, { active: 'kube1', version: '1.34.0' });
+  });
+
+  it('upgrades to a newer version: agentd restarts, kubelet machine keeps running', async () => {
+    const version = (
+      await node.host.execOk(['dpkg-query', '-W', '-f', '${Version}', 'agentd'])
+    ).stdout.trim();
+    const newer = `${version}+upgrade1`;
+    // The same package under a newer version, as the next release would be.
+    await node.host.execOk([
+      'sh',
+      '-c',
+      `set -e; rm -rf /root/deb; dpkg-deb -R /root/agentd_${version}_amd64.deb /root/deb; sed -i "s/^Version: .*/Version: $1/" /root/deb/DEBIAN/control; dpkg-deb --root-owner-group -b /root/deb /root/agentd-newer.deb`,
+      'sh',
+      newer,
+    ]);
+    const agentdBefore = await mainPid(node, 'agentd.service');
+    const machineBefore = await mainPid(node, 'systemd-nspawn@kube1.service');
+    await node.host.execOk(['dpkg', '-i', '/root/agentd-newer.deb'], { timeoutMs: 300_000 });
+    expect((await node.host.execOk(['dpkg-query', '-W', '-f', '${Version}', 'agentd'])).stdout.trim()).toBe(
+      newer,
+    );
+    expect(await mainPid(node, 'agentd.service')).not.toBe(agentdBefore);
+    expect(await mainPid(node, 'systemd-nspawn@kube1.service')).toBe(machineBefore);
+    await node.waitReady();
+    await expectNode(node, { active: 'kube1', version: '1.34.0' });
+  });
+
+  it('removes and purges cleanly; the machines are left to agentctl uninstall', async () => {
+    await node.host.execOk(['dpkg', '-r', 'agentd'], { timeoutMs: 300_000 });
+    expect(await unitState(node, 'agentd.service')).not.toBe('active');
+    expect((await node.host.exec(['test', '-e', '/usr/bin/agentd'])).exitCode).not.toBe(0);
+    expect((await node.host.exec(['test', '-e', '/etc/agentd/config.yaml'])).exitCode).toBe(0);
+    expect(await runningMachines(node)).toEqual(['kube1']);
+    await node.host.execOk(['dpkg', '-P', 'agentd'], { timeoutMs: 300_000 });
+    for (const p of ['/etc/agentd', '/var/lib/agentd', '/usr/lib/systemd/system/agentd.service']) {
+      expect((await node.host.exec(['test', '-e', p])).exitCode, `${p} is still there`).not.toBe(0);
+    }
+    const query = await node.host.exec(['dpkg-query', '-W', '-f', '${Status}', 'agentd']);
+    expect(query.stdout).not.toMatch(/installed/);
+  });
+});
