@@ -3,7 +3,6 @@
  * through their options; `docs/metrics.md` lists these names (a test keeps them in step).
  */
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
-import { RpcCallMetrics } from './rpc-calls.js';
 
 const DURATION_BUCKETS = [0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600, 1200];
 const RPC_BUCKETS = [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1, 5, 30];
@@ -25,9 +24,19 @@ export function createMetrics(options: { version: string; collectDefaults?: bool
       help: '1 once startup recovery is done and the daemon serves.',
       registers: r,
     }),
-    // agentd_rpc_requests_total and agentd_rpc_request_duration_seconds: counted per call on
-    // the hot path, so not through prom-client's Counter and Histogram (see rpc-calls.ts).
-    rpcCalls: new RpcCallMetrics(registry, RPC_BUCKETS),
+    rpcRequests: new Counter({
+      name: 'agentd_rpc_requests_total',
+      help: 'JSON-RPC calls by method and result code (ok, or the error code).',
+      labelNames: ['method', 'code'],
+      registers: r,
+    }),
+    rpcDuration: new Histogram({
+      name: 'agentd_rpc_request_duration_seconds',
+      help: 'JSON-RPC call latency by method.',
+      labelNames: ['method'],
+      buckets: RPC_BUCKETS,
+      registers: r,
+    }),
     operations: new Counter({
       name: 'agentd_operations_total',
       help: 'Finished operations by kind and result state.',

@@ -8,6 +8,7 @@ import type { Logger } from 'pino';
 import type { DaemonConfig } from '../config/daemon-config.js';
 import { Engine } from '../engine/engine.js';
 import { EventBus } from '../engine/events.js';
+import { StatusVersion } from '../engine/status-version.js';
 import { PreconditionFailedError, describeError } from '../errors.js';
 import { systemClock } from '../host/clock.js';
 import { createHostPaths } from '../host/paths.js';
@@ -51,6 +52,12 @@ export async function startDaemon(config: DaemonConfig, deps: DaemonDeps): Promi
   const clock = deps.clock ?? systemClock;
   const startedAt = new Date(clock.now()).toISOString();
   let state: DaemonState = 'starting';
+  // What `status` shows changes with every input; each bumps this (docs/architecture.md).
+  const statusVersion = new StatusVersion();
+  const setState = (next: DaemonState): void => {
+    state = next;
+    statusVersion.bump();
+  };
   const readinessReasons: string[] = ['startup recovery has not finished'];
 
   // 1. The PID file first: it is the lock that keeps two daemons off one node.
@@ -98,6 +105,7 @@ export async function startDaemon(config: DaemonConfig, deps: DaemonDeps): Promi
       config,
       appliedConfig: () => engine.activeAppliedConfig(),
       refreshNode: () => engine.refreshNode(),
+      onStatusChange: statusVersion.bump,
       events,
       logger,
       clock,
@@ -116,6 +124,7 @@ export async function startDaemon(config: DaemonConfig, deps: DaemonDeps): Promi
       events,
       defaultConfig: host.defaultConfig ?? undefined,
       nodeOps: kubeWiring.nodeOps,
+      statusVersion,
       // A getter: credentials appear when the node joins (the applied config carries them), so
       // whether `update --drain` can drain is decided at each update, not once at start.
       get drainer() {
@@ -130,7 +139,7 @@ export async function startDaemon(config: DaemonConfig, deps: DaemonDeps): Promi
       engine,
       daemonInfo: info,
       watcherStatus,
-      watcherStatusKey: () => kubeWiring.watcherStatusKey(),
+      statusVersion,
       openrpc: () => (openrpc ??= buildOpenRpcDocument(METHOD_LIST, VERSION)),
     };
     const dispatcher = createDispatcher({
@@ -179,13 +188,13 @@ export async function startDaemon(config: DaemonConfig, deps: DaemonDeps): Promi
     );
 
     // Recovery before ready: mutating calls get UNAVAILABLE until the node has one verified machine.
-    state = 'recovering';
+    setState('recovering');
     const recovery = await engine.start();
     if (recovery) logger.warn({ recovery }, 'startup recovery');
     // After recovery the applied config is known: load the Kubernetes client if credentials may
     // exist, and fail now (exit 2) on a --kubeconfig that cannot be loaded.
     await kubeWiring.validate();
-    state = 'ready';
+    setState('ready');
     readinessReasons.length = 0;
     metrics.ready.set(1);
     logger.info('agentd ready');
@@ -214,7 +223,7 @@ export async function startDaemon(config: DaemonConfig, deps: DaemonDeps): Promi
     const stop = (reason: string): Promise<void> => {
       stopping ??= (async () => {
         logger.info({ reason, graceMs: config.shutdownGraceMs }, 'agentd shutting down');
-        state = 'draining';
+        setState('draining');
         metrics.ready.set(0);
         const deadline = clock.now() + config.shutdownGraceMs;
         await kubeWiring.stop().catch((err: unknown) => logger.warn({ err }, 'stopping the Machine watcher'));

@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { defineMethod, keyJoiner } from '../method.js';
+import { defineMethod } from '../method.js';
 import { nodeStatusSchema, operationSchema } from '../schemas.js';
 
 export const statusResult = z
@@ -31,9 +31,6 @@ export const statusResult = z
   })
   .meta({ id: 'Status' });
 
-// A pure memo of its inputs: sharing it between dispatchers (tests) is harmless.
-const joinStatusKey = keyJoiner();
-
 export const status = defineMethod({
   name: 'status',
   summary: 'Daemon, node, machines, and the current and last operation.',
@@ -43,13 +40,8 @@ export const status = defineMethod({
   errors: [],
   params: z.strictObject({}),
   result: statusResult,
-  // Polled by scripts and monitoring: the answer is serialized once per change of any part.
-  cacheKey: (services) =>
-    joinStatusKey(
-      services.engine.statusKey(),
-      services.daemonInfo().state,
-      services.watcherStatusKey?.() ?? JSON.stringify(services.watcherStatus()),
-    ),
+  // Polled by scripts and monitoring: the answer is serialized once per change of any input.
+  version: (services) => services.statusVersion.value,
   handler: async (_params, { services }) => {
     const engine = services.engine.status();
     return {
