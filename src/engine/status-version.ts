@@ -18,4 +18,22 @@ export class StatusVersion {
   readonly bump = (): void => {
     this.#value += 1;
   };
+
+  /** A value `status` shows: setting it bumps the version. */
+  cell<T>(initial: T): StatusCell<T> {
+    let value = initial;
+    return {
+      get: () => value,
+      set: (next) => {
+        value = next;
+        this.bump();
+      },
+    };
+  }
+}
+
+/** A value shown by `status`, whose every change bumps the `StatusVersion` it came from. */
+export interface StatusCell<T> {
+  get(): T;
+  set(value: T): void;
 }

@@ -51,13 +51,9 @@ export async function startDaemon(config: DaemonConfig, deps: DaemonDeps): Promi
   const { logger } = deps;
   const clock = deps.clock ?? systemClock;
   const startedAt = new Date(clock.now()).toISOString();
-  let state: DaemonState = 'starting';
   // What `status` shows changes with every input; each bumps this (docs/architecture.md).
   const statusVersion = new StatusVersion();
-  const setState = (next: DaemonState): void => {
-    state = next;
-    statusVersion.bump();
-  };
+  const daemonState = statusVersion.cell<DaemonState>('starting');
   const readinessReasons: string[] = ['startup recovery has not finished'];
 
   // 1. The PID file first: it is the lock that keeps two daemons off one node.
@@ -131,7 +127,12 @@ export async function startDaemon(config: DaemonConfig, deps: DaemonDeps): Promi
         return kubeWiring.updateDrainer();
       },
     });
-    const info = (): DaemonInfo => ({ version: VERSION, pid: process.pid, startedAt, state });
+    const info = (): DaemonInfo => ({
+      version: VERSION,
+      pid: process.pid,
+      startedAt,
+      state: daemonState.get(),
+    });
     let openrpc: Record<string, unknown> | null = null;
     let openapi: Record<string, unknown> | null = null;
     const watcherStatus = (): WatcherStatus | null => kubeWiring.watcherStatus();
@@ -147,13 +148,16 @@ export async function startDaemon(config: DaemonConfig, deps: DaemonDeps): Promi
       services,
       metrics,
       logger: logger.child({ component: 'rpc' }),
-      isDraining: () => state === 'draining',
-      isReady: () => state === 'ready',
+      isDraining: () => daemonState.get() === 'draining',
+      isReady: () => daemonState.get() === 'ready',
     });
     const readiness = (): Readiness =>
-      state === 'ready'
+      daemonState.get() === 'ready'
         ? { ready: true, reasons: [] }
-        : { ready: false, reasons: state === 'draining' ? ['shutting down'] : readinessReasons };
+        : {
+            ready: false,
+            reasons: daemonState.get() === 'draining' ? ['shutting down'] : readinessReasons,
+          };
     admin = createAdminApp({
       dispatcher,
       events,
@@ -188,13 +192,13 @@ export async function startDaemon(config: DaemonConfig, deps: DaemonDeps): Promi
     );
 
     // Recovery before ready: mutating calls get UNAVAILABLE until the node has one verified machine.
-    setState('recovering');
+    daemonState.set('recovering');
     const recovery = await engine.start();
     if (recovery) logger.warn({ recovery }, 'startup recovery');
     // After recovery the applied config is known: load the Kubernetes client if credentials may
     // exist, and fail now (exit 2) on a --kubeconfig that cannot be loaded.
     await kubeWiring.validate();
-    setState('ready');
+    daemonState.set('ready');
     readinessReasons.length = 0;
     metrics.ready.set(1);
     logger.info('agentd ready');
@@ -223,7 +227,7 @@ export async function startDaemon(config: DaemonConfig, deps: DaemonDeps): Promi
     const stop = (reason: string): Promise<void> => {
       stopping ??= (async () => {
         logger.info({ reason, graceMs: config.shutdownGraceMs }, 'agentd shutting down');
-        setState('draining');
+        daemonState.set('draining');
         metrics.ready.set(0);
         const deadline = clock.now() + config.shutdownGraceMs;
         await kubeWiring.stop().catch((err: unknown) => logger.warn({ err }, 'stopping the Machine watcher'));
