@@ -35,7 +35,7 @@ export const status = defineMethod({
   name: 'status',
   summary: 'Daemon, node, machines, and the current and last operation.',
   description:
-    'Cheap and safe to poll: node facts come from a snapshot refreshed in the background and after every operation.',
+    'Cheap and safe to poll: node facts come from a snapshot re-read when it is older than 5 s and before an operation is reported ended, so the status right after an operation shows its effect. The answer is serialized once per change of anything it shows (docs/architecture.md, the status path).',
   mutating: false,
   errors: [],
   params: z.strictObject({}),
