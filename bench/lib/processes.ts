@@ -56,7 +56,10 @@ function exitedEarly(child: ChildProcess, what: string, stderr: () => string): P
   });
 }
 
-/** Start the built daemon with every path under `dir`; resolves once /readyz answers 200. */
+/**
+ * Start the built daemon with every path under `dir`, at the default log level (stdout is
+ * discarded); resolves once /readyz answers 200.
+ */
 export async function startDaemon(
   dir: string,
   o: { nodeArgs?: readonly string[]; args?: readonly string[] } = {},
@@ -69,8 +72,7 @@ export async function startDaemon(
     ...(o.nodeArgs ?? []),
     AGENTD_BIN,
     ...simDaemonFlags(dir, socket),
-    '--log-level',
-    'warn',
+    // The default log level (info), as a daemon runs in production: what logging costs counts.
     '--log-format',
     'json',
     '--no-watch',

@@ -132,8 +132,7 @@ export function createDispatcher(options: DispatcherOptions): Dispatcher {
   /** Count, time and log one call (a notification too). */
   function record(label: string, mutating: boolean, code: string, caller: string, started: number): void {
     const seconds = (now() - started) / 1000;
-    metrics.rpcRequests.inc({ method: label, code });
-    metrics.rpcDuration.observe({ method: label }, seconds);
+    metrics.rpcCalls.method(label).record(code, seconds);
     // Polls are debug; what changes the node, and every failure, is info.
     const level = mutating || code !== 'ok' ? 'info' : 'debug';
     if (level === 'info' ? infoOn : debugOn) {

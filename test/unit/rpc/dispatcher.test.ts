@@ -129,7 +129,7 @@ async function many(d: Dispatcher, body: unknown): Promise<Resp[]> {
 }
 
 async function counter(metrics: Metrics, method: string, code: string): Promise<number> {
-  const m = await metrics.rpcRequests.get();
+  const m = await metrics.rpcCalls.requests.get();
   return m.values.find((v) => v.labels.method === method && v.labels.code === code)?.value ?? 0;
 }
 
@@ -414,10 +414,10 @@ describe('dispatcher: metrics and logs', () => {
     // Unknown and invalid method names are folded into fixed labels (no unbounded label values).
     expect(await counter(metrics, '(unknown)', 'METHOD_NOT_FOUND')).toBe(1);
     expect(await counter(metrics, '(invalid)', 'INVALID_REQUEST')).toBe(1);
-    const all = await metrics.rpcRequests.get();
+    const all = await metrics.rpcCalls.requests.get();
     expect(all.values.some((v) => v.labels.method === 'whatever')).toBe(false);
 
-    const hist = await metrics.rpcDuration.get();
+    const hist = await metrics.rpcCalls.duration.get();
     const echoCount = hist.values.find(
       (v) => v.labels.method === 'test.echo' && v.metricName === 'agentd_rpc_request_duration_seconds_count',
     );
