@@ -50,19 +50,35 @@ export interface Dispatcher {
   /** In-process callers (the watcher): a parsed body in, the answer as plain data out. */
   handle(body: unknown, caller: string): Promise<RpcAnswer>;
   /**
-   * The HTTP endpoint: the request text in, the answer's JSON text out, or null when there is
-   * nothing to answer (notifications). Synchronous when the answer is known at once (an invalid
-   * request, a current `status`), so a status poll costs no promise.
+   * The HTTP endpoint: the request text in, the answer's JSON (text, or UTF-8 bytes when it is
+   * built from a cached result) out, or null when there is nothing to answer (notifications).
+   * Synchronous when the answer is known at once (an invalid request, a current `status`), so a
+   * status poll costs no promise.
    */
-  handleText(text: string, caller: string): string | null | Promise<string | null>;
+  handleText(text: string, caller: string): WireAnswer | Promise<WireAnswer>;
 }
+
+/** JSON text or its UTF-8 bytes; null for no answer. */
+export type WireAnswer = string | Buffer | null;
 
 /** One call's answer, serialized; `text` is null for a notification. */
 interface Answered {
   text: string | null;
   /** Answers of mutating calls are never replaced by RESPONSE_TOO_LARGE. */
   mutating: boolean;
+  /** The cached result it was made of, if any: a single answer is then built from its bytes. */
+  cached?: Cached;
+  id?: RpcId;
 }
+
+/** A serialized result, as text and as UTF-8 bytes, and the version it was made at. */
+interface Cached {
+  version: number;
+  json: string;
+  bytes: Buffer;
+}
+
+const CLOSE = Buffer.from('}');
 
 type MaybePromise<T> = T | Promise<T>;
 
@@ -111,7 +127,7 @@ interface Entry {
   /** `{}` validated once: most calls carry no params (undefined when `{}` is not valid). */
   emptyParams: unknown;
   /** The serialized result and the version it was made at (methods with a `version`). */
-  cached: { version: number; json: string } | null;
+  cached: Cached | null;
 }
 
 export function createDispatcher(options: DispatcherOptions): Dispatcher {
@@ -178,7 +194,7 @@ export function createDispatcher(options: DispatcherOptions): Dispatcher {
     if (cached !== null && cached.version === version) return cached.json;
     return method.handler(params, ctx).then((result) => {
       const json = JSON.stringify(result) ?? 'null';
-      entry.cached = { version, json };
+      entry.cached = { version, json, bytes: Buffer.from(json) };
       return json;
     });
   }
@@ -214,7 +230,9 @@ export function createDispatcher(options: DispatcherOptions): Dispatcher {
     };
     const succeed = (json: string): Answered => {
       record(entry.method.name, mutating, 'ok', ctx.caller, started);
-      return { text: notification ? null : resultText(id, json), mutating };
+      if (notification) return { text: null, mutating };
+      const cached = entry.cached?.json === json ? entry.cached : undefined;
+      return { text: resultText(id, json), mutating, cached, id };
     };
     let json: MaybePromise<string>;
     try {
@@ -233,8 +251,13 @@ export function createDispatcher(options: DispatcherOptions): Dispatcher {
   }
 
   /** A single answer within the answer limit (a read's answer past it becomes an error). */
-  function single(answered: Answered, member: unknown): string | null {
-    const { text } = answered;
+  function single(answered: Answered, member: unknown): WireAnswer {
+    const { text, cached } = answered;
+    if (cached !== undefined && cached.bytes.length < MAX_ANSWER_BYTES - 64) {
+      // The polled read: its result's bytes are made once per version, not per call.
+      const head = `{"jsonrpc":"2.0","id":${JSON.stringify(answered.id ?? null)},"result":`;
+      return Buffer.concat([Buffer.from(head), cached.bytes, CLOSE]);
+    }
     if (text === null || answered.mutating || !exceeds(text, MAX_ANSWER_BYTES)) return text;
     return errorText((member as { id: RpcId }).id, tooLarge());
   }
@@ -289,7 +312,7 @@ export function createDispatcher(options: DispatcherOptions): Dispatcher {
     return Promise.all(answers).then((all) => joinBatch(all, members));
   }
 
-  function dispatch(body: unknown, caller: string): MaybePromise<string | null> {
+  function dispatch(body: unknown, caller: string): MaybePromise<WireAnswer> {
     const ctx: CallContext = { caller, services };
     if (Array.isArray(body)) return batch(body, ctx);
     const answered = call(body, ctx);
@@ -313,8 +336,8 @@ export function createDispatcher(options: DispatcherOptions): Dispatcher {
     },
     async handle(body, caller) {
       // The same path as the wire, so in-process callers get exactly what a client would.
-      const text = await dispatch(body, caller);
-      return text === null ? null : (JSON.parse(text) as RpcAnswer);
+      const answer = await dispatch(body, caller);
+      return answer === null ? null : (JSON.parse(answer.toString()) as RpcAnswer);
     },
   };
 }

@@ -9,7 +9,7 @@
  */
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { Logger } from 'pino';
-import type { Dispatcher } from '../rpc/dispatcher.js';
+import type { Dispatcher, WireAnswer } from '../rpc/dispatcher.js';
 import { makeWireError, type WireError } from '../rpc/error-map.js';
 
 /** Largest accepted /rpc body. A full agent config is a few KiB. */
@@ -68,7 +68,7 @@ export function createRpcEndpoint(o: RpcEndpointOptions): RequestHandler {
       }),
     );
 
-  const answer = (res: ServerResponse, text: string | null): void => {
+  const answer = (res: ServerResponse, text: WireAnswer): void => {
     if (text === null) {
       res.writeHead(204);
       res.end();
@@ -85,7 +85,7 @@ export function createRpcEndpoint(o: RpcEndpointOptions): RequestHandler {
 
   const dispatch = (req: IncomingMessage, res: ServerResponse, text: string): void => {
     const caller = String(req.headers['x-agentd-caller'] ?? req.headers['user-agent'] ?? 'http').slice(0, 64);
-    let response: string | null | Promise<string | null>;
+    let response: WireAnswer | Promise<WireAnswer>;
     try {
       response = dispatcher.handleText(text, caller);
     } catch (err) {

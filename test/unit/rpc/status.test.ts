@@ -121,7 +121,7 @@ async function setup(options: { journal?: boolean } = {}): Promise<Harness> {
 /** The `status` answer as served (from the cache while the version holds). */
 async function served(h: Harness): Promise<string> {
   const text = await h.dispatcher.handleText('{"jsonrpc":"2.0","id":1,"method":"status"}', 'test');
-  return JSON.stringify((JSON.parse(text!) as { result: unknown }).result);
+  return JSON.stringify((JSON.parse(text!.toString()) as { result: unknown }).result);
 }
 
 /** The `status` answer computed afresh, bypassing every cache. */
