@@ -237,11 +237,7 @@ export function createKubeWiring(o: KubeWiringOptions): KubeWiring {
     if (stopped || watcher !== null) return;
     const why = whyNoWatcher();
     if (why !== null) {
-      if (why !== whyOff) {
-        const level = config.watch === true ? 'warn' : 'info';
-        logger[level]({ reason: why }, 'the Machine watcher does not run');
-        setReason(why);
-      }
+      noteWhyOff(why);
       return;
     }
     const rt = runtime as KubeRuntime;
@@ -261,6 +257,14 @@ export function createKubeWiring(o: KubeWiringOptions): KubeWiring {
     changed();
     watcher.start();
     void refreshCordoned();
+  }
+
+  /** Log and show a new reason why the watcher does not run. */
+  function noteWhyOff(why: string): void {
+    if (why === whyOff) return;
+    const level = config.watch === true ? 'warn' : 'info';
+    logger[level]({ reason: why }, 'the Machine watcher does not run');
+    setReason(why);
   }
 
   /** Look (again) whether the watcher can start; calls during a look make it look once more. */
@@ -296,6 +300,10 @@ export function createKubeWiring(o: KubeWiringOptions): KubeWiring {
         if (event.type === 'operation' && FINAL_STATES.has(event.operation.state) && watcher === null)
           recheck();
       });
+      // Say at once why the watcher cannot run when that is known without I/O (the first look
+      // re-reads the node first), so the first status after ready does not say "not ready".
+      const why = whyNoWatcher();
+      if (why !== null) noteWhyOff(why);
       recheck();
     },
     watcherStatus() {
