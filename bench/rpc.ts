@@ -45,7 +45,7 @@ function header(): string {
     `load average ${load} at start`,
     `per concurrency: ${ROUNDS} rounds, each one ${SECONDS} s run of both targets back to back (order alternating), after a 1 s warm-up;`,
     'the table shows medians over the rounds, the ratios are medians of the per-round ratios',
-    `POST /rpc ${BODY}`,
+    `POST /rpc ${BODY}; agentd at its default log level (info)`,
   ].join('\n');
 }
 

@@ -16,6 +16,7 @@ import os from 'node:os';
 import { CustomObjectsApi } from '@kubernetes/client-node';
 import pino from 'pino';
 import type { Engine } from '../src/engine/engine.js';
+import { StatusVersion } from '../src/engine/status-version.js';
 import { createMachineApi } from '../src/kube/machine.js';
 import { createMachineWatch } from '../src/kube/watch.js';
 import { createMetrics } from '../src/metrics/metrics.js';
@@ -114,6 +115,7 @@ async function main(): Promise<void> {
       engine: benchEngine(() => (updateStartedAt ??= performance.now())),
       daemonInfo: () => ({ version: 'bench', pid: process.pid, startedAt: '', state: 'ready' }),
       watcherStatus: () => null,
+      statusVersion: new StatusVersion(),
       openrpc: () => ({}),
     },
     metrics,

@@ -45,6 +45,14 @@ export const ERROR_CODES = {
   },
   UNAVAILABLE: { rpc: 1020, summary: 'The daemon is not ready (startup recovery has not finished).' },
   PAYLOAD_TOO_LARGE: { rpc: 1021, summary: 'The request body exceeds the size limit.' },
+  BATCH_TOO_LARGE: {
+    rpc: 1022,
+    summary: 'A JSON-RPC batch holds more calls than allowed (data.limit); none of them ran.',
+  },
+  RESPONSE_TOO_LARGE: {
+    rpc: 1023,
+    summary: 'The answer to a read would exceed the answer size limit (data.limit, bytes).',
+  },
 } as const;
 
 export type ErrorCode = keyof typeof ERROR_CODES;

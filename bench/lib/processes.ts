@@ -56,7 +56,10 @@ function exitedEarly(child: ChildProcess, what: string, stderr: () => string): P
   });
 }
 
-/** Start the built daemon with every path under `dir`; resolves once /readyz answers 200. */
+/**
+ * Start the built daemon with every path under `dir`, at the default log level (stdout is
+ * discarded); resolves once /readyz answers 200.
+ */
 export async function startDaemon(
   dir: string,
   o: {
@@ -76,8 +79,7 @@ export async function startDaemon(
   const args = [
     ...(o.executable ? [] : [...(o.nodeArgs ?? []), AGENTD_BIN]),
     ...simDaemonFlags(dir, socket),
-    '--log-level',
-    'warn',
+    // The default log level (info), as a daemon runs in production: what logging costs counts.
     '--log-format',
     'json',
     ...(o.watch ? [] : ['--no-watch']),

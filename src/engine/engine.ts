@@ -15,6 +15,7 @@ import type { EngineEvent, EventBus } from './events.js';
 import { diffConfigs, resolveGoal, type GoalSet } from './goal.js';
 import type { NodeStatus, Operation } from './operation.js';
 import { NodeSnapshot } from './node-snapshot.js';
+import { StatusVersion } from './status-version.js';
 import { OperationSlot, type Launched } from './operation-slot.js';
 import { buildDryRun } from './plan.js';
 import { OperationStore } from './operation-store.js';
@@ -54,6 +55,8 @@ export interface EngineOptions {
   /** How old the cached node snapshot may get before `status` refreshes it in the background. */
   statusMaxAgeMs?: number;
   historyLimit?: number;
+  /** The version of what `status` shows; the engine bumps it for its own inputs (default: its own). */
+  statusVersion?: StatusVersion;
 }
 
 export interface EngineStatus {
@@ -83,13 +86,17 @@ export class Engine {
   readonly #store: OperationStore;
   readonly #snap: NodeSnapshot;
   readonly #slot: OperationSlot;
-  #lastRecovery: RecoveryReport | null = null;
+  readonly #version: StatusVersion;
+  #recovery: RecoveryReport | null = null;
   /** The interrupted operation whose cordon is still on the node (journal `uncordonPending`), or null. */
-  #pendingUncordon: string | null = null;
+  #pendingUncordonId: string | null = null;
   #completingUncordon: Promise<PendingUncordonOutcome> | null = null;
 
   constructor(options: EngineOptions) {
     this.#o = options;
+    this.#version = options.statusVersion ?? new StatusVersion();
+    // Every operation event (start, phase, end) changes what `status` shows.
+    options.events.subscribe(this.#version.bump);
     this.#applied = options.appliedStore ?? createAppliedConfigStore(options.paths, options.logger);
     this.#store = new OperationStore(options.stateDir, {
       limit: options.historyLimit,
@@ -101,16 +108,7 @@ export class Engine {
       machines: options.machines,
       applied: this.#applied,
       metrics: options.metrics,
-      extraWarnings: () => [
-        ...(this.#lastRecovery && !this.#lastRecovery.ok
-          ? [`startup recovery: ${this.#lastRecovery.outcome}`]
-          : []),
-        ...(this.#pendingUncordon !== null
-          ? [
-              `the node is still cordoned by interrupted operation ${this.#pendingUncordon}: run agentctl uncordon`,
-            ]
-          : []),
-      ],
+      onChange: this.#version.bump,
     });
     this.#slot = new OperationSlot({
       store: this.#store,
@@ -118,13 +116,40 @@ export class Engine {
       metrics: options.metrics,
       logger: options.logger,
       clock: options.clock,
+      onChange: this.#version.bump,
+      // Read-your-writes: the node is re-read before the end of an operation is recorded, so a
+      // client told that it ended (its wait, its event stream) sees its effect in `status`.
+      beforeFinish: () => this.refreshNode(),
       afterOperation: () => {
         // An uncordon left pending by an interrupted operation is retried after every operation
         // (not awaited: it waits for the slot to be free), when Kubernetes is available.
         if (this.#pendingUncordon !== null && this.#o.drainer) void this.completePendingUncordon();
-        return this.refreshNode();
       },
     });
+  }
+
+  /** The version of what `status` shows (see `StatusVersion`). */
+  get statusVersion(): StatusVersion {
+    return this.#version;
+  }
+
+  // Both are shown in `status` (as warnings): every change bumps the version.
+  get #lastRecovery(): RecoveryReport | null {
+    return this.#recovery;
+  }
+
+  set #lastRecovery(report: RecoveryReport | null) {
+    this.#recovery = report;
+    this.#version.bump();
+  }
+
+  get #pendingUncordon(): string | null {
+    return this.#pendingUncordonId;
+  }
+
+  set #pendingUncordon(id: string | null) {
+    this.#pendingUncordonId = id;
+    this.#version.bump();
   }
 
   get #deps() {
@@ -233,33 +258,25 @@ export class Engine {
     const last = this.#store.list({ limit: 2 }).find((op) => op.id !== this.#slot.current?.id) ?? null;
     // the cordon state comes from the last cordon/drain/uncordon agentd saw.
     const cordoned = this.#o.nodeOps?.cordoned() ?? this.#snap.node.cordoned;
-    const node = cordoned === this.#snap.node.cordoned ? this.#snap.node : { ...this.#snap.node, cordoned };
-    return { node, operation: this.#slot.current, lastOperation: last };
+    const warnings = [...this.#snap.node.warnings, ...this.#engineWarnings()];
+    return {
+      node: { ...this.#snap.node, cordoned, warnings },
+      operation: this.#slot.current,
+      lastOperation: last,
+    };
   }
 
-  /**
-   * A key that changes whenever `status()` would answer differently: the node snapshot, any
-   * operation event, the cordon state. Lets the `status` method reuse its serialized answer.
-   */
-  statusKey(): string {
-    this.#refreshIfStale();
-    const version = this.#snap.version;
-    const seq = this.#o.events.seq;
-    const cordoned = this.#o.nodeOps?.cordoned() ?? this.#snap.node.cordoned;
-    const m = this.#statusKeyMemo;
-    // Polled per status call: build the string only when a part changed.
-    if (m.version !== version || m.seq !== seq || m.cordoned !== cordoned) {
-      this.#statusKeyMemo = { version, seq, cordoned, key: `${version}|${seq}|${String(cordoned)}` };
+  /** Warnings of the engine's own (startup recovery, a pending uncordon), after the snapshot's. */
+  #engineWarnings(): string[] {
+    const warnings: string[] = [];
+    const recovery = this.#lastRecovery;
+    if (recovery && !recovery.ok) warnings.push(`startup recovery: ${recovery.outcome}`);
+    const pending = this.#pendingUncordon;
+    if (pending !== null) {
+      warnings.push(`the node is still cordoned by interrupted operation ${pending}: run agentctl uncordon`);
     }
-    return this.#statusKeyMemo.key;
+    return warnings;
   }
-
-  #statusKeyMemo: { version: number; seq: number; cordoned: boolean | null | undefined; key: string } = {
-    version: -1,
-    seq: -1,
-    cordoned: undefined,
-    key: '',
-  };
 
   #refreshIfStale(): void {
     if (this.#stale && !this.#slot.current) {
@@ -278,7 +295,11 @@ export class Engine {
   #armStaleTimer(): void {
     clearTimeout(this.#staleTimer);
     this.#stale = false;
-    this.#staleTimer = setTimeout(() => (this.#stale = true), this.#o.statusMaxAgeMs ?? 5000);
+    this.#staleTimer = setTimeout(() => {
+      this.#stale = true;
+      // An old snapshot is an input too: the next `status` is answered afresh and refreshes it.
+      this.#version.bump();
+    }, this.#o.statusMaxAgeMs ?? 5000);
     this.#staleTimer.unref();
   }
 

@@ -20,8 +20,8 @@ export interface NodeSnapshotOptions {
   machines: Pick<MachineManager, 'inspect'>;
   applied: AppliedConfigStore;
   metrics: Metrics;
-  /** Warnings from elsewhere (startup recovery) added to every snapshot. */
-  extraWarnings?: () => string[];
+  /** Called after every read of the node (the snapshot is one of the inputs of `status`). */
+  onChange?: () => void;
 }
 
 export class NodeSnapshot {
@@ -31,25 +31,39 @@ export class NodeSnapshot {
   activeRecord: AppliedConfigRecord | null = null;
   /** Applied configs that exist but cannot be read (bad sidecar, bad JSON), by machine. */
   unreadable = new Map<MachineName, unknown>();
-  /** Bumped by every refresh, so callers can tell a new snapshot from the old one. */
-  version = 0;
   #refreshing: Promise<void> | null = null;
+  /** A read queued behind the one under way (see `refresh`). */
+  #queued: Promise<void> | null = null;
 
   constructor(options: NodeSnapshotOptions) {
     this.#o = options;
   }
 
-  /** Re-read the node. Concurrent callers share one refresh. */
+  /**
+   * Re-read the node; resolves once a read that started after this call has finished, so the
+   * caller sees every change it made before calling. A read under way may have started before
+   * that change: callers that arrive during it share one more read, queued behind it.
+   */
   refresh(): Promise<void> {
-    this.#refreshing ??= this.#read().finally(() => {
-      this.#refreshing = null;
-    });
-    return this.#refreshing;
+    if (this.#refreshing === null) {
+      this.#refreshing = this.#read().finally(() => {
+        this.#refreshing = null;
+      });
+      return this.#refreshing;
+    }
+    this.#queued ??= this.#refreshing
+      .catch(() => undefined)
+      .then(() => {
+        this.#queued = null;
+        return this.refresh();
+      });
+    return this.#queued;
   }
 
   /** Resolves when no refresh is under way (shutdown). */
   async settled(): Promise<void> {
     await this.#refreshing?.catch(() => undefined);
+    await this.#queued?.catch(() => undefined);
   }
 
   async #read(): Promise<void> {
@@ -95,7 +109,6 @@ export class NodeSnapshot {
         machines.push({ name: m, state: await this.#presentOnDisk(m), kubelet: 'unknown' });
       }
     }
-    warnings.push(...(this.#o.extraWarnings?.() ?? []));
     const rec = active ? (records.get(active) ?? null) : null;
     this.unreadable = unreadable;
     this.activeRecord = rec;
@@ -108,8 +121,8 @@ export class NodeSnapshot {
       cordoned: this.node.cordoned,
       warnings,
     };
-    this.version += 1;
     this.#publishMetrics();
+    this.#o.onChange?.();
   }
 
   async #presentOnDisk(m: MachineName): Promise<'stopped' | 'absent'> {

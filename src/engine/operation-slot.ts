@@ -57,8 +57,15 @@ export interface OperationSlotOptions {
   metrics: Metrics;
   logger: Logger;
   clock: Clock;
-  /** Called after every operation ends (the engine re-reads the node). */
-  afterOperation: () => Promise<void>;
+  /** Called whenever the running operation changes (it is shown by `status`). */
+  onChange?: () => void;
+  /**
+   * Called when an operation's work is done, before its end is recorded and published: the
+   * engine re-reads the node here, so whoever learns that it ended sees its effect.
+   */
+  beforeFinish?: () => Promise<void>;
+  /** Called after every operation ends. */
+  afterOperation?: () => void;
 }
 
 export class OperationSlot {
@@ -197,6 +204,7 @@ export class OperationSlot {
     const controller = new AbortController();
     const running: Running = { rec, controller, done: Promise.resolve(op), cancellable };
     this.#running = running;
+    this.#o.onChange?.();
     await this.#o.store.save(op);
     running.done = (async () => {
       let outcome: UpdateOutcome;
@@ -208,6 +216,9 @@ export class OperationSlot {
         rec.logger.error({ err: describeError(err) }, 'operation crashed');
         outcome = { state: 'failed', result: op.result ?? {}, error: err };
       }
+      await this.#o
+        .beforeFinish?.()
+        .catch((err: unknown) => rec.logger.warn({ err: describeError(err) }, 'refreshing the node'));
       try {
         await rec.finish(outcome.state, { ...(op.result ?? {}), ...outcome.result }, outcome.error);
       } catch (err) {
@@ -215,9 +226,8 @@ export class OperationSlot {
         op.error ??= toErrorInfo(err);
       }
       this.#running = null;
-      await this.#o
-        .afterOperation()
-        .catch((err: unknown) => rec.logger.warn({ err: describeError(err) }, 'refreshing the node'));
+      this.#o.onChange?.();
+      this.#o.afterOperation?.();
       return op;
     })();
     return { snapshot: structuredClone(op), done: running.done };

@@ -31,8 +31,9 @@ export function createMetrics(options: { version: string; collectDefaults?: bool
       help: '1 once startup recovery is done and the daemon serves.',
       registers: r,
     }),
-    // agentd_rpc_requests_total and agentd_rpc_request_duration_seconds: counted per call on
-    // the hot path, so not through prom-client's Counter and Histogram (see rpc-calls.ts).
+    // agentd_rpc_requests_total and agentd_rpc_request_duration_seconds: prom-client metrics
+    // fed from per-method tallies, since prom-client's own inc/observe cost a sixth of a
+    // status poll (see rpc-calls.ts).
     rpcCalls: new RpcCallMetrics(registry, RPC_BUCKETS),
     operations: new Counter({
       name: 'agentd_operations_total',

@@ -1,26 +1,38 @@
 /**
- * JSON-RPC 2.0 dispatch on top of json-rpc-2.0's JSONRPCServer: request validation the library
- * does not do (non-object batch members, bad ids, positional params), params validation with
- * the method's zod schema, the draining/readiness gate for mutating methods, per-call metrics
- * and one log line per call.
+ * JSON-RPC 2.0 dispatch (https://www.jsonrpc.org/specification), owned here rather than layered
+ * on a generic library: the endpoint needs what such a library does not give — a synchronous
+ * answer from the `status` cache, limits on batch and answer size, and one place that validates,
+ * gates, counts and logs each call. The rules are in docs/api.md:
+ *
+ * - requests are screened (jsonrpc "2.0", a string method, a valid id, named params), params are
+ *   validated with the method's zod schema, and mutating methods are refused while draining
+ *   (DRAINING) or before ready (UNAVAILABLE);
+ * - a batch holds at most `MAX_BATCH_CALLS` calls (else BATCH_TOO_LARGE, and nothing runs), and
+ *   an answer at most `MAX_ANSWER_BYTES` (a read whose answer would pass it gets
+ *   RESPONSE_TOO_LARGE instead; the answer of a mutating call is always given: it has happened);
+ * - a method that declares a `version` (status) is serialized once per version;
+ * - every call is counted and timed; read-only calls log at debug, mutating calls and errors at
+ *   info.
  */
-import {
-  JSONRPCServer,
-  createJSONRPCErrorResponse,
-  createJSONRPCSuccessResponse,
-  type JSONRPCRequest,
-  type JSONRPCResponse,
-  type JSONRPCID,
-} from 'json-rpc-2.0';
 import type { Logger } from 'pino';
 import { DrainingError, InvalidParamsError, UnavailableError } from '../errors.js';
 import type { Metrics } from '../metrics/metrics.js';
-import { makeWireError, toWireError, wireCodeOf } from './error-map.js';
-import { RawJson, serializeResponse } from './raw-json.js';
+import { makeWireError, toWireError, type WireError } from './error-map.js';
 import type { CallContext, MethodDescriptor } from './method.js';
 import type { RpcServices } from './services.js';
 
-export type RpcResponse = JSONRPCResponse | JSONRPCResponse[] | null;
+/** Most calls in one batch. A script's batch is a handful; the cap keeps one request bounded. */
+export const MAX_BATCH_CALLS = 100;
+/** Largest answer, in bytes of JSON (a single call's, or a whole batch's). */
+export const MAX_ANSWER_BYTES = 4 * 1024 * 1024;
+
+export type RpcId = string | number | null;
+
+export type RpcResponse =
+  { jsonrpc: '2.0'; id: RpcId; result: unknown } | { jsonrpc: '2.0'; id: RpcId; error: WireError };
+
+/** The answer to a body: one response, a batch of them, or nothing (notifications only). */
+export type RpcAnswer = RpcResponse | RpcResponse[] | null;
 
 export interface DispatcherOptions {
   methods: readonly MethodDescriptor[];
@@ -35,38 +47,43 @@ export interface DispatcherOptions {
 }
 
 export interface Dispatcher {
-  /** Dispatch an already parsed body (single request or batch). */
-  handle(body: unknown, caller: string): Promise<RpcResponse>;
+  /** In-process callers (the watcher): a parsed body in, the answer as plain data out. */
+  handle(body: unknown, caller: string): Promise<RpcAnswer>;
   /**
-   * Wire in, wire out (the HTTP endpoint): the request text, and the response bytes (UTF-8
-   * JSON) or null when there is nothing to answer (notifications). Invalid JSON answers a parse
-   * error. The answer comes back synchronously when it is known at once (an invalid request, a
-   * current cached read), so a status poll costs no promise.
+   * The HTTP endpoint: the request text in, the answer's JSON (text, or UTF-8 bytes when it is
+   * built from a cached result) out, or null when there is nothing to answer (notifications).
+   * Synchronous when the answer is known at once (an invalid request, a current `status`), so a
+   * status poll costs no promise.
    */
-  handleText(text: string, caller: string): Buffer | null | Promise<Buffer | null>;
+  handleText(text: string, caller: string): WireAnswer | Promise<WireAnswer>;
 }
 
-interface ReadCache {
-  key: string | null;
-  result: RawJson | null;
+/** JSON text or its UTF-8 bytes; null for no answer. */
+export type WireAnswer = string | Buffer | null;
+
+/** One call's answer, serialized; `text` is null for a notification. */
+interface Answered {
+  text: string | null;
+  /** Answers of mutating calls are never replaced by RESPONSE_TOO_LARGE. */
+  mutating: boolean;
+  /** The cached result it was made of, if any: a single answer is then built from its bytes. */
+  cached?: Cached;
+  id?: RpcId;
 }
 
-interface ReadCacheEntry {
-  cacheKey: (services: RpcServices) => string;
-  cache: ReadCache;
+/** A serialized result, as text and as UTF-8 bytes, and the version it was made at. */
+interface Cached {
+  version: number;
+  json: string;
+  bytes: Buffer;
 }
 
-/**
- * The last request text answered from a read cache, with its wire answer: a poller sends the
- * same bytes every time, and while the cache entry is current the answer to them is the same.
- */
-interface RepeatedRead {
-  text: string;
-  method: string;
-  entry: ReadCacheEntry;
-  result: RawJson;
-  answer: Buffer;
-}
+const CLOSE = Buffer.from('}');
+
+type MaybePromise<T> = T | Promise<T>;
+
+const isValidId = (id: unknown): id is RpcId =>
+  typeof id === 'string' || (typeof id === 'number' && Number.isFinite(id)) || id === null;
 
 /** `{}` — not an array: positional params (`[]`) are refused, never taken as "no params". */
 function isEmptyObject(v: unknown): boolean {
@@ -75,233 +92,252 @@ function isEmptyObject(v: unknown): boolean {
   return true;
 }
 
-function isValidId(id: unknown): id is JSONRPCID {
-  return typeof id === 'string' || (typeof id === 'number' && Number.isFinite(id)) || id === null;
+const resultText = (id: RpcId, json: string): string =>
+  `{"jsonrpc":"2.0","id":${JSON.stringify(id)},"result":${json}}`;
+
+const errorText = (id: RpcId, error: WireError): string => JSON.stringify({ jsonrpc: '2.0', id, error });
+
+/** The UTF-8 size of `text`, counted only when it might pass `limit` (JSON is mostly ASCII). */
+function exceeds(text: string, limit: number): boolean {
+  return text.length > limit / 3 && Buffer.byteLength(text) > limit;
 }
 
-function errorResponse(
-  id: JSONRPCID,
-  code: Parameters<typeof makeWireError>[0],
-  message: string,
-  data = {},
-): JSONRPCResponse {
-  const e = makeWireError(code, message, data);
-  return createJSONRPCErrorResponse(id, e.code, e.message, e.data);
-}
-
-/** Screen one batch member; returns an error response for anything that is not a request. */
-function screen(member: unknown): JSONRPCResponse | null {
+/** Why a value is not a JSON-RPC request, or null when it is one. */
+function screen(member: unknown): { id: RpcId; message: string } | null {
   if (typeof member !== 'object' || member === null || Array.isArray(member)) {
-    return errorResponse(null, 'INVALID_REQUEST', 'invalid request: expected a JSON-RPC request object');
+    return { id: null, message: 'invalid request: expected a JSON-RPC request object' };
   }
   const r = member as Record<string, unknown>;
-  const id = 'id' in r && isValidId(r.id) ? r.id : null;
   if ('id' in r && !isValidId(r.id)) {
-    return errorResponse(null, 'INVALID_REQUEST', 'invalid request: id must be a string, a number or null');
+    return { id: null, message: 'invalid request: id must be a string, a number or null' };
   }
+  const id = 'id' in r ? (r.id as RpcId) : null;
   if (r.jsonrpc !== '2.0') {
-    return errorResponse(
-      id,
-      'INVALID_REQUEST',
-      `invalid request: jsonrpc must be "2.0", got ${JSON.stringify(r.jsonrpc)}`,
-    );
+    return { id, message: `invalid request: jsonrpc must be "2.0", got ${JSON.stringify(r.jsonrpc)}` };
   }
-  if (typeof r.method !== 'string')
-    return errorResponse(id, 'INVALID_REQUEST', 'invalid request: method must be a string');
+  if (typeof r.method !== 'string') return { id, message: 'invalid request: method must be a string' };
   if ('params' in r && (typeof r.params !== 'object' || r.params === null)) {
-    return errorResponse(id, 'INVALID_REQUEST', 'invalid request: params must be an object or an array');
+    return { id, message: 'invalid request: params must be an object or an array' };
   }
   return null;
 }
 
+interface Entry {
+  method: MethodDescriptor;
+  /** `{}` validated once: most calls carry no params (undefined when `{}` is not valid). */
+  emptyParams: unknown;
+  /** The serialized result and the version it was made at (methods with a `version`). */
+  cached: Cached | null;
+}
+
 export function createDispatcher(options: DispatcherOptions): Dispatcher {
-  const { metrics, logger } = options;
+  const { metrics, logger, services } = options;
   const now = options.now ?? (() => performance.now());
-  const server = new JSONRPCServer<CallContext>({ errorListener: () => undefined });
-  const known = new Set(options.methods.map((m) => m.name));
-
-  server.mapErrorToJSONRPCErrorResponse = (id, err: unknown) => {
-    const { error, internal } = toWireError(err);
-    if (internal) logger.error({ err }, 'internal error in a JSON-RPC method');
-    return createJSONRPCErrorResponse(id, error.code, error.message, error.data);
-  };
-  server.handleMethodNotFound = async (request: JSONRPCRequest) =>
-    request.id === undefined
-      ? null
-      : errorResponse(
-          request.id,
-          'METHOD_NOT_FOUND',
-          `no such method: ${request.method} (see rpc.discover)`,
-          {
-            method: request.method,
-          },
-        );
-
-  // Cached reads by method name (see `cacheKey`), shared with the fast path in `single`.
-  const readCaches = new Map<string, ReadCacheEntry>();
+  const infoOn = logger.isLevelEnabled('info');
+  const debugOn = logger.isLevelEnabled('debug');
+  const entries = new Map<string, Entry>();
   for (const method of options.methods) {
-    // Most calls carry no params: validate `{}` once, up front, and reuse the frozen result.
     const empty = method.params.safeParse({});
-    const emptyParams: unknown = empty.success ? Object.freeze(empty.data) : undefined;
-    const cache: ReadCache = { key: null, result: null };
-    if (method.cacheKey && !method.mutating && emptyParams !== undefined) {
-      readCaches.set(method.name, { cacheKey: method.cacheKey, cache });
-    }
-    server.addMethod(method.name, async (rawParams: unknown, ctx: CallContext) => {
-      if (Array.isArray(rawParams)) {
-        throw new InvalidParamsError(
-          `${method.name}: params must be an object of named parameters, not an array`,
-          [],
-        );
-      }
-      if (
-        !method.mutating &&
-        emptyParams !== undefined &&
-        (rawParams === undefined || isEmptyObject(rawParams))
-      ) {
-        if (!method.cacheKey) return method.handler(emptyParams, ctx);
-        const key = method.cacheKey(ctx.services);
-        if (cache.key === key && cache.result) return cache.result;
-        const result = new RawJson(JSON.stringify(await method.handler(emptyParams, ctx)));
-        cache.key = key;
-        cache.result = result;
-        return result;
-      }
-      const parsed = method.params.safeParse(rawParams ?? {});
-      if (!parsed.success) {
-        const issues = parsed.error.issues.map((i) => ({
-          path: i.path.join('.'),
-          message: i.message,
-          code: i.code,
-        }));
-        const first = issues[0];
-        throw new InvalidParamsError(
-          `${method.name}: invalid params${first ? `: ${first.path || '(params)'}: ${first.message}` : ''}`,
-          issues,
-        );
-      }
-      if (method.mutating) {
-        if (options.isDraining()) throw new DrainingError();
-        if (!options.isReady())
-          throw new UnavailableError('agentd is still recovering; retry once /readyz answers 200');
-      }
-      return method.handler(parsed.data, ctx);
+    entries.set(method.name, {
+      method,
+      emptyParams: empty.success ? Object.freeze(empty.data) : undefined,
+      cached: null,
     });
   }
 
-  const logCalls = logger.isLevelEnabled('info');
-
-  /**
-   * The polled read (`status`) whose cached answer is still current is answered here, without
-   * JSONRPCServer's promise chain: measured, that chain was most of the per-call cost of a
-   * status poll. Anything else — a stale cache, params, a notification — goes the full way.
-   */
-  function cachedRead(request: JSONRPCRequest): JSONRPCResponse | null {
-    if (request.id === undefined) return null;
-    const entry = readCaches.get(request.method);
-    if (!entry || !(request.params === undefined || isEmptyObject(request.params))) return null;
-    if (!isCurrent(entry)) return null;
-    return createJSONRPCSuccessResponse(request.id, entry.cache.result);
-  }
-
-  function isCurrent(entry: ReadCacheEntry): boolean {
-    return entry.cache.result !== null && entry.cache.key === entry.cacheKey(options.services);
-  }
-
-  /** Count, time and log one call. */
-  function record(
-    request: JSONRPCRequest,
-    bad: boolean,
-    response: JSONRPCResponse | null,
-    ctx: CallContext,
-    started: number,
-  ): void {
-    const method = bad ? '(invalid)' : known.has(request.method) ? request.method : '(unknown)';
-    const code = response && 'error' in response && response.error ? wireCodeOf(response.error) : 'ok';
-    count(method, code, ctx.caller, started);
-  }
-
-  function count(method: string, code: string, caller: string, started: number): void {
+  /** Count, time and log one call (a notification too). */
+  function record(label: string, mutating: boolean, code: string, caller: string, started: number): void {
     const seconds = (now() - started) / 1000;
-    metrics.rpcCalls.method(method).record(code, seconds);
-    if (logCalls) {
-      logger.info({ rpc: method, code, caller, durationMs: Math.round(seconds * 1e5) / 100 }, 'rpc');
+    metrics.rpcCalls.method(label).record(code, seconds);
+    // Polls are debug; what changes the node, and every failure, is info.
+    const level = mutating || code !== 'ok' ? 'info' : 'debug';
+    if (level === 'info' ? infoOn : debugOn) {
+      logger[level]({ rpc: label, code, caller, durationMs: Math.round(seconds * 1e5) / 100 }, 'rpc');
     }
   }
 
-  /** One call; answered synchronously when it is invalid or a current cached read. */
-  function single(
-    member: unknown,
-    ctx: CallContext,
-  ): JSONRPCResponse | null | Promise<JSONRPCResponse | null> {
+  function validate(entry: Entry, rawParams: unknown): unknown {
+    const { method } = entry;
+    if (Array.isArray(rawParams)) {
+      throw new InvalidParamsError(
+        `${method.name}: params must be an object of named parameters, not an array`,
+        [],
+      );
+    }
+    if (entry.emptyParams !== undefined && (rawParams === undefined || isEmptyObject(rawParams))) {
+      return entry.emptyParams;
+    }
+    const parsed = method.params.safeParse(rawParams ?? {});
+    if (parsed.success) return parsed.data;
+    const issues = parsed.error.issues.map((i) => ({
+      path: i.path.join('.'),
+      message: i.message,
+      code: i.code,
+    }));
+    const first = issues[0];
+    throw new InvalidParamsError(
+      `${method.name}: invalid params${first ? `: ${first.path || '(params)'}: ${first.message}` : ''}`,
+      issues,
+    );
+  }
+
+  /** The result's JSON: from the cache while the method's version holds, else from the handler. */
+  function run(entry: Entry, params: unknown, ctx: CallContext): MaybePromise<string> {
+    const { method } = entry;
+    if (method.version === undefined || params !== entry.emptyParams) {
+      return method.handler(params, ctx).then((result) => JSON.stringify(result) ?? 'null');
+    }
+    // Read the version before the data: a change during the call then moves it on, and the
+    // next call computes afresh; an answer is never stored under a newer version than its data.
+    const version = method.version(ctx.services);
+    const cached = entry.cached;
+    if (cached !== null && cached.version === version) return cached.json;
+    return method.handler(params, ctx).then((result) => {
+      const json = JSON.stringify(result) ?? 'null';
+      entry.cached = { version, json, bytes: Buffer.from(json) };
+      return json;
+    });
+  }
+
+  /** One call, screened, run, counted; synchronous when its answer is known at once. */
+  function call(member: unknown, ctx: CallContext): MaybePromise<Answered> {
     const started = now();
     const bad = screen(member);
-    const request = member as JSONRPCRequest;
-    const quick = bad ?? cachedRead(request);
-    if (quick !== null) {
-      record(request, bad !== null, quick, ctx, started);
-      return quick;
+    if (bad !== null) {
+      record('(invalid)', false, 'INVALID_REQUEST', ctx.caller, started);
+      const error = makeWireError('INVALID_REQUEST', bad.message);
+      return { text: errorText(bad.id, error), mutating: false };
     }
-    return Promise.resolve(server.receive(request, ctx)).then((response) => {
-      record(request, false, response, ctx, started);
-      return response;
-    });
-  }
-
-  const handleAny = (body: unknown, caller: string): RpcResponse | Promise<RpcResponse> => {
-    const ctx: CallContext = { caller, services: options.services };
-    if (Array.isArray(body)) {
-      return handleBatch(body, ctx);
+    const request = member as { id?: RpcId; method: string; params?: unknown };
+    const notification = !('id' in request);
+    const id = request.id ?? null;
+    const entry = entries.get(request.method);
+    if (entry === undefined) {
+      record('(unknown)', false, 'METHOD_NOT_FOUND', ctx.caller, started);
+      const error = makeWireError(
+        'METHOD_NOT_FOUND',
+        `no such method: ${request.method} (see rpc.discover)`,
+        { method: request.method },
+      );
+      return { text: notification ? null : errorText(id, error), mutating: false };
     }
-    return single(body, ctx);
-  };
-
-  const handleBatch = async (body: unknown[], ctx: CallContext): Promise<RpcResponse> => {
-    if (body.length === 0) return errorResponse(null, 'INVALID_REQUEST', 'invalid request: empty batch');
-    const responses = (await Promise.all(body.map((m) => single(m, ctx)))).filter(
-      (r): r is JSONRPCResponse => r !== null,
-    );
-    return responses.length === 0 ? null : responses;
-  };
-
-  // In-process callers get a promise; a synchronous answer is wrapped once, here.
-  const handle = (body: unknown, caller: string): Promise<RpcResponse> =>
-    Promise.resolve(handleAny(body, caller));
-
-  let repeated: RepeatedRead | null = null;
-
-  /** Remember `answer` when it is a read cache's current result for exactly this `text`. */
-  function rememberRepeat(text: string, body: unknown, response: RpcResponse, answer: Buffer): void {
-    if (response === null || Array.isArray(response) || !('result' in response)) return;
-    const { result } = response;
-    if (!(result instanceof RawJson)) return;
-    const method = (body as JSONRPCRequest).method;
-    const entry = readCaches.get(method);
-    if (entry?.cache.result === result) repeated = { text, method, entry, result, answer };
-  }
-
-  // Bytes, not text: a remembered answer is then written as it is, with no encoding per call.
-  const wire = (response: RpcResponse): Buffer | null =>
-    response === null ? null : Buffer.from(serializeResponse(response));
-
-  const handleText = (text: string, caller: string): Buffer | null | Promise<Buffer | null> => {
-    const r = repeated;
-    if (r !== null && text === r.text && r.entry.cache.result === r.result && isCurrent(r.entry)) {
-      count(r.method, 'ok', caller, now());
-      return r.answer;
-    }
-    let body: unknown;
+    const { mutating } = entry.method;
+    const fail = (err: unknown): Answered => {
+      const { error, internal } = toWireError(err);
+      if (internal) logger.error({ err, rpc: entry.method.name }, 'internal error in a JSON-RPC method');
+      record(entry.method.name, mutating, String(error.data.code), ctx.caller, started);
+      return { text: notification ? null : errorText(id, error), mutating };
+    };
+    const succeed = (json: string): Answered => {
+      record(entry.method.name, mutating, 'ok', ctx.caller, started);
+      if (notification) return { text: null, mutating };
+      const cached = entry.cached?.json === json ? entry.cached : undefined;
+      return { text: resultText(id, json), mutating, cached, id };
+    };
+    let json: MaybePromise<string>;
     try {
-      body = JSON.parse(text);
+      const params = validate(entry, request.params);
+      if (mutating) {
+        if (options.isDraining()) throw new DrainingError();
+        if (!options.isReady()) {
+          throw new UnavailableError('agentd is still recovering; retry once /readyz answers 200');
+        }
+      }
+      json = run(entry, params, ctx);
     } catch (err) {
-      return wire(errorResponse(null, 'PARSE_ERROR', `parse error: ${(err as Error).message}`));
+      return fail(err);
     }
-    const response = handleAny(body, caller);
-    if (response instanceof Promise) return response.then(wire);
-    const answer = wire(response);
-    if (answer !== null) rememberRepeat(text, body, response, answer);
-    return answer;
+    return typeof json === 'string' ? succeed(json) : json.then(succeed, fail);
+  }
+
+  /** A single answer within the answer limit (a read's answer past it becomes an error). */
+  function single(answered: Answered, member: unknown): WireAnswer {
+    const { text, cached } = answered;
+    if (cached !== undefined && cached.bytes.length < MAX_ANSWER_BYTES - 64) {
+      // The polled read: its result's bytes are made once per version, not per call.
+      const head = `{"jsonrpc":"2.0","id":${JSON.stringify(answered.id ?? null)},"result":`;
+      return Buffer.concat([Buffer.from(head), cached.bytes, CLOSE]);
+    }
+    if (text === null || answered.mutating || !exceeds(text, MAX_ANSWER_BYTES)) return text;
+    return errorText((member as { id: RpcId }).id, tooLarge());
+  }
+
+  function tooLarge(): WireError {
+    return makeWireError(
+      'RESPONSE_TOO_LARGE',
+      `the answer exceeds ${MAX_ANSWER_BYTES} bytes; ask for less (operations.list limit, fewer calls per batch)`,
+      { limit: MAX_ANSWER_BYTES },
+    );
+  }
+
+  /**
+   * A batch's answers in order, within the answer limit: a read whose answer would take the
+   * total past it is answered RESPONSE_TOO_LARGE instead; mutating calls keep their answers.
+   */
+  function joinBatch(answers: readonly Answered[], members: readonly unknown[]): string | null {
+    const parts: string[] = [];
+    let size = 2;
+    answers.forEach((a, i) => {
+      if (a.text === null) return;
+      let text = a.text;
+      const bytes = Buffer.byteLength(text) + 1;
+      if (!a.mutating && size + bytes > MAX_ANSWER_BYTES) {
+        text = errorText((members[i] as { id: RpcId }).id, tooLarge());
+      }
+      size += Buffer.byteLength(text) + 1;
+      parts.push(text);
+    });
+    return parts.length === 0 ? null : `[${parts.join(',')}]`;
+  }
+
+  function batch(members: unknown[], ctx: CallContext): MaybePromise<string | null> {
+    if (members.length === 0) {
+      record('(invalid)', false, 'INVALID_REQUEST', ctx.caller, now());
+      return errorText(null, makeWireError('INVALID_REQUEST', 'invalid request: empty batch'));
+    }
+    if (members.length > MAX_BATCH_CALLS) {
+      // Refused whole, before anything runs: nothing of it has happened.
+      record('(batch)', false, 'BATCH_TOO_LARGE', ctx.caller, now());
+      return errorText(
+        null,
+        makeWireError(
+          'BATCH_TOO_LARGE',
+          `a batch may hold at most ${MAX_BATCH_CALLS} calls; this one has ${members.length}: split it`,
+          { limit: MAX_BATCH_CALLS, calls: members.length },
+        ),
+      );
+    }
+    const answers = members.map((m) => call(m, ctx));
+    if (answers.every((a): a is Answered => !(a instanceof Promise))) return joinBatch(answers, members);
+    return Promise.all(answers).then((all) => joinBatch(all, members));
+  }
+
+  function dispatch(body: unknown, caller: string): MaybePromise<WireAnswer> {
+    const ctx: CallContext = { caller, services };
+    if (Array.isArray(body)) return batch(body, ctx);
+    const answered = call(body, ctx);
+    return answered instanceof Promise ? answered.then((a) => single(a, body)) : single(answered, body);
+  }
+
+  const parseError = (err: unknown, caller: string): string => {
+    record('(invalid)', false, 'PARSE_ERROR', caller, now());
+    return errorText(null, makeWireError('PARSE_ERROR', `parse error: ${(err as Error).message}`));
   };
 
-  return { handle, handleText };
+  return {
+    handleText(text, caller) {
+      let body: unknown;
+      try {
+        body = JSON.parse(text);
+      } catch (err) {
+        return parseError(err, caller);
+      }
+      return dispatch(body, caller);
+    },
+    async handle(body, caller) {
+      // The same path as the wire, so in-process callers get exactly what a client would.
+      const answer = await dispatch(body, caller);
+      return answer === null ? null : (JSON.parse(answer.toString()) as RpcAnswer);
+    },
+  };
 }

@@ -25,10 +25,11 @@ export interface MethodDescriptor<P extends z.ZodType = z.ZodType, R extends z.Z
   result: R;
   handler: (params: z.output<P>, ctx: CallContext) => Promise<z.input<R>>;
   /**
-   * For read methods polled often: a key that changes whenever the result would. While it is
-   * unchanged (and the call has no params), the serialized result is reused.
+   * For a read polled often (`status`): a version that changes whenever the result would. The
+   * dispatcher serializes the result once per version and answers the same JSON while it holds.
+   * Every input of the result must move it: a test changes each one alone.
    */
-  cacheKey?: (services: RpcServices) => string;
+  version?: (services: RpcServices) => number;
 }
 
 /** Identity helper that keeps the descriptor's schema types. */
@@ -36,21 +37,4 @@ export function defineMethod<P extends z.ZodType, R extends z.ZodType>(
   descriptor: MethodDescriptor<P, R>,
 ): MethodDescriptor<P, R> {
   return descriptor;
-}
-
-/**
- * `a|b|c` for a cache key, rebuilt only when a part changed. The parts of a polled key are
- * mostly the very same strings call after call, so the common case is three identity checks
- * and the same key object back (which the dispatcher's comparison then settles by identity).
- */
-export function keyJoiner(): (a: string, b: string, c: string) => string {
-  let last: [string, string, string] | null = null;
-  let key = '';
-  return (a, b, c) => {
-    if (last === null || a !== last[0] || b !== last[1] || c !== last[2]) {
-      last = [a, b, c];
-      key = `${a}|${b}|${c}`;
-    }
-    return key;
-  };
 }

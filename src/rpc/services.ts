@@ -1,4 +1,5 @@
 import type { Engine } from '../engine/engine.js';
+import type { StatusVersion } from '../engine/status-version.js';
 
 export type DaemonState = 'starting' | 'recovering' | 'ready' | 'draining';
 
@@ -31,7 +32,10 @@ export interface RpcServices {
   engine: Engine;
   daemonInfo(): DaemonInfo;
   watcherStatus(): WatcherStatus | null;
-  /** A cheap key that changes whenever `watcherStatus()` would (for the status cache). */
-  watcherStatusKey?(): string;
+  /**
+   * The version of everything `status` shows (daemon state, engine, Kubernetes, watcher): the
+   * `status` answer is serialized once per version.
+   */
+  statusVersion: StatusVersion;
   openrpc(): Record<string, unknown>;
 }

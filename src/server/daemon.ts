@@ -8,6 +8,7 @@ import type { Logger } from 'pino';
 import type { DaemonConfig } from '../config/daemon-config.js';
 import { Engine } from '../engine/engine.js';
 import { EventBus } from '../engine/events.js';
+import { StatusVersion } from '../engine/status-version.js';
 import { PreconditionFailedError, describeError } from '../errors.js';
 import { systemClock } from '../host/clock.js';
 import { createSdNotifier } from './sd-notify.js';
@@ -52,7 +53,9 @@ export async function startDaemon(config: DaemonConfig, deps: DaemonDeps): Promi
   const clock = deps.clock ?? systemClock;
   const sdNotify = createSdNotifier({ env: deps.env ?? process.env, logger, clock });
   const startedAt = new Date(clock.now()).toISOString();
-  let state: DaemonState = 'starting';
+  // What `status` shows changes with every input; each bumps this (docs/architecture.md).
+  const statusVersion = new StatusVersion();
+  const daemonState = statusVersion.cell<DaemonState>('starting');
   const readinessReasons: string[] = ['startup recovery has not finished'];
 
   // 1. The PID file first: it is the lock that keeps two daemons off one node.
@@ -103,6 +106,7 @@ export async function startDaemon(config: DaemonConfig, deps: DaemonDeps): Promi
       config,
       appliedConfig: () => engine.activeAppliedConfig(),
       refreshNode: () => engine.refreshNode(),
+      onStatusChange: statusVersion.bump,
       events,
       logger,
       clock,
@@ -121,13 +125,19 @@ export async function startDaemon(config: DaemonConfig, deps: DaemonDeps): Promi
       events,
       defaultConfig: host.defaultConfig ?? undefined,
       nodeOps: kubeWiring.nodeOps,
+      statusVersion,
       // A getter: credentials appear when the node joins (the applied config carries them), so
       // whether `update --drain` can drain is decided at each update, not once at start.
       get drainer() {
         return kubeWiring.updateDrainer();
       },
     });
-    const info = (): DaemonInfo => ({ version: VERSION, pid: process.pid, startedAt, state });
+    const info = (): DaemonInfo => ({
+      version: VERSION,
+      pid: process.pid,
+      startedAt,
+      state: daemonState.get(),
+    });
     let openrpc: Record<string, unknown> | null = null;
     let openapi: Record<string, unknown> | null = null;
     const watcherStatus = (): WatcherStatus | null => kubeWiring.watcherStatus();
@@ -135,7 +145,7 @@ export async function startDaemon(config: DaemonConfig, deps: DaemonDeps): Promi
       engine,
       daemonInfo: info,
       watcherStatus,
-      watcherStatusKey: () => kubeWiring.watcherStatusKey(),
+      statusVersion,
       openrpc: () => (openrpc ??= buildOpenRpcDocument(METHOD_LIST, VERSION)),
     };
     const dispatcher = createDispatcher({
@@ -143,13 +153,16 @@ export async function startDaemon(config: DaemonConfig, deps: DaemonDeps): Promi
       services,
       metrics,
       logger: logger.child({ component: 'rpc' }),
-      isDraining: () => state === 'draining',
-      isReady: () => state === 'ready',
+      isDraining: () => daemonState.get() === 'draining',
+      isReady: () => daemonState.get() === 'ready',
     });
     const readiness = (): Readiness =>
-      state === 'ready'
+      daemonState.get() === 'ready'
         ? { ready: true, reasons: [] }
-        : { ready: false, reasons: state === 'draining' ? ['shutting down'] : readinessReasons };
+        : {
+            ready: false,
+            reasons: daemonState.get() === 'draining' ? ['shutting down'] : readinessReasons,
+          };
     admin = createAdminApp({
       dispatcher,
       events,
@@ -184,13 +197,13 @@ export async function startDaemon(config: DaemonConfig, deps: DaemonDeps): Promi
     );
 
     // Recovery before ready: mutating calls get UNAVAILABLE until the node has one verified machine.
-    state = 'recovering';
+    daemonState.set('recovering');
     const recovery = await engine.start();
     if (recovery) logger.warn({ recovery }, 'startup recovery');
     // After recovery the applied config is known: load the Kubernetes client if credentials may
     // exist, and fail now (exit 2) on a --kubeconfig that cannot be loaded.
     await kubeWiring.validate();
-    state = 'ready';
+    daemonState.set('ready');
     readinessReasons.length = 0;
     metrics.ready.set(1);
     logger.info('agentd ready');
@@ -223,7 +236,7 @@ export async function startDaemon(config: DaemonConfig, deps: DaemonDeps): Promi
         logger.info({ reason, graceMs: config.shutdownGraceMs }, 'agentd shutting down');
         stopWatchdog();
         void sdNotify.stopping(`shutting down (${reason})`);
-        state = 'draining';
+        daemonState.set('draining');
         metrics.ready.set(0);
         const deadline = clock.now() + config.shutdownGraceMs;
         await kubeWiring.stop().catch((err: unknown) => logger.warn({ err }, 'stopping the Machine watcher'));

@@ -21,7 +21,6 @@ import { createRpcClient } from '../rpc/client.js';
 import type { Dispatcher } from '../rpc/dispatcher.js';
 import { createInProcessTransport } from '../rpc/in-process-transport.js';
 import type { WatcherStatus } from '../rpc/services.js';
-import { keyJoiner } from '../rpc/method.js';
 import type { MachineWatcher, MachineWatcherOptions } from '../watcher/index.js';
 import type * as KubeRuntimeModule from './kube-runtime.js';
 
@@ -41,6 +40,8 @@ export interface KubeWiringOptions {
   env?: NodeJS.ProcessEnv;
   /** Replace the client factory (tests). */
   createClients?: typeof createKubeClients;
+  /** Called after every change of what `status` shows of Kubernetes: the cordon, the watcher. */
+  onStatusChange?: () => void;
   /** Watcher tuning (tests, benchmarks). */
   watcher?: Pick<MachineWatcherOptions, 'backoff' | 'reconcile' | 'onReconciled'>;
 }
@@ -55,8 +56,6 @@ export interface KubeWiring {
   /** After ready: start the watcher when it should run; look again whenever an operation ends. */
   start(dispatcher: Pick<Dispatcher, 'handle'>): void;
   watcherStatus(): WatcherStatus;
-  /** Changes whenever `watcherStatus()` would answer differently (cheap: no serialization). */
-  watcherStatusKey(): string;
   /** Stop the watcher (shutdown step 2): it issues no new calls afterwards. */
   stop(): Promise<void>;
 }
@@ -127,12 +126,16 @@ export function createKubeWiring(o: KubeWiringOptions): KubeWiring {
   }
 
   const machineName = (): string | null => config.machineName ?? o.appliedConfig()?.MachineName ?? null;
-  // Polled with every status call: the same key string back while nothing changed.
-  const joinOffKey = keyJoiner();
+  const changed = (): void => o.onStatusChange?.();
 
   // ---- cordon / drain / uncordon ----------------------------------------------------------
 
-  let cordoned: boolean | null = null;
+  let cordonState: boolean | null = null;
+  /** The cordon as last seen; `status` shows it. */
+  const setCordoned = (value: boolean | null): void => {
+    cordonState = value;
+    changed();
+  };
 
   function unavailableReason(): string | null {
     let c: KubeClients | KubeClientsUnavailable;
@@ -170,7 +173,7 @@ export function createKubeWiring(o: KubeWiringOptions): KubeWiring {
     try {
       const { core, node } = await bound();
       const read = (await core.readNode({ name: node })) as { spec?: { unschedulable?: boolean } };
-      cordoned = read.spec?.unschedulable === true;
+      setCordoned(read.spec?.unschedulable === true);
     } catch {
       // Best effort: the state stays as last seen.
     }
@@ -178,18 +181,18 @@ export function createKubeWiring(o: KubeWiringOptions): KubeWiring {
 
   const nodeOps: NodeDrainOps = {
     unavailableReason,
-    cordoned: () => cordoned,
+    cordoned: () => cordonState,
     async cordon() {
       const { drainer, node } = await bound();
       const r = await drainer.cordon(node);
-      cordoned = true;
+      setCordoned(true);
       return r;
     },
     async drain(options) {
       const { drainer, node } = await bound();
       try {
         const r = await drainer.drainNode(node, options);
-        if (r.cordon !== null) cordoned = options.dryRun ? r.cordon.alreadyCordoned : true;
+        if (r.cordon !== null) setCordoned(options.dryRun ? r.cordon.alreadyCordoned : true);
         return r;
       } catch (err) {
         // A refused drain took its cordon back, a timed-out one did not: ask the node.
@@ -200,7 +203,7 @@ export function createKubeWiring(o: KubeWiringOptions): KubeWiring {
     async uncordon(options = {}) {
       const { drainer, node } = await bound();
       const r = await drainer.uncordon(node, options);
-      cordoned = r.outcome === 'cordoned-by-other';
+      setCordoned(r.outcome === 'cordoned-by-other');
       return r;
     },
   };
@@ -209,7 +212,12 @@ export function createKubeWiring(o: KubeWiringOptions): KubeWiring {
 
   let watcher: MachineWatcher | null = null;
   let dispatcher: Pick<Dispatcher, 'handle'> | null = null;
-  let reason = 'the daemon is not ready yet';
+  let whyOff = 'the daemon is not ready yet';
+  /** Why the watcher does not run; `status` shows it. */
+  const setReason = (value: string): void => {
+    whyOff = value;
+    changed();
+  };
   let stopped = false;
   let unsubscribe: (() => void) | null = null;
   let checking: Promise<void> | null = null;
@@ -229,11 +237,7 @@ export function createKubeWiring(o: KubeWiringOptions): KubeWiring {
     if (stopped || watcher !== null) return;
     const why = whyNoWatcher();
     if (why !== null) {
-      if (why !== reason) {
-        const level = config.watch === true ? 'warn' : 'info';
-        logger[level]({ reason: why }, 'the Machine watcher does not run');
-      }
-      reason = why;
+      noteWhyOff(why);
       return;
     }
     const rt = runtime as KubeRuntime;
@@ -248,9 +252,19 @@ export function createKubeWiring(o: KubeWiringOptions): KubeWiring {
       logger,
       metrics,
       clock,
+      onStatusChange: changed,
     });
+    changed();
     watcher.start();
     void refreshCordoned();
+  }
+
+  /** Log and show a new reason why the watcher does not run. */
+  function noteWhyOff(why: string): void {
+    if (why === whyOff) return;
+    const level = config.watch === true ? 'warn' : 'info';
+    logger[level]({ reason: why }, 'the Machine watcher does not run');
+    setReason(why);
   }
 
   /** Look (again) whether the watcher can start; calls during a look make it look once more. */
@@ -263,7 +277,7 @@ export function createKubeWiring(o: KubeWiringOptions): KubeWiring {
       do {
         checkAgain = false;
         await startIfPossible().catch((err: unknown) => {
-          reason = `cannot start the watcher: ${describeError(err)}`;
+          setReason(`cannot start the watcher: ${describeError(err)}`);
           logger.warn({ err: describeError(err) }, 'cannot start the Machine watcher');
         });
       } while (checkAgain && !stopped);
@@ -286,18 +300,17 @@ export function createKubeWiring(o: KubeWiringOptions): KubeWiring {
         if (event.type === 'operation' && FINAL_STATES.has(event.operation.state) && watcher === null)
           recheck();
       });
+      // Say at once why the watcher cannot run when that is known without I/O (the first look
+      // re-reads the node first), so the first status after ready does not say "not ready".
+      const why = whyNoWatcher();
+      if (why !== null) noteWhyOff(why);
       recheck();
-    },
-    watcherStatusKey() {
-      return watcher !== null
-        ? `on:${watcher.statusKey()}`
-        : joinOffKey('off', reason ?? '', machineName() ?? '');
     },
     watcherStatus() {
       if (watcher !== null) return watcher.status();
       return {
         enabled: false,
-        reason,
+        reason: whyOff,
         connected: false,
         machineName: machineName(),
         lastEventAt: null,

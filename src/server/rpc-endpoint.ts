@@ -9,7 +9,7 @@
  */
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { Logger } from 'pino';
-import type { Dispatcher } from '../rpc/dispatcher.js';
+import type { Dispatcher, WireAnswer } from '../rpc/dispatcher.js';
 import { makeWireError, type WireError } from '../rpc/error-map.js';
 
 /** Largest accepted /rpc body. A full agent config is a few KiB. */
@@ -68,12 +68,12 @@ export function createRpcEndpoint(o: RpcEndpointOptions): RequestHandler {
       }),
     );
 
-  const answer = (res: ServerResponse, bytes: Buffer | null): void => {
-    if (bytes === null) {
+  const answer = (res: ServerResponse, text: WireAnswer): void => {
+    if (text === null) {
       res.writeHead(204);
       res.end();
     } else {
-      sendJson(res, 200, bytes);
+      sendJson(res, 200, text);
     }
   };
 
@@ -85,7 +85,7 @@ export function createRpcEndpoint(o: RpcEndpointOptions): RequestHandler {
 
   const dispatch = (req: IncomingMessage, res: ServerResponse, text: string): void => {
     const caller = String(req.headers['x-agentd-caller'] ?? req.headers['user-agent'] ?? 'http').slice(0, 64);
-    let response: Buffer | null | Promise<Buffer | null>;
+    let response: WireAnswer | Promise<WireAnswer>;
     try {
       response = dispatcher.handleText(text, caller);
     } catch (err) {

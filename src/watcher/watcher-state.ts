@@ -12,11 +12,13 @@ export class WatcherState {
   #lastReconcileAt: string | null = null;
   #lastError: string | null = null;
   #lastErrorCode: string | null = null;
-  #version = 0;
+  readonly #changed: () => void;
 
-  constructor(machineName: string, clock: Clock) {
+  /** `onChange` is called after every change (`status` shows this state). */
+  constructor(machineName: string, clock: Clock, onChange: () => void = () => undefined) {
     this.#machineName = machineName;
     this.#clock = clock;
+    this.#changed = onChange;
   }
 
   #now(): string {
@@ -24,40 +26,35 @@ export class WatcherState {
   }
 
   setConnected(connected: boolean): void {
-    this.#version += 1;
     this.#connected = connected;
     if (connected) this.clearError();
+    this.#changed();
   }
 
   event(): void {
-    this.#version += 1;
     this.#lastEventAt = this.#now();
+    this.#changed();
   }
 
   reconciled(): void {
-    this.#version += 1;
     this.#lastReconcileAt = this.#now();
     this.clearError();
+    this.#changed();
   }
 
   /** Record an error: an AgentError (watch, registration) or an RpcError (a call the API refused). */
   error(err: unknown): void {
-    this.#version += 1;
     this.#lastError = describeError(err);
     if (isAgentError(err)) this.#lastErrorCode = err.code;
     else if (err instanceof RpcError) this.#lastErrorCode = err.appCode;
     else this.#lastErrorCode = 'INTERNAL';
+    this.#changed();
   }
 
   clearError(): void {
-    this.#version += 1;
     this.#lastError = null;
     this.#lastErrorCode = null;
-  }
-
-  /** Changes whenever the snapshot would (status caches its answer on it). */
-  get version(): number {
-    return this.#version;
+    this.#changed();
   }
 
   get connected(): boolean {

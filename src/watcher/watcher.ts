@@ -44,6 +44,8 @@ export interface MachineWatcherOptions {
   reconcile?: Pick<ReconcilerOptions, 'busyRequeueMs' | 'busyWaitSeconds' | 'maxAttempts'>;
   /** Told the result of every reconcile (benchmarks, tests). */
   onReconciled?: (result: ReconcileResult) => void;
+  /** Called after every change of what `status()` answers (the daemon's `status` shows it). */
+  onStatusChange?: () => void;
 }
 
 export interface MachineWatcher {
@@ -52,8 +54,6 @@ export interface MachineWatcher {
   /** Stop watching and reconciling; an update it is waiting for is left to the engine. */
   stop(): Promise<void>;
   status(): WatcherStatus;
-  /** A key that changes whenever `status()` would answer differently. */
-  statusKey(): string;
 }
 
 export function createMachineWatcher(o: MachineWatcherOptions): MachineWatcher {
@@ -61,7 +61,7 @@ export function createMachineWatcher(o: MachineWatcherOptions): MachineWatcher {
   const clock = o.clock ?? systemClock;
   const backoff = o.backoff ?? DEFAULT_BACKOFF;
   const logger = o.logger.child({ component: 'watcher', machine: name });
-  const state = new WatcherState(name, clock);
+  const state = new WatcherState(name, clock, o.onStatusChange);
   const reconciler = createReconciler({
     ...o.reconcile,
     name,
@@ -142,6 +142,5 @@ export function createMachineWatcher(o: MachineWatcherOptions): MachineWatcher {
       logger.info('Machine watcher stopped');
     },
     status: () => state.snapshot(),
-    statusKey: () => String(state.version),
   };
 }

@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { defineMethod, keyJoiner } from '../method.js';
+import { defineMethod } from '../method.js';
 import { nodeStatusSchema, operationSchema } from '../schemas.js';
 
 export const statusResult = z
@@ -31,25 +31,17 @@ export const statusResult = z
   })
   .meta({ id: 'Status' });
 
-// A pure memo of its inputs: sharing it between dispatchers (tests) is harmless.
-const joinStatusKey = keyJoiner();
-
 export const status = defineMethod({
   name: 'status',
   summary: 'Daemon, node, machines, and the current and last operation.',
   description:
-    'Cheap and safe to poll: node facts come from a snapshot refreshed in the background and after every operation.',
+    'Cheap and safe to poll: node facts come from a snapshot re-read when it is older than 5 s and before an operation is reported ended, so the status right after an operation shows its effect. The answer is serialized once per change of anything it shows (docs/architecture.md, the status path).',
   mutating: false,
   errors: [],
   params: z.strictObject({}),
   result: statusResult,
-  // Polled by scripts and monitoring: the answer is serialized once per change of any part.
-  cacheKey: (services) =>
-    joinStatusKey(
-      services.engine.statusKey(),
-      services.daemonInfo().state,
-      services.watcherStatusKey?.() ?? JSON.stringify(services.watcherStatus()),
-    ),
+  // Polled by scripts and monitoring: the answer is serialized once per change of any input.
+  version: (services) => services.statusVersion.value,
   handler: async (_params, { services }) => {
     const engine = services.engine.status();
     return {

@@ -235,34 +235,36 @@ describe('Engine: cancel', () => {
   });
 });
 
-describe('Engine.statusKey', () => {
-  it('re-reads the node once the snapshot is older than statusMaxAgeMs, not before', async () => {
+describe('Engine.statusVersion', () => {
+  it('moves on once the snapshot is older than statusMaxAgeMs, and the next status re-reads the node', async () => {
     const f = await createEngineFixture();
     const engine = createEngine(f, { statusMaxAgeMs: 30 });
     await engine.start();
     const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
-    const fresh = engine.statusKey();
+    const fresh = engine.statusVersion.value;
+    engine.status();
     await sleep(5);
-    // Every refresh moves the key on: none was started while the snapshot was young.
-    expect(engine.statusKey()).toBe(fresh);
+    // No refresh while the snapshot is young.
+    expect(engine.statusVersion.value).toBe(fresh);
     await sleep(60);
-    // The first call after the age starts a refresh on its own; the key moves on once it is done.
-    engine.statusKey();
+    const old = engine.statusVersion.value;
+    expect(old).toBeGreaterThan(fresh);
+    // The first status after the age starts a refresh; the version moves on once it is done.
+    engine.status();
     const deadline = Date.now() + 2000;
-    while (engine.statusKey() === fresh && Date.now() < deadline) await sleep(5);
-    expect(engine.statusKey()).not.toBe(fresh);
+    while (engine.statusVersion.value === old && Date.now() < deadline) await sleep(5);
+    expect(engine.statusVersion.value).toBeGreaterThan(old);
     await engine.shutdown(0);
   });
 
-  it('stays the same while nothing changed, and changes with an operation', async () => {
+  it('stays the same while nothing changed, and moves on with an operation', async () => {
     const { engine } = await joinedEngine();
-    const first = engine.statusKey();
-    expect(engine.statusKey()).toBe(first);
+    const first = engine.statusVersion.value;
+    engine.status();
+    expect(engine.statusVersion.value).toBe(first);
     const noop = await engine.update({ wait: true, requestedBy: 'test' });
     expect(noop.state).toBe('succeeded');
-    const after = engine.statusKey();
-    expect(after).not.toBe(first);
-    expect(engine.statusKey()).toBe(after);
+    expect(engine.statusVersion.value).toBeGreaterThan(first);
   });
 });
 

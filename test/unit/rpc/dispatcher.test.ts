@@ -3,9 +3,15 @@ import { pino } from 'pino';
 import { describe, expect, it } from 'vitest';
 import { z } from 'zod';
 import type { Engine } from '../../../src/engine/engine.js';
+import { StatusVersion } from '../../../src/engine/status-version.js';
 import { NotFoundError } from '../../../src/errors.js';
 import { createMetrics, type Metrics } from '../../../src/metrics/metrics.js';
-import { createDispatcher, type Dispatcher } from '../../../src/rpc/dispatcher.js';
+import {
+  MAX_ANSWER_BYTES,
+  MAX_BATCH_CALLS,
+  createDispatcher,
+  type Dispatcher,
+} from '../../../src/rpc/dispatcher.js';
 import { defineMethod, type MethodDescriptor } from '../../../src/rpc/method.js';
 import type { RpcServices } from '../../../src/rpc/services.js';
 
@@ -88,6 +94,7 @@ function setup(): Harness {
     engine: {} as unknown as Engine,
     daemonInfo: () => ({ version: 'test', pid: 1, startedAt: '2026-01-01T00:00:00Z', state: 'ready' }),
     watcherStatus: () => null,
+    statusVersion: new StatusVersion(),
     openrpc: () => ({}),
   };
   const dispatcher = createDispatcher({
@@ -148,7 +155,7 @@ describe('dispatcher: valid calls', () => {
   it('handleText parses the body first and answers the wire text', async () => {
     const { dispatcher } = setup();
     const r = await dispatcher.handleText('{"jsonrpc":"2.0","id":1,"method":"test.echo"}', 'c');
-    expect(Buffer.isBuffer(r)).toBe(true);
+    expect(typeof r).toBe('string');
     expect(JSON.parse(r!.toString())).toMatchObject({ id: 1, result: { word: 'hi' } });
   });
 
@@ -417,28 +424,88 @@ describe('dispatcher: metrics and logs', () => {
     expect(echoCount?.value).toBe(4);
   });
 
-  it('logs one line per call with method, code and caller', async () => {
+  it('logs one line per call with method, code and caller: reads at debug, mutations and errors at info', async () => {
     const { dispatcher, logs } = setup();
     await dispatcher.handle({ jsonrpc: '2.0', id: 1, method: 'test.missing' }, 'agentctl');
+    await dispatcher.handle({ jsonrpc: '2.0', id: 2, method: 'test.echo' }, 'agentctl');
+    await dispatcher.handle({ jsonrpc: '2.0', id: 3, method: 'test.mutate' }, 'agentctl');
     const lines = logs.map((l) => JSON.parse(l) as Record<string, unknown>).filter((l) => l.msg === 'rpc');
-    expect(lines).toHaveLength(1);
-    expect(lines[0]).toMatchObject({ rpc: 'test.missing', code: 'NOT_FOUND', caller: 'agentctl' });
+    expect(lines).toHaveLength(3);
+    const INFO = 30;
+    const DEBUG = 20;
+    expect(lines[0]).toMatchObject({
+      rpc: 'test.missing',
+      code: 'NOT_FOUND',
+      caller: 'agentctl',
+      level: INFO,
+    });
+    expect(lines[1]).toMatchObject({ rpc: 'test.echo', code: 'ok', level: DEBUG });
+    expect(lines[2]).toMatchObject({ rpc: 'test.mutate', code: 'ok', level: INFO });
   });
 });
 
-describe('cached reads (methods with a cacheKey)', () => {
-  function cachedSetup() {
-    let key = 'k1';
+describe('dispatcher: limits', () => {
+  it(`a batch of more than ${MAX_BATCH_CALLS} calls is refused whole with BATCH_TOO_LARGE naming the limit; none runs`, async () => {
+    const { dispatcher } = setup();
+    calls.length = 0;
+    const members = Array.from({ length: MAX_BATCH_CALLS + 1 }, (_, i) => ({
+      jsonrpc: '2.0',
+      id: i,
+      method: i === 0 ? 'test.mutate' : 'test.echo',
+    }));
+    const r = await one(dispatcher, members);
+    expect(r.id).toBeNull();
+    expect(r.error).toMatchObject({ code: 1022, data: { code: 'BATCH_TOO_LARGE', limit: MAX_BATCH_CALLS } });
+    expect(r.error?.message).toContain(String(MAX_BATCH_CALLS));
+    expect(calls).toEqual([]);
+    // At the limit it runs.
+    expect(await many(dispatcher, members.slice(1))).toHaveLength(MAX_BATCH_CALLS);
+  });
+
+  it('a read whose answer would pass the answer limit gets RESPONSE_TOO_LARGE naming it', async () => {
+    const { dispatcher } = setup();
+    const word = 'x'.repeat(64 * 1024);
+    const times = Math.ceil(MAX_ANSWER_BYTES / word.length) + 1;
+    const r = await one(dispatcher, { jsonrpc: '2.0', id: 1, method: 'test.echo', params: { word, times } });
+    expect(r.id).toBe(1);
+    expect(r.error).toMatchObject({
+      code: 1023,
+      data: { code: 'RESPONSE_TOO_LARGE', limit: MAX_ANSWER_BYTES },
+    });
+    expect(r.error?.message).toContain(String(MAX_ANSWER_BYTES));
+  });
+
+  it('in a batch, reads past the answer limit get RESPONSE_TOO_LARGE; earlier answers and mutations are kept', async () => {
+    const { dispatcher } = setup();
+    calls.length = 0;
+    const word = 'y'.repeat(1024 * 1024);
+    const big = (id: number) => ({ jsonrpc: '2.0', id, method: 'test.echo', params: { word } });
+    const batch = [big(1), big(2), big(3), { jsonrpc: '2.0', id: 4, method: 'test.mutate' }, big(5), big(6)];
+    const text = (await dispatcher.handleText(JSON.stringify(batch), 'test'))!.toString();
+    expect(Buffer.byteLength(text)).toBeLessThanOrEqual(MAX_ANSWER_BYTES);
+    const r = JSON.parse(text) as Resp[];
+    expect(r.map((x) => x.id)).toEqual([1, 2, 3, 4, 5, 6]);
+    expect(r.slice(0, 3).every((x) => (x.result as { word: string }).word === word)).toBe(true);
+    expect(r[3]!.result).toEqual({ done: true });
+    expect(calls).toEqual(['mutate']);
+    expect(r[4]!.error?.data?.code).toBe('RESPONSE_TOO_LARGE');
+    expect(r[5]!.error?.data?.code).toBe('RESPONSE_TOO_LARGE');
+  });
+});
+
+describe('versioned reads (methods with a version)', () => {
+  function versionedSetup() {
+    let version = 1;
     let computed = 0;
     const polled = defineMethod({
       name: 'polled',
       summary: 'a polled read',
-      description: 'cached on a key',
+      description: 'serialized once per version',
       mutating: false,
       errors: [],
       params: z.strictObject({}),
       result: z.object({ n: z.number() }),
-      cacheKey: () => key,
+      version: () => version,
       handler: async () => ({ n: ++computed }),
     });
     const metrics = createMetrics({ version: 'test', collectDefaults: false });
@@ -448,6 +515,7 @@ describe('cached reads (methods with a cacheKey)', () => {
         engine: {} as unknown as Engine,
         daemonInfo: () => ({ version: 'test', pid: 1, startedAt: '2026-01-01T00:00:00Z', state: 'ready' }),
         watcherStatus: () => null,
+        statusVersion: new StatusVersion(),
         openrpc: () => ({}),
       },
       metrics,
@@ -455,71 +523,46 @@ describe('cached reads (methods with a cacheKey)', () => {
       isDraining: () => false,
       isReady: () => true,
     });
-    const text = async (body: unknown): Promise<Resp> =>
-      JSON.parse(JSON.stringify(await dispatcher.handle(body, 'test'))) as Resp;
-    const wire = async (raw: string): Promise<Resp> =>
-      JSON.parse((await dispatcher.handleText(raw, 'test'))!.toString()) as Resp;
-    return { text, wire, metrics, setKey: (k: string) => (key = k), computed: () => computed };
+    const call = async (body: unknown): Promise<Resp> => (await dispatcher.handle(body, 'test')) as Resp;
+    const wire = (raw: string) => dispatcher.handleText(raw, 'test');
+    return { call, wire, metrics, bump: () => (version += 1), computed: () => computed };
   }
 
-  it('answers the same request text again from its remembered answer, counted each time', async () => {
-    const h = cachedSetup();
-    const raw = '{"jsonrpc":"2.0","id":7,"method":"polled"}';
-    expect(await h.wire(raw)).toEqual({ jsonrpc: '2.0', id: 7, result: { n: 1 } });
-    // The first answer came from the method; the second filled the memo; the third used it.
-    expect(await h.wire(raw)).toEqual({ jsonrpc: '2.0', id: 7, result: { n: 1 } });
-    expect(await h.wire(raw)).toEqual({ jsonrpc: '2.0', id: 7, result: { n: 1 } });
-    // Another id is another request text: its own answer, from the same cached result.
-    expect(await h.wire('{"jsonrpc":"2.0","id":"x","method":"polled"}')).toEqual({
+  it('computes once per version and answers the same result, with each id, while it holds', async () => {
+    const h = versionedSetup();
+    expect(await h.call({ jsonrpc: '2.0', id: 1, method: 'polled' })).toEqual({
       jsonrpc: '2.0',
-      id: 'x',
+      id: 1,
       result: { n: 1 },
     });
+    expect((await h.call({ jsonrpc: '2.0', id: 'x', method: 'polled', params: {} })).result).toEqual({
+      n: 1,
+    });
     expect(h.computed()).toBe(1);
-    expect(await counter(h.metrics, 'polled', 'ok')).toBe(4);
-  });
-
-  it('never answers a remembered text once the key has changed', async () => {
-    const h = cachedSetup();
-    const raw = '{"jsonrpc":"2.0","id":1,"method":"polled"}';
-    await h.wire(raw);
-    await h.wire(raw);
-    h.setKey('k2');
-    expect((await h.wire(raw)).result).toEqual({ n: 2 });
-    expect((await h.wire(raw)).result).toEqual({ n: 2 });
-    h.setKey('k1');
-    expect((await h.wire(raw)).result).toEqual({ n: 3 });
-    expect(h.computed()).toBe(3);
-  });
-
-  it('remembers no batch, notification or error answer', async () => {
-    const h = cachedSetup();
-    const batch = '[{"jsonrpc":"2.0","id":1,"method":"polled"}]';
-    await h.wire(batch);
-    h.setKey('k2');
-    expect(((await h.wire(batch)) as unknown as Resp[])[0]!.result).toEqual({ n: 2 });
-    const bad = '{"jsonrpc":"2.0","id":2,"method":"polled","params":{"x":1}}';
-    expect((await h.wire(bad)).error?.code).toBe(-32602);
-    expect((await h.wire(bad)).error?.code).toBe(-32602);
-  });
-
-  it('computes once per key and answers the same result while the key holds', async () => {
-    const h = cachedSetup();
-    expect((await h.text({ jsonrpc: '2.0', id: 1, method: 'polled' })).result).toEqual({ n: 1 });
-    expect((await h.text({ jsonrpc: '2.0', id: 2, method: 'polled', params: {} })).result).toEqual({ n: 1 });
-    expect(h.computed()).toBe(1);
-    h.setKey('k2');
-    expect((await h.text({ jsonrpc: '2.0', id: 3, method: 'polled' })).result).toEqual({ n: 2 });
+    h.bump();
+    expect((await h.call({ jsonrpc: '2.0', id: 3, method: 'polled' })).result).toEqual({ n: 2 });
+    expect(h.computed()).toBe(2);
     expect(await counter(h.metrics, 'polled', 'ok')).toBe(3);
   });
 
+  it('answers a current version synchronously, on the wire, with the request id', async () => {
+    const h = versionedSetup();
+    await h.wire('{"jsonrpc":"2.0","id":1,"method":"polled"}');
+    const again = h.wire('{"jsonrpc":"2.0","id":"b","method":"polled"}');
+    // Built from the result's bytes, made once per version.
+    expect(Buffer.isBuffer(again)).toBe(true);
+    expect(JSON.parse((again as Buffer).toString())).toEqual({ jsonrpc: '2.0', id: 'b', result: { n: 1 } });
+    h.bump();
+    expect(h.wire('{"jsonrpc":"2.0","id":2,"method":"polled"}')).toBeInstanceOf(Promise);
+  });
+
   it('never serves the cache for positional params, unknown params or notifications', async () => {
-    const h = cachedSetup();
-    await h.text({ jsonrpc: '2.0', id: 1, method: 'polled' });
-    expect((await h.text({ jsonrpc: '2.0', id: 2, method: 'polled', params: [] })).error?.code).toBe(-32602);
-    expect((await h.text({ jsonrpc: '2.0', id: 3, method: 'polled', params: { x: 1 } })).error?.code).toBe(
+    const h = versionedSetup();
+    await h.call({ jsonrpc: '2.0', id: 1, method: 'polled' });
+    expect((await h.call({ jsonrpc: '2.0', id: 2, method: 'polled', params: [] })).error?.code).toBe(-32602);
+    expect((await h.call({ jsonrpc: '2.0', id: 3, method: 'polled', params: { x: 1 } })).error?.code).toBe(
       -32602,
     );
-    expect(await h.text({ jsonrpc: '2.0', method: 'polled' })).toBeNull();
+    expect(await h.call({ jsonrpc: '2.0', method: 'polled' })).toBeNull();
   });
 });

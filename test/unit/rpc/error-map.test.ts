@@ -1,7 +1,6 @@
-import { JSONRPCErrorException } from 'json-rpc-2.0';
 import { describe, expect, it } from 'vitest';
 import { AgentError, ERROR_CODES, NotFoundError, type ErrorCode } from '../../../src/errors.js';
-import { makeWireError, toWireError, wireCodeOf } from '../../../src/rpc/error-map.js';
+import { makeWireError, toWireError } from '../../../src/rpc/error-map.js';
 
 const CODES = Object.keys(ERROR_CODES) as ErrorCode[];
 
@@ -51,12 +50,6 @@ describe('toWireError', () => {
     expect(error.data.code).toBe('NOT_FOUND');
   });
 
-  it('a JSONRPCErrorException keeps its code and message', () => {
-    const { error, internal } = toWireError(new JSONRPCErrorException('nope', -32001, { why: 'x' }));
-    expect(internal).toBe(false);
-    expect(error).toEqual({ code: -32001, message: 'nope', data: { code: 'INTERNAL', why: 'x' } });
-  });
-
   it.each([
     ['an Error', new Error('secret at /etc/shadow')],
     ['a string', 'secret'],
@@ -73,19 +66,12 @@ describe('toWireError', () => {
   });
 });
 
-describe('makeWireError and wireCodeOf', () => {
+describe('makeWireError', () => {
   it('makeWireError puts the string code in data.code next to the data', () => {
     expect(makeWireError('BUSY', 'busy', { operation: 'op-1' })).toEqual({
       code: 1001,
       message: 'busy',
       data: { operation: 'op-1', code: 'BUSY' },
     });
-  });
-
-  it('wireCodeOf reads data.code, else maps the numeric code, else stringifies it', () => {
-    expect(wireCodeOf({ code: 1, message: '', data: { code: 'BUSY' } })).toBe('BUSY');
-    expect(wireCodeOf({ code: -32601, message: '' })).toBe('METHOD_NOT_FOUND');
-    expect(wireCodeOf({ code: 1013, message: '', data: {} })).toBe('TIMEOUT');
-    expect(wireCodeOf({ code: 4242, message: '' })).toBe('4242');
   });
 });

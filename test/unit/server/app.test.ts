@@ -21,7 +21,7 @@ function fakeDispatcher() {
       seen.push({ text, caller });
       const body = JSON.parse(text) as { id?: number };
       if (body.id === undefined) return null;
-      return Buffer.from(JSON.stringify({ jsonrpc: '2.0', id: body.id, result: 'ok' }));
+      return JSON.stringify({ jsonrpc: '2.0', id: body.id, result: 'ok' });
     },
   };
   return { dispatcher, seen };
@@ -176,7 +176,7 @@ describe('admin app /rpc (the bare endpoint in front of fastify)', () => {
 
   it('closing the app cuts a call still open, so the close never waits on it', async () => {
     const hanging = createAdminApp({
-      dispatcher: { handle: async () => null, handleText: () => new Promise<Buffer | null>(() => undefined) },
+      dispatcher: { handle: async () => null, handleText: () => new Promise<string | null>(() => undefined) },
       events: new EventBus(),
       metrics: createMetrics({ version: 'test', collectDefaults: false }),
       logger,

@@ -67,7 +67,7 @@ describe('createRpcEndpoint', () => {
   it('answers an asynchronous answer when it arrives', async () => {
     const socket = await serve(async (text) => {
       await new Promise((r) => setTimeout(r, 20));
-      return Buffer.from(`{"jsonrpc":"2.0","id":null,"result":${JSON.stringify(text)}}`);
+      return `{"jsonrpc":"2.0","id":null,"result":${JSON.stringify(text)}}`;
     });
     const res = await requestUnix(socket, 'POST', '/rpc', '"hi"');
     expect(res.status).toBe(200);
