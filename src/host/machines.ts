@@ -113,7 +113,7 @@ const inMachine = (m: MachineName, ...command: string[]): string[] => [
 export function createMachineManager(options: MachineManagerOptions): MachineManager {
   const { runner, paths } = options;
   const clock = options.clock ?? systemClock;
-  const log = (options.logger ?? pino({ enabled: false })).child({ component: 'machines' });
+  const log = (options.logger ?? pino({ enabled: false })).child({ subsystem: 'machines' });
   const kubeletHealth = options.kubeletHealth ?? createHttpKubeletHealthCheck();
   const t: MachineTimeouts = { ...DEFAULT_MACHINE_TIMEOUTS, ...options.timeouts };
 
