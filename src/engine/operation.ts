@@ -75,6 +75,10 @@ export interface MachineStatus {
 
 export interface NodeStatus {
   activeMachine: MachineName | null;
+  /** The active machine runs and its kubelet is active and healthy (docs/operations.md). */
+  serving: boolean;
+  /** Why the node does not serve; null while it serves. */
+  servingReason: string | null;
   applied: AppliedSummary | null;
   machines: MachineStatus[];
   cordoned: boolean | null;

@@ -51,6 +51,14 @@ export const operationSchema = z
 export const nodeStatusSchema = z
   .object({
     activeMachine: machineNameSchema.nullable(),
+    serving: z.boolean().meta({
+      description:
+        'The node serves: the active machine runs and its kubelet is active and healthy. About the node, not agentd (see /readyz).',
+    }),
+    servingReason: z
+      .string()
+      .nullable()
+      .meta({ description: 'Why the node does not serve; null while it serves.' }),
     applied: z
       .object({ kubernetesVersion: z.string(), image: z.string(), hash: z.string() })
       .nullable()

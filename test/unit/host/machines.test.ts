@@ -340,6 +340,7 @@ describe('inspect', () => {
       registered: false,
       running: false,
       kubelet: 'inactive',
+      healthy: false,
     });
   });
 
@@ -353,6 +354,7 @@ describe('inspect', () => {
       registered: true,
       running: true,
       kubelet: 'active',
+      healthy: true,
     });
   });
 
