@@ -33,7 +33,7 @@ import {
   type NodeDrainOps,
   type UncordonRequest,
 } from './drain-ops.js';
-import { UPDATE_PHASES, runUpdate, type NodeDrainer } from './update.js';
+import { UPDATE_PHASES, runUpdate, type NodeDrainer, type UpdateDeps } from './update.js';
 
 export interface EngineOptions {
   paths: HostPaths;
@@ -54,6 +54,8 @@ export interface EngineOptions {
   /** How old the cached node snapshot may get before `status` refreshes it in the background. */
   statusMaxAgeMs?: number;
   historyLimit?: number;
+  /** Capture what explains a failed machine before it is removed (journals, unit status). */
+  diagnostics?: UpdateDeps['diagnostics'];
 }
 
 export interface EngineStatus {
@@ -84,6 +86,8 @@ export class Engine {
   readonly #snap: NodeSnapshot;
   readonly #slot: OperationSlot;
   #lastRecovery: RecoveryReport | null = null;
+  /** Until startup recovery has run, the node's state is not known. */
+  #recovering = true;
   /** The interrupted operation whose cordon is still on the node (journal `uncordonPending`), or null. */
   #pendingUncordon: string | null = null;
   #completingUncordon: Promise<PendingUncordonOutcome> | null = null;
@@ -101,6 +105,7 @@ export class Engine {
       machines: options.machines,
       applied: this.#applied,
       metrics: options.metrics,
+      recovering: () => this.#recovering,
       extraWarnings: () => [
         ...(this.#lastRecovery && !this.#lastRecovery.ok
           ? [`startup recovery: ${this.#lastRecovery.outcome}`]
@@ -138,6 +143,7 @@ export class Engine {
       metrics: o.metrics,
       drainer: o.drainer ?? null,
       verifyTimeoutMs: o.verifyTimeoutMs,
+      diagnostics: o.diagnostics ?? null,
       // A new journal carries a pending uncordon on, so a crash during it does not lose it.
       uncordonPending: this.#pendingUncordon !== null,
     };
@@ -147,6 +153,7 @@ export class Engine {
   async start(): Promise<RecoveryReport | null> {
     await this.#store.load();
     this.#lastRecovery = await recover({ ...this.#deps, store: this.#store, logger: this.#o.logger });
+    this.#recovering = false;
     const journal = await readJournal(this.#o.stateDir);
     this.#pendingUncordon = journal?.closed && journal.uncordonPending ? journal.operationId : null;
     await this.refreshNode();

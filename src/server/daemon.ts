@@ -2,6 +2,7 @@
  * The daemon's lifecycle: startup in dependency order, and the one shutdown function whose
  * order DESIGN §9 fixes. Collaborators come in through options with production defaults.
  */
+import { captureMachineDiagnostics } from '../host/machine-diagnostics.js';
 import { rm } from 'node:fs/promises';
 import type { FastifyInstance } from 'fastify';
 import type { Logger } from 'pino';
@@ -83,6 +84,7 @@ export async function startDaemon(config: DaemonConfig, deps: DaemonDeps): Promi
     const paths = createHostPaths(config.root);
     host = deps.host ?? (await createHost(config, { logger, clock, env: deps.env ?? process.env }));
     const hostMachines = host.machines;
+    const hostRunner = host.runner;
     const provisioner = createProvisioner({
       paths,
       stateDir: config.stateDir,
@@ -115,6 +117,7 @@ export async function startDaemon(config: DaemonConfig, deps: DaemonDeps): Promi
       metrics,
       events,
       defaultConfig: host.defaultConfig ?? undefined,
+      diagnostics: (m) => captureMachineDiagnostics(hostRunner, m),
       nodeOps: kubeWiring.nodeOps,
       // A getter: credentials appear when the node joins (the applied config carries them), so
       // whether `update --drain` can drain is decided at each update, not once at start.
