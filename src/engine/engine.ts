@@ -34,6 +34,7 @@ import {
   type UncordonRequest,
 } from './drain-ops.js';
 import { UPDATE_PHASES, runUpdate, type NodeDrainer, type UpdateDeps } from './update.js';
+import { NodeRepair, type RepairPolicy } from './repair.js';
 
 export interface EngineOptions {
   paths: HostPaths;
@@ -56,6 +57,8 @@ export interface EngineOptions {
   historyLimit?: number;
   /** Capture what explains a failed machine before it is removed (journals, unit status). */
   diagnostics?: UpdateDeps['diagnostics'];
+  /** Repair between requests (docs/operations.md); off unless enabled. */
+  repair?: { enabled: boolean; policy?: Partial<RepairPolicy> };
 }
 
 export interface EngineStatus {
@@ -85,6 +88,9 @@ export class Engine {
   readonly #store: OperationStore;
   readonly #snap: NodeSnapshot;
   readonly #slot: OperationSlot;
+  readonly #repair: NodeRepair;
+  #repairStop: AbortController | null = null;
+  #repairLoop: Promise<void> | null = null;
   #lastRecovery: RecoveryReport | null = null;
   /** Until startup recovery has run, the node's state is not known. */
   #recovering = true;
@@ -106,6 +112,7 @@ export class Engine {
       applied: this.#applied,
       metrics: options.metrics,
       recovering: () => this.#recovering,
+      repair: () => this.#repair.status(),
       extraWarnings: () => [
         ...(this.#lastRecovery && !this.#lastRecovery.ok
           ? [`startup recovery: ${this.#lastRecovery.outcome}`]
@@ -130,6 +137,31 @@ export class Engine {
         return this.refreshNode();
       },
     });
+    this.#repair = new NodeRepair({
+      enabled: options.repair?.enabled ?? false,
+      policy: options.repair?.policy,
+      slot: this.#slot,
+      machines: options.machines,
+      clock: options.clock,
+      logger: options.logger.child({ subsystem: 'repair' }),
+      verifyTimeoutMs: options.verifyTimeoutMs,
+      diagnostics: options.diagnostics ?? null,
+      refresh: () => this.refreshNode(),
+      node: () => ({ node: this.#snap.node, configured: this.#snap.activeRecord !== null }),
+      lastOperation: () => this.#store.list({ limit: 1 })[0] ?? null,
+    });
+  }
+
+  /** Start keeping the node at its desired state (no-op with repair off); once ready. */
+  startRepair(): void {
+    if (this.#repairLoop) return;
+    this.#repairStop = new AbortController();
+    this.#repairLoop = this.#repair.run(this.#repairStop.signal);
+  }
+
+  /** One repair check now (tests; the loop runs the same). */
+  checkRepair(): Promise<void> {
+    return this.#repair.check();
   }
 
   get #deps() {
@@ -493,7 +525,10 @@ export class Engine {
 
   /** Shutdown: see `OperationSlot.drain`; then let a node refresh under way finish. */
   async shutdown(graceMs: number): Promise<void> {
+    // No new repair starts; one under way is drained like any operation.
+    this.#repairStop?.abort();
     await this.#slot.drain(graceMs);
+    await this.#repairLoop;
     await this.#snap.settled();
     clearTimeout(this.#staleTimer);
   }

@@ -14,6 +14,7 @@ import type { AppliedConfigRecord, AppliedConfigStore } from './applied-config-s
 import { readNodeState } from './node-state.js';
 import { assessServing, type MachineHealth } from './node-health.js';
 import type { NodeStatus } from './operation.js';
+import type { RepairStatus } from './repair.js';
 
 export interface NodeSnapshotOptions {
   paths: HostPaths;
@@ -25,6 +26,8 @@ export interface NodeSnapshotOptions {
   extraWarnings?: () => string[];
   /** True while startup recovery runs: the node's state is not known yet. */
   recovering?: () => boolean;
+  /** What repair is doing (docs/operations.md, "Repair"). */
+  repair?: () => RepairStatus;
 }
 
 export class NodeSnapshot {
@@ -36,6 +39,7 @@ export class NodeSnapshot {
     machines: [],
     cordoned: null,
     warnings: [],
+    repair: null,
   };
   /** The active machine's applied config as last read (unredacted), or null. */
   activeRecord: AppliedConfigRecord | null = null;
@@ -109,6 +113,16 @@ export class NodeSnapshot {
     const health = assessServing(active, machines, { recovering: this.#o.recovering?.() });
     // A joined node that does not serve is something to act on; a node not joined yet is not.
     if (!health.serving && active !== null) warnings.push(`the node is not serving: ${health.servingReason}`);
+    const repair = this.#o.repair?.() ?? null;
+    if (repair?.state === 'gave_up') {
+      warnings.push(
+        `agentd gave up repairing the node after ${repair.failures} failed attempts (${repair.lastError ?? 'unknown error'}): fix the cause, then agentctl update --force, or restart agentd to try again`,
+      );
+    } else if (repair?.state === 'backoff') {
+      warnings.push(
+        `repair failed ${repair.failures} time(s) (${repair.lastError ?? 'unknown error'}); next attempt at ${repair.nextAttemptAt ?? '-'}`,
+      );
+    }
     warnings.push(...(this.#o.extraWarnings?.() ?? []));
     const rec = active ? (records.get(active) ?? null) : null;
     this.unreadable = unreadable;
@@ -122,6 +136,7 @@ export class NodeSnapshot {
       machines: machines.map(({ name, state, kubelet }) => ({ name, state, kubelet })),
       cordoned: this.node.cordoned,
       warnings,
+      repair: repair ? { ...repair } : null,
     };
     this.version += 1;
     this.#publishMetrics();

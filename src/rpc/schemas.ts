@@ -75,5 +75,21 @@ export const nodeStatusSchema = z
       .nullable()
       .meta({ description: 'Whether the node is cordoned; null when unknown.' }),
     warnings: z.array(z.string()),
+    repair: z
+      .object({
+        state: z.enum(['off', 'idle', 'repairing', 'backoff', 'gave_up']).meta({
+          description:
+            'off (--no-repair), idle, repairing, backoff (waiting to retry a failed repair), gave_up (after repeated failures).',
+        }),
+        failures: z.number().int().meta({ description: 'Failed repairs in a row.' }),
+        nextAttemptAt: z
+          .string()
+          .nullable()
+          .meta({ description: 'When the next repair may run, in backoff.' }),
+        lastError: z.string().nullable().meta({ description: 'The error of the last failed repair.' }),
+        lastOperation: z.string().nullable().meta({ description: 'The id of the last repair operation.' }),
+      })
+      .nullable()
+      .meta({ description: 'Repair between requests (see docs/operations.md); null when not available.' }),
   })
   .meta({ id: 'NodeStatus' });

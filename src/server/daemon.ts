@@ -118,6 +118,13 @@ export async function startDaemon(config: DaemonConfig, deps: DaemonDeps): Promi
       events,
       defaultConfig: host.defaultConfig ?? undefined,
       diagnostics: (m) => captureMachineDiagnostics(hostRunner, m),
+      repair: {
+        enabled: config.repair,
+        // The simulated host answers at once: check and retry in seconds, not minutes.
+        ...(config.host === 'sim'
+          ? { policy: { checkIntervalMs: 2_000, baseDelayMs: 1_000, maxDelayMs: 8_000 } }
+          : {}),
+      },
       nodeOps: kubeWiring.nodeOps,
       // A getter: credentials appear when the node joins (the applied config carries them), so
       // whether `update --drain` can drain is decided at each update, not once at start.
@@ -201,6 +208,8 @@ export async function startDaemon(config: DaemonConfig, deps: DaemonDeps): Promi
     }
     // The watcher starts only now: its first reconcile may call `update`.
     kubeWiring.start(dispatcher);
+    // Repair too: its first check (at once) restarts an active machine found stopped.
+    engine.startRepair();
 
     let resolveStopped!: () => void;
     const stopped = new Promise<void>((r) => (resolveStopped = r));

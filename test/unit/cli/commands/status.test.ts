@@ -52,6 +52,7 @@ const joined: Status = {
     ],
     cordoned: false,
     warnings: ['kube2 has a leftover rootfs'],
+    repair: null,
   },
   operation: operation({
     id: 'op-2',
@@ -91,6 +92,7 @@ const fresh: Status = {
     ],
     cordoned: null,
     warnings: [],
+    repair: null,
   },
   operation: null,
   lastOperation: null,
