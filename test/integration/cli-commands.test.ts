@@ -148,12 +148,12 @@ describe('update', () => {
     expect(JSON.stringify(after.value.config.Kubelet.Auth)).not.toContain('0123456789abcdef');
   });
 
-  it('--detach prints the operation and the command to follow it', async () => {
+  it('--detach prints the operation id alone on stdout (id=$(agentctl update --detach)), how to follow it on stderr', async () => {
     const r = await ctl('update', '--force', '--detach');
     expect(r.code, r.stderr).toBe(0);
-    const id = /^update (op-\S+) /.exec(r.stdout)?.[1];
-    expect(id).toBeDefined();
-    expect(r.stdout).toContain(`follow it with: agentctl --socket ${d.socket} ops wait ${id}`);
+    expect(r.stdout).toMatch(/^op-\S+\n$/);
+    const id = r.stdout.trim();
+    expect(r.stderr).toContain(`follow it with: agentctl --socket ${d.socket} ops wait ${id}`);
     const wait = await ctl('ops', 'wait', id ?? '');
     expect(wait.code, wait.stderr).toBe(0);
   });

@@ -168,6 +168,20 @@ describe('usage errors name the flag (exit 2)', () => {
     expect(r.stderr).toContain(named);
   });
 
+  it.each([
+    [['update', '--kubernetes-verison', '1.35.0'], /unknown option '--kubernetes-verison'/],
+    [['ops', 'get'], /missing required argument 'id'/],
+    [['bogus-cmd'], /unknown command 'bogus-cmd'/],
+    [[], /no command given/],
+    [['status', '--bogus'], /unknown option '--bogus'/],
+  ])('--json %j: exactly one JSON value on stdout for a commander usage error', async (args, message) => {
+    const r = await cli('--socket', path.join(dir, 'none.sock'), '--json', ...args);
+    expect(r.code).toBe(2);
+    const value = JSON.parse(r.stdout) as { error: { code: string; exitCode: number; message: string } };
+    expect(value.error).toMatchObject({ code: 'USAGE', exitCode: 2 });
+    expect(value.error.message).toMatch(message);
+  });
+
   it('--json puts the usage error on stdout as JSON', async () => {
     const r = await cli('--json', 'reset');
     expect(r.code).toBe(2);
