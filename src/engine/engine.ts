@@ -33,7 +33,16 @@ import {
   type NodeDrainOps,
   type UncordonRequest,
 } from './drain-ops.js';
-import { UPDATE_PHASES, runUpdate, type NodeDrainer, type UpdateDeps } from './update.js';
+import {
+  UPDATE_PHASES,
+  preflightFailureCode,
+  runUpdate,
+  type NodeDrainer,
+  type UpdateDeps,
+} from './update.js';
+
+/** How long a dry run's preflight checks may take. */
+const DRY_RUN_PREFLIGHT_MS = 60_000;
 import { NodeRepair, type RepairPolicy } from './repair.js';
 
 export interface EngineOptions {
@@ -421,6 +430,11 @@ export class Engine {
     const target = source ? alternateMachine(source) : 'kube1';
     const changed = changes.length > 0 || Boolean(req.force);
     if (req.dryRun) {
+      // A dry run checks what the update's preflight would (reachability, no download) when
+      // something would change, so a target that cannot be fetched is seen now, not later.
+      const checks = changed
+        ? await this.#o.provisioner.preflight(goal, AbortSignal.timeout(DRY_RUN_PREFLIGHT_MS))
+        : [];
       const op = this.#slot.create(
         'update',
         req,
@@ -428,7 +442,7 @@ export class Engine {
         changed ? target : source,
         changed ? UPDATE_PHASES : [],
       );
-      return buildDryRun(op, {
+      const plan = buildDryRun(op, {
         source,
         target,
         goal,
@@ -439,6 +453,18 @@ export class Engine {
         paths: this.#o.paths,
         provisioner: this.#o.provisioner,
       });
+      if (changed) (plan.result ??= {}).preflight = checks;
+      const failed = checks.filter((c) => !c.ok);
+      if (failed.length > 0) {
+        // The update would fail in preflight: say so with the code the update would end with.
+        plan.state = 'failed';
+        plan.error = {
+          code: preflightFailureCode(failed),
+          message: `preflight would fail: ${failed.map((c) => `${c.name}: ${c.message}`).join('; ')}`,
+          data: { checks: failed },
+        };
+      }
+      return plan;
     }
     if (!changed) return this.#recordNoop(req, source);
     const op = this.#slot.create('update', req, source, target, UPDATE_PHASES);
@@ -504,10 +530,11 @@ export class Engine {
   async preflight(
     config: AgentConfig | undefined,
     signal: AbortSignal,
+    set?: GoalSet,
   ): Promise<{ config: AgentConfig; checks: PreflightCheck[] }> {
     await this.refreshNode();
     const goal = resolveGoal(
-      { config },
+      { config, set },
       this.#snap.activeRecord?.config ?? null,
       this.#o.defaultConfig?.() ?? null,
     );

@@ -49,7 +49,8 @@ async function buildParams(ctx: CliContext, flags: UpdateFlags): Promise<Record<
   };
 }
 
-function withFlagNames(err: unknown, usedConfigFile: boolean): unknown {
+/** An INVALID_PARAMS answer about `set.*` or `config` named by the flag the user typed. */
+export function withFlagNames(err: unknown, usedConfigFile: boolean): unknown {
   if (!(err instanceof RpcError) || err.appCode !== 'INVALID_PARAMS') return err;
   const issues = Array.isArray(err.data.issues) ? (err.data.issues as { path?: string }[]) : [];
   const first = issues[0]?.path ?? '';
@@ -100,6 +101,8 @@ async function startAndReport(
   const now = (): number => ctx.proc.clock.now();
   if (flags.dryRun) {
     ctx.out.result(op, () => renderPlan(op));
+    // The plan includes the preflight checks: a target that cannot be fetched fails the dry run.
+    if (op.state === 'failed') throw new CliExit(EXIT.FAILED);
     return;
   }
   if (isFinal(op)) {

@@ -96,6 +96,13 @@ export function renderPlan(op: Operation): string {
     for (const f of plan.removes) lines.push(`  ${f}`);
   }
   if (plan.configHash) lines.push('', `config hash ${plan.configHash}`);
+  const checks = result.preflight as { name: string; ok: boolean; message: string }[] | undefined;
+  if (checks?.length) {
+    lines.push('', 'preflight:');
+    for (const c of checks)
+      lines.push(wrapText(`  ${c.ok ? 'ok    ' : 'FAILED'} ${c.name}: ${c.message}`, 100, '         '));
+  }
+  if (op.error) lines.push('', wrapText(`the update would fail: ${op.error.code}: ${op.error.message}`));
   return lines.join('\n');
 }
 
