@@ -132,7 +132,15 @@ export async function startDaemon(config: DaemonConfig, deps: DaemonDeps): Promi
         return kubeWiring.updateDrainer();
       },
     });
-    const info = (): DaemonInfo => ({ version: VERSION, pid: process.pid, startedAt, state });
+    const info = (): DaemonInfo => ({
+      version: VERSION,
+      pid: process.pid,
+      startedAt,
+      state,
+      host: config.host,
+      root: config.root,
+      shutdownGraceMs: config.shutdownGraceMs,
+    });
     let openrpc: Record<string, unknown> | null = null;
     let openapi: Record<string, unknown> | null = null;
     const watcherStatus = (): WatcherStatus | null => kubeWiring.watcherStatus();

@@ -160,7 +160,8 @@ describe('usage errors name the flag (exit 2)', () => {
     [['update', '--config', 'x.yaml', '--image', 'r/i:1'], '--config cannot be combined'],
     [['update', '--config', 'missing.yaml'], '--config: cannot read'],
     [['reset'], 'pass --yes'],
-    [['uninstall'], 'pass --yes'],
+    [['uninstall', '--host', 'systemd'], 'pass --yes'],
+    [['uninstall', '--yes'], 'name it with --host systemd'],
     [['uninstall', '--grace', 'never', '--yes'], '--grace'],
   ])('%j', async (args, named) => {
     const r = await cli('--socket', path.join(dir, 'none.sock'), ...args);
