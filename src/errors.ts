@@ -53,6 +53,14 @@ export const ERROR_CODES = {
     rpc: 1023,
     summary: 'The answer to a read would exceed the answer size limit (data.limit, bytes).',
   },
+  MACHINE_START_FAILED: {
+    rpc: 1030,
+    summary: 'A machine or the services in it did not start; data has the failed step and its cause.',
+  },
+  ROLLBACK_FAILED: {
+    rpc: 1031,
+    summary: 'A failed switch-over could not bring the old machine back: the node does not serve.',
+  },
 } as const;
 
 export type ErrorCode = keyof typeof ERROR_CODES;
@@ -200,6 +208,26 @@ export class CancelledError extends AgentError {
   constructor(what: string, options: AgentErrorOptions = {}) {
     super('CANCELLED', `${what}: cancelled`, options);
     this.name = 'CancelledError';
+  }
+}
+
+/** Starting a machine (or its containerd and kubelet) failed; the cause is the failed step. */
+export class MachineStartFailedError extends AgentError {
+  constructor(machine: string, cause: unknown) {
+    const inner = isAgentError(cause) ? cause : null;
+    super('MACHINE_START_FAILED', `start machine ${machine}: ${describeError(cause)}`, {
+      cause,
+      data: { ...inner?.data, machine, causeCode: inner?.code ?? 'INTERNAL' },
+    });
+    this.name = 'MachineStartFailedError';
+  }
+}
+
+/** The rollback of a failed switch-over did not bring the source back. */
+export class RollbackFailedError extends AgentError {
+  constructor(message: string, options: AgentErrorOptions = {}) {
+    super('ROLLBACK_FAILED', message, options);
+    this.name = 'RollbackFailedError';
   }
 }
 

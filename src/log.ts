@@ -55,3 +55,14 @@ export async function createLogger(options: LoggerOptions): Promise<Logger> {
 }
 
 export type { Logger };
+
+/**
+ * A child of `logger` with the `bindings` it does not bind yet. pino appends bindings, so a key
+ * bound twice (a parent's `component` and a child's) would appear twice in every line, which
+ * JSON tools read as one value or reject; a key already bound keeps its first value.
+ */
+export function childLogger(logger: Logger, bindings: Record<string, unknown>): Logger {
+  const bound = logger.bindings();
+  const fresh = Object.fromEntries(Object.entries(bindings).filter(([key]) => !(key in bound)));
+  return Object.keys(fresh).length > 0 ? logger.child(fresh) : logger;
+}

@@ -15,9 +15,11 @@ export const EXIT_MEANINGS: Record<keyof typeof EXIT, string> = {
   USAGE: 'usage error or invalid parameters (also INVALID_PARAMS, INVALID_CONFIG from the daemon)',
   UNREACHABLE: 'the daemon is unreachable (no socket, connection refused, permission denied)',
   BUSY: 'busy: another operation holds the node (BUSY)',
-  TIMEOUT: 'timed out (--timeout, or TIMEOUT from the daemon)',
+  TIMEOUT: 'timed out: the daemon did not answer within --timeout, or TIMEOUT from the daemon',
+  RETRY:
+    'try again: the daemon is still recovering after a start (UNAVAILABLE) or is shutting down (DRAINING); nothing was done',
   DETACHED:
-    'interrupted (Ctrl-C) while following an operation: agentctl detached, the operation keeps running (128 + SIGINT)',
+    'interrupted (Ctrl-C, 128 + SIGINT): while following an operation, agentctl detached and the operation keeps running; before `update` had started it, nothing was started (an operation created meanwhile is cancelled at once)',
 };
 
 /** Environment variables agentctl reads; kept here because commander does not know them all. */

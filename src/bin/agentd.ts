@@ -75,6 +75,8 @@ export function buildAgentdCommand(): Command {
     .option('--machine-name <name>', 'the Machine CR to watch (default: the applied config MachineName)')
     .option('--watch', 'run the Machine CR watcher (default: when Kubernetes credentials exist)')
     .option('--no-watch', 'do not run the Machine CR watcher')
+    .option('--repair', 'restart a stopped active machine or failed kubelet between requests (default)')
+    .option('--no-repair', 'do not repair the node between requests')
     .option('--crd-group <group>', 'API group of the Machine CRD (default unbounded-cloud.io)')
     .option(
       '--shutdown-grace <duration>',

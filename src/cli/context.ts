@@ -70,13 +70,20 @@ export function isMethodNotFound(err: unknown): boolean {
 /** Translate a failure of an RPC call into a CliError with the right exit code. */
 export function toCliError(err: unknown, socket: string): CliError {
   if (err instanceof CliError) return err;
+  if (err instanceof DaemonUnreachableError && err.reason === 'timeout') {
+    // The daemon is there but did not answer within --timeout: timed out (exit 5), not unreachable.
+    const dialled = err.socketPath || socket;
+    return new CliError(
+      EXIT.TIMEOUT,
+      `agentd on ${dialled} did not answer in time: ${err.message}; raise --timeout`,
+      { code: 'TIMEOUT', socket: dialled, reason: err.reason },
+    );
+  }
   if (err instanceof DaemonUnreachableError) {
     const hint =
       err.reason === 'permission'
         ? `permission denied: add your user to the socket's group (agentd --socket-group) or run as root`
-        : err.reason === 'timeout'
-          ? `the daemon did not answer in time (raise --timeout)`
-          : `is agentd running? start it (systemctl start agentd, or npm start for --sim) or pass --socket`;
+        : `is agentd running? start it (systemctl start agentd, or npm start for --sim) or pass --socket`;
     // The transport knows the socket it dialled; the caller's guess may miss `--socket=PATH`.
     const dialled = err.socketPath || socket;
     return new CliError(EXIT.UNREACHABLE, `cannot reach agentd on ${dialled}: ${err.message}; ${hint}`, {
@@ -92,6 +99,9 @@ export function toCliError(err: unknown, socket: string): CliError {
         return new CliError(EXIT.BUSY, err.message, data);
       case 'TIMEOUT':
         return new CliError(EXIT.TIMEOUT, err.message, data);
+      case 'UNAVAILABLE':
+      case 'DRAINING':
+        return new CliError(EXIT.RETRY, `${err.message}; nothing was done: try again shortly`, data);
       case 'METHOD_NOT_FOUND':
         return new CliError(
           EXIT.USAGE,

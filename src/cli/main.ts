@@ -27,18 +27,29 @@ export async function runCli(argv: string[], io: ProgramIo): Promise<number> {
     if (err instanceof CliExit) return err.exitCode;
     if (err instanceof CommanderError) {
       // Help and --version exit 0; every usage error is 2 (commander would say 1).
-      return err.exitCode === 0 ? EXIT.OK : EXIT.USAGE;
+      if (err.exitCode === 0) return EXIT.OK;
+      // commander printed its message on stderr; a script reading --json still gets one value.
+      if (json) writeJsonError(io, { code: 'USAGE', message: usageMessage(err), exitCode: EXIT.USAGE });
+      return EXIT.USAGE;
     }
     // Only for an error that does not know its socket; the transport's own errors name it.
     const socketIdx = argv.indexOf('--socket');
     const socket = socketIdx >= 0 ? (argv[socketIdx + 1] ?? '') : defaultSocket(io.env, io.cwd);
     const cliErr = err instanceof CliError ? err : toCliError(err, socket);
-    if (json) {
-      io.stdout.write(
-        `${JSON.stringify({ error: { message: cliErr.message, exitCode: cliErr.exitCode, ...cliErr.details } }, null, 2)}\n`,
-      );
-    }
+    if (json) writeJsonError(io, { message: cliErr.message, exitCode: cliErr.exitCode, ...cliErr.details });
     io.stderr.write(`agentctl: ${cliErr.message}\n`);
     return cliErr.exitCode;
   }
+}
+
+/** The one JSON value on stdout of a failed `--json` run. */
+function writeJsonError(io: ProgramIo, error: Record<string, unknown>): void {
+  io.stdout.write(`${JSON.stringify({ error }, null, 2)}\n`);
+}
+
+/** commander's message without its "error: " prefix; its help text when it showed help instead. */
+function usageMessage(err: CommanderError): string {
+  if (err.code === 'commander.help' || err.code === 'commander.helpDisplayed')
+    return 'no command given (see agentctl --help)';
+  return err.message.replace(/^error: /, '');
 }

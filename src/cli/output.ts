@@ -148,3 +148,26 @@ export function firstLine(text: string, max = 160): string {
   const line = text.split('\n', 1)[0] ?? '';
   return line.length > max ? `${line.slice(0, max - 1)}…` : line;
 }
+
+/**
+ * Wrap text at word boundaries to `width` columns, each line after the first indented by
+ * `indent` (long errors stay readable in a terminal). Existing line breaks are kept; a word
+ * longer than a line stays whole.
+ */
+export function wrapText(text: string, width = 100, indent = '  '): string {
+  const out: string[] = [];
+  for (const paragraph of text.split('\n')) {
+    // Split on single spaces so that runs of spaces (column alignment) survive.
+    let line: string | null = null;
+    for (const word of paragraph.split(' ')) {
+      const limit = out.length === 0 ? width : width - indent.length;
+      if (line === null) line = word;
+      else if (word && stripAnsiLength(line) + 1 + stripAnsiLength(word) > limit) {
+        out.push(line.trimEnd());
+        line = word;
+      } else line = `${line} ${word}`;
+    }
+    out.push(line ?? '');
+  }
+  return out.map((l, i) => (i === 0 ? l : `${indent}${l}`)).join('\n');
+}

@@ -30,8 +30,8 @@ export function defineAdminCommands(program: Command, ctxOf: ContextOf, io: Prog
     await runMetrics(ctxOf(cmd));
   });
 
-  const grace = (): Option =>
-    new Option('--grace <duration>', 'wait this long after SIGTERM before SIGKILL')
+  const grace = (note = ''): Option =>
+    new Option('--grace <duration>', `wait this long after SIGTERM before SIGKILL${note}`)
       .default(5000, '5s')
       .argParser(durationArg('--grace'));
 
@@ -41,14 +41,19 @@ export function defineAdminCommands(program: Command, ctxOf: ContextOf, io: Prog
         .command('stop')
         .description('stop the daemon through its PID file: SIGTERM, wait, then SIGKILL')
         .option('--pid-file <path>', PID_FILE_HELP)
-        .addOption(grace()),
+        .addOption(grace(" (at least the daemon's --shutdown-grace, unless --force)"))
+        .option(
+          '--force',
+          "SIGKILL after --grace even when the daemon's own --shutdown-grace is longer (may cut an operation short)",
+        ),
     ),
     ['agentctl stop', 'agentctl stop --pid-file .agentd/agentd.pid --grace 10s --json'],
-  ).action(async (opts: { pidFile?: string; grace: number }, cmd: Command) => {
+  ).action(async (opts: { pidFile?: string; grace: number; force?: boolean }, cmd: Command) => {
     const { runStop } = await import('./commands/stop.js');
     await runStop(ctxOf(cmd), {
       pidFile: opts.pidFile ?? defaultPidFile(io.env, io.cwd),
       graceMs: opts.grace,
+      force: Boolean(opts.force),
     });
   });
 
@@ -65,6 +70,12 @@ export function defineAdminCommands(program: Command, ctxOf: ContextOf, io: Prog
         .option('--pid-file <path>', PID_FILE_HELP)
         .addOption(
           new Option('--root <dir>', 'advanced: the host root agentd ran with (its --root)').default('/'),
+        )
+        .addOption(
+          new Option(
+            '--host <kind>',
+            'the host agentd managed (its --host); required when no daemon answers, refused when it differs',
+          ).choices(['systemd', 'sim']),
         )
         .addOption(
           new Option(
@@ -90,6 +101,7 @@ export function defineAdminCommands(program: Command, ctxOf: ContextOf, io: Prog
         root: string;
         stateDir?: string;
         systemd: 'auto' | 'yes' | 'no';
+        host?: 'systemd' | 'sim';
       },
       cmd: Command,
     ) => {

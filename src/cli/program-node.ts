@@ -32,7 +32,7 @@ export function defineNodeCommands(program: Command, ctxOf: ContextOf, io: Progr
     [
       'agentctl update --kubernetes-version 1.35.0',
       'agentctl update --config ./agent-config.yaml --drain',
-      'agentctl update --force --detach --json | jq -r .id',
+      'id=$(agentctl update --force --detach)   # the operation id alone on stdout',
       'agentctl update --image registry.example/agent-ubuntu2404:v2 --dry-run',
     ],
   ).action(async (opts: Record<string, string | boolean | undefined>, cmd: Command) => {

@@ -100,10 +100,16 @@ export function defineOpsCommands(program: Command, ctxOf: ContextOf): void {
         .option(
           '--config <file>',
           'check this agent config (JSON or YAML) instead of the one an update would apply',
-        ),
+        )
+        .option('--kubernetes-version <version>', 'check the update to this Kubernetes version')
+        .option('--image <ref>', 'check the update to this OCI rootfs image'),
     ),
-    ['agentctl preflight', 'agentctl preflight --config ./agent-config.yaml --json | jq .ok'],
-  ).action(async (opts: { config?: string }, cmd: Command) => {
+    [
+      'agentctl preflight',
+      'agentctl preflight --kubernetes-version 1.35.0',
+      'agentctl preflight --config ./agent-config.yaml --json | jq .ok',
+    ],
+  ).action(async (opts: { config?: string; kubernetesVersion?: string; image?: string }, cmd: Command) => {
     const { runPreflight } = await import('./commands/preflight.js');
     await runPreflight(ctxOf(cmd), opts);
   });

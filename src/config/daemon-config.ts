@@ -63,6 +63,7 @@ export const daemonConfigSchema = z.strictObject({
   kubeconfig: z.string().min(1).optional(),
   machineName: z.string().min(1).optional(),
   watch: boolish.optional(),
+  repair: boolish.default(true),
   crdGroup: z
     .string()
     .regex(
@@ -95,6 +96,8 @@ export interface DaemonConfig {
   machineName: string | null;
   /** null: on when Kubernetes credentials exist. */
   watch: boolean | null;
+  /** Keep the node at its desired state between requests (restart a stopped active machine). */
+  repair: boolean;
   crdGroup: string;
   shutdownGraceMs: number;
   /** How long a machine may take to boot and answer `systemd-run` before `start` fails. */
@@ -119,6 +122,7 @@ export const DAEMON_OPTIONS: Record<keyof DaemonConfigInput, { flag: string; env
   kubeconfig: { flag: '--kubeconfig', env: 'AGENTD_KUBECONFIG' },
   machineName: { flag: '--machine-name', env: 'AGENTD_MACHINE_NAME' },
   watch: { flag: '--watch', env: 'AGENTD_WATCH' },
+  repair: { flag: '--repair', env: 'AGENTD_REPAIR' },
   crdGroup: { flag: '--crd-group', env: 'AGENTD_CRD_GROUP' },
   shutdownGrace: { flag: '--shutdown-grace', env: 'AGENTD_SHUTDOWN_GRACE' },
   machineStartTimeout: { flag: '--machine-start-timeout', env: 'AGENTD_MACHINE_START_TIMEOUT' },

@@ -159,6 +159,7 @@ export function loadDaemonConfig(input: LoadConfigInput): DaemonConfig {
     kubeconfig: c.kubeconfig ? path.resolve(cwd, c.kubeconfig) : null,
     machineName: c.machineName ?? null,
     watch: c.watch ?? null,
+    repair: c.repair,
     crdGroup: c.crdGroup,
     shutdownGraceMs: c.shutdownGrace,
     machineStartTimeoutMs: c.machineStartTimeout,

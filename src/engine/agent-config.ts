@@ -5,6 +5,8 @@
  * nowhere else.
  */
 import { z } from 'zod';
+import { describeError } from '../errors.js';
+import { parseImageReference } from '../provision/oci/image-reference.js';
 
 export const DEFAULT_CONTAINERD_VERSION = '2.0.4';
 export const DEFAULT_RUNC_VERSION = '1.1.12';
@@ -22,8 +24,27 @@ const LABEL_VALUE_RE = /^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$/;
 /** A semantic version, accepted with or without a leading `v`, stored without it. */
 export const versionSchema = z
   .string()
-  .regex(VERSION_RE, 'expected a version like 1.34.0 (a leading v is allowed)')
+  .regex(VERSION_RE, {
+    error: (iss) =>
+      `expected a version like 1.34.0 (a leading v is allowed), got ${JSON.stringify(iss.input)}`,
+  })
   .transform((v) => v.replace(/^v/, ''));
+
+/**
+ * An OCI image reference, checked at the boundary with the same parser the puller uses, so
+ * `--image 'bad ref!!'` is refused with the request instead of failing later in preflight.
+ */
+export const imageReferenceSchema = z
+  .string()
+  .min(1)
+  .superRefine((ref, ctx) => {
+    try {
+      parseImageReference(ref);
+    } catch (err) {
+      ctx.addIssue({ code: 'custom', message: describeError(err), input: ref });
+    }
+  })
+  .meta({ description: 'OCI image reference: [registry/]repository[:tag][@sha256:digest].' });
 
 const downloadOverrideSchema = z.strictObject({
   BaseURL: z.url({ protocol: /^https?$/ }).optional(),
@@ -94,7 +115,7 @@ function makeAgentConfigSchema(object: typeof z.strictObject | typeof z.looseObj
         Runc: { Version: DEFAULT_RUNC_VERSION },
       }),
     CNI: z.strictObject({ PluginVersion: versionSchema }).default({ PluginVersion: DEFAULT_CNI_VERSION }),
-    OCIImage: z.string().min(1).default(DEFAULT_OCI_IMAGE),
+    OCIImage: imageReferenceSchema.default(DEFAULT_OCI_IMAGE),
     Downloads: z
       .strictObject({
         Kubernetes: downloadOverrideSchema.optional(),

@@ -34,7 +34,17 @@ import {
   type NodeDrainOps,
   type UncordonRequest,
 } from './drain-ops.js';
-import { UPDATE_PHASES, runUpdate, type NodeDrainer } from './update.js';
+import {
+  UPDATE_PHASES,
+  preflightFailureCode,
+  runUpdate,
+  type NodeDrainer,
+  type UpdateDeps,
+} from './update.js';
+
+/** How long a dry run's preflight checks may take. */
+const DRY_RUN_PREFLIGHT_MS = 60_000;
+import { NodeRepair, type RepairPolicy } from './repair.js';
 
 export interface EngineOptions {
   paths: HostPaths;
@@ -57,6 +67,10 @@ export interface EngineOptions {
   historyLimit?: number;
   /** The version of what `status` shows; the engine bumps it for its own inputs (default: its own). */
   statusVersion?: StatusVersion;
+  /** Capture what explains a failed machine before it is removed (journals, unit status). */
+  diagnostics?: UpdateDeps['diagnostics'];
+  /** Repair between requests (docs/operations.md); off unless enabled. */
+  repair?: { enabled: boolean; policy?: Partial<RepairPolicy> };
 }
 
 export interface EngineStatus {
@@ -88,6 +102,11 @@ export class Engine {
   readonly #slot: OperationSlot;
   readonly #version: StatusVersion;
   #recovery: RecoveryReport | null = null;
+  readonly #repair: NodeRepair;
+  #repairStop: AbortController | null = null;
+  #repairLoop: Promise<void> | null = null;
+  /** Until startup recovery has run, the node's state is not known. */
+  #recovering = true;
   /** The interrupted operation whose cordon is still on the node (journal `uncordonPending`), or null. */
   #pendingUncordonId: string | null = null;
   #completingUncordon: Promise<PendingUncordonOutcome> | null = null;
@@ -109,6 +128,7 @@ export class Engine {
       applied: this.#applied,
       metrics: options.metrics,
       onChange: this.#version.bump,
+      recovering: () => this.#recovering,
     });
     this.#slot = new OperationSlot({
       store: this.#store,
@@ -126,6 +146,32 @@ export class Engine {
         if (this.#pendingUncordon !== null && this.#o.drainer) void this.completePendingUncordon();
       },
     });
+    this.#repair = new NodeRepair({
+      enabled: options.repair?.enabled ?? false,
+      policy: options.repair?.policy,
+      slot: this.#slot,
+      machines: options.machines,
+      clock: options.clock,
+      logger: options.logger.child({ subsystem: 'repair' }),
+      verifyTimeoutMs: options.verifyTimeoutMs,
+      diagnostics: options.diagnostics ?? null,
+      refresh: () => this.refreshNode(),
+      onChange: this.#version.bump,
+      node: () => ({ node: this.#snap.node, configured: this.#snap.activeRecord !== null }),
+      lastOperation: () => this.#store.list({ limit: 1 })[0] ?? null,
+    });
+  }
+
+  /** Start keeping the node at its desired state (no-op with repair off); once ready. */
+  startRepair(): void {
+    if (this.#repairLoop) return;
+    this.#repairStop = new AbortController();
+    this.#repairLoop = this.#repair.run(this.#repairStop.signal);
+  }
+
+  /** One repair check now (tests; the loop runs the same). */
+  checkRepair(): Promise<void> {
+    return this.#repair.check();
   }
 
   /** The version of what `status` shows (see `StatusVersion`). */
@@ -163,6 +209,7 @@ export class Engine {
       metrics: o.metrics,
       drainer: o.drainer ?? null,
       verifyTimeoutMs: o.verifyTimeoutMs,
+      diagnostics: o.diagnostics ?? null,
       // A new journal carries a pending uncordon on, so a crash during it does not lose it.
       uncordonPending: this.#pendingUncordon !== null,
     };
@@ -172,6 +219,7 @@ export class Engine {
   async start(): Promise<RecoveryReport | null> {
     await this.#store.load();
     this.#lastRecovery = await recover({ ...this.#deps, store: this.#store, logger: this.#o.logger });
+    this.#recovering = false;
     const journal = await readJournal(this.#o.stateDir);
     this.#pendingUncordon = journal?.closed && journal.uncordonPending ? journal.operationId : null;
     await this.refreshNode();
@@ -259,8 +307,9 @@ export class Engine {
     // the cordon state comes from the last cordon/drain/uncordon agentd saw.
     const cordoned = this.#o.nodeOps?.cordoned() ?? this.#snap.node.cordoned;
     const warnings = [...this.#snap.node.warnings, ...this.#engineWarnings()];
+    const repair = this.#repair.status();
     return {
-      node: { ...this.#snap.node, cordoned, warnings },
+      node: { ...this.#snap.node, cordoned, warnings, repair: repair.state === 'off' ? null : { ...repair } },
       operation: this.#slot.current,
       lastOperation: last,
     };
@@ -274,6 +323,16 @@ export class Engine {
     const pending = this.#pendingUncordon;
     if (pending !== null) {
       warnings.push(`the node is still cordoned by interrupted operation ${pending}: run agentctl uncordon`);
+    }
+    const repair = this.#repair.status();
+    if (repair.state === 'gave_up') {
+      warnings.push(
+        `agentd gave up repairing the node after ${repair.failures} failed attempts (${repair.lastError ?? 'unknown error'}): fix the cause, then agentctl update --force, or restart agentd to try again`,
+      );
+    } else if (repair.state === 'backoff') {
+      warnings.push(
+        `repair failed ${repair.failures} time(s) (${repair.lastError ?? 'unknown error'}); next attempt at ${repair.nextAttemptAt ?? '-'}`,
+      );
     }
     return warnings;
   }
@@ -403,6 +462,11 @@ export class Engine {
     const target = source ? alternateMachine(source) : 'kube1';
     const changed = changes.length > 0 || Boolean(req.force);
     if (req.dryRun) {
+      // A dry run checks what the update's preflight would (reachability, no download) when
+      // something would change, so a target that cannot be fetched is seen now, not later.
+      const checks = changed
+        ? await this.#o.provisioner.preflight(goal, AbortSignal.timeout(DRY_RUN_PREFLIGHT_MS))
+        : [];
       const op = this.#slot.create(
         'update',
         req,
@@ -410,7 +474,7 @@ export class Engine {
         changed ? target : source,
         changed ? UPDATE_PHASES : [],
       );
-      return buildDryRun(op, {
+      const plan = buildDryRun(op, {
         source,
         target,
         goal,
@@ -421,6 +485,18 @@ export class Engine {
         paths: this.#o.paths,
         provisioner: this.#o.provisioner,
       });
+      if (changed) (plan.result ??= {}).preflight = checks;
+      const failed = checks.filter((c) => !c.ok);
+      if (failed.length > 0) {
+        // The update would fail in preflight: say so with the code the update would end with.
+        plan.state = 'failed';
+        plan.error = {
+          code: preflightFailureCode(failed),
+          message: `preflight would fail: ${failed.map((c) => `${c.name}: ${c.message}`).join('; ')}`,
+          data: { checks: failed },
+        };
+      }
+      return plan;
     }
     if (!changed) return this.#recordNoop(req, source);
     const op = this.#slot.create('update', req, source, target, UPDATE_PHASES);
@@ -486,10 +562,11 @@ export class Engine {
   async preflight(
     config: AgentConfig | undefined,
     signal: AbortSignal,
+    set?: GoalSet,
   ): Promise<{ config: AgentConfig; checks: PreflightCheck[] }> {
     await this.refreshNode();
     const goal = resolveGoal(
-      { config },
+      { config, set },
       this.#snap.activeRecord?.config ?? null,
       this.#o.defaultConfig?.() ?? null,
     );
@@ -507,7 +584,10 @@ export class Engine {
 
   /** Shutdown: see `OperationSlot.drain`; then let a node refresh under way finish. */
   async shutdown(graceMs: number): Promise<void> {
+    // No new repair starts; one under way is drained like any operation.
+    this.#repairStop?.abort();
     await this.#slot.drain(graceMs);
+    await this.#repairLoop;
     await this.#snap.settled();
     clearTimeout(this.#staleTimer);
   }

@@ -9,10 +9,11 @@ import { describeError, isAgentError } from '../errors.js';
 import type { MachineManager } from '../host/machines.js';
 import type { HostPaths } from '../host/paths.js';
 import { MACHINE_NAMES, type MachineName } from '../host/types.js';
-import type { Metrics } from '../metrics/metrics.js';
+import { KUBELET_STATES, type Metrics } from '../metrics/metrics.js';
 import type { AppliedConfigRecord, AppliedConfigStore } from './applied-config-store.js';
 import { readNodeState } from './node-state.js';
-import type { MachineStatus, NodeStatus } from './operation.js';
+import { assessServing, type MachineHealth } from './node-health.js';
+import type { NodeStatus } from './operation.js';
 
 export interface NodeSnapshotOptions {
   paths: HostPaths;
@@ -22,11 +23,21 @@ export interface NodeSnapshotOptions {
   metrics: Metrics;
   /** Called after every read of the node (the snapshot is one of the inputs of `status`). */
   onChange?: () => void;
+  /** True while startup recovery runs: the node's state is not known yet. */
+  recovering?: () => boolean;
 }
 
 export class NodeSnapshot {
   readonly #o: NodeSnapshotOptions;
-  node: NodeStatus = { activeMachine: null, applied: null, machines: [], cordoned: null, warnings: [] };
+  node: NodeStatus = {
+    activeMachine: null,
+    ...assessServing(null, [], { recovering: true }),
+    applied: null,
+    machines: [],
+    cordoned: null,
+    warnings: [],
+    repair: null,
+  };
   /** The active machine's applied config as last read (unredacted), or null. */
   activeRecord: AppliedConfigRecord | null = null;
   /** Applied configs that exist but cannot be read (bad sidecar, bad JSON), by machine. */
@@ -95,7 +106,7 @@ export class NodeSnapshot {
     } catch (err) {
       warnings.push(`node state: ${describeError(err)}`);
     }
-    const machines: MachineStatus[] = [];
+    const machines: MachineHealth[] = [];
     for (const m of MACHINE_NAMES) {
       try {
         const info = await this.#o.machines.inspect(m);
@@ -103,23 +114,30 @@ export class NodeSnapshot {
           name: m,
           state: info.running ? 'running' : info.registered ? 'stopped' : await this.#presentOnDisk(m),
           kubelet: info.kubelet,
+          healthy: info.healthy,
         });
       } catch (err) {
         warnings.push(`${m}: cannot inspect: ${describeError(err)}`);
-        machines.push({ name: m, state: await this.#presentOnDisk(m), kubelet: 'unknown' });
+        machines.push({ name: m, state: await this.#presentOnDisk(m), kubelet: 'unknown', healthy: false });
       }
     }
+    const health = assessServing(active, machines, { recovering: this.#o.recovering?.() });
+    // A joined node that does not serve is something to act on; a node not joined yet is not.
+    if (!health.serving && active !== null) warnings.push(`the node is not serving: ${health.servingReason}`);
     const rec = active ? (records.get(active) ?? null) : null;
     this.unreadable = unreadable;
     this.activeRecord = rec;
     this.node = {
       activeMachine: active,
+      ...health,
       applied: rec
         ? { kubernetesVersion: rec.config.Cluster.Version, image: rec.config.OCIImage, hash: rec.hash }
         : null,
-      machines,
+      machines: machines.map(({ name, state, kubelet }) => ({ name, state, kubelet })),
       cordoned: this.node.cordoned,
       warnings,
+      // Repair changes between reads: the engine fills it in, live, in `status`.
+      repair: null,
     };
     this.#publishMetrics();
     this.#o.onChange?.();
@@ -138,6 +156,10 @@ export class NodeSnapshot {
     const { metrics } = this.#o;
     for (const m of MACHINE_NAMES)
       metrics.activeMachine.set({ machine: m }, this.node.activeMachine === m ? 1 : 0);
+    metrics.nodeServing.set(this.node.serving ? 1 : 0);
+    for (const m of this.node.machines)
+      for (const state of KUBELET_STATES)
+        metrics.kubeletState.set({ machine: m.name, state }, m.kubelet === state ? 1 : 0);
     metrics.appliedInfo.reset();
     const rec = this.activeRecord;
     if (rec) {

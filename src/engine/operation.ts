@@ -22,7 +22,7 @@ export const FINAL_STATES: ReadonlySet<OperationState> = new Set([
   'interrupted',
 ]);
 
-export const OPERATION_KINDS = ['update', 'reset', 'drain', 'uncordon'] as const;
+export const OPERATION_KINDS = ['update', 'reset', 'drain', 'uncordon', 'repair'] as const;
 export type OperationKind = (typeof OPERATION_KINDS)[number];
 
 export const PHASE_STATES = ['pending', 'running', 'succeeded', 'failed', 'skipped', 'cancelled'] as const;
@@ -75,8 +75,20 @@ export interface MachineStatus {
 
 export interface NodeStatus {
   activeMachine: MachineName | null;
+  /** The active machine runs and its kubelet is active and healthy (docs/operations.md). */
+  serving: boolean;
+  /** Why the node does not serve; null while it serves. */
+  servingReason: string | null;
   applied: AppliedSummary | null;
   machines: MachineStatus[];
   cordoned: boolean | null;
   warnings: string[];
+  /** What repair is doing; null when the engine has none (tests). */
+  repair: {
+    state: 'off' | 'idle' | 'repairing' | 'backoff' | 'gave_up';
+    failures: number;
+    nextAttemptAt: string | null;
+    lastError: string | null;
+    lastOperation: string | null;
+  } | null;
 }

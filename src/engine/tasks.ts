@@ -64,11 +64,20 @@ export function parallel(name: string, tasks: Task[]): Task {
   };
 }
 
+/** Task loggers → the logger their task tree started from, and their task path. */
+const TASK_LOGGERS = new WeakMap<Logger, { root: Logger; path: string }>();
+
 /** Run one task with logging, timing and cancellation checks around it. */
 export async function runTask(t: Task, ctx: TaskContext): Promise<void> {
   if (ctx.signal.aborted) throw new CancelledError(t.name, { cause: ctx.signal.reason });
   const started = performance.now();
-  const logger = ctx.logger.child({ task: t.name });
+  // Nested tasks log their path (`provision/install/install artifacts`) under one `task` key:
+  // a child of the outermost task's parent, since pino would repeat a key bound twice.
+  const parent = TASK_LOGGERS.get(ctx.logger);
+  const root = parent?.root ?? ctx.logger;
+  const taskPath = parent ? `${parent.path}/${t.name}` : t.name;
+  const logger = root.child({ task: taskPath });
+  TASK_LOGGERS.set(logger, { root, path: taskPath });
   logger.debug('task started');
   let result = 'ok';
   try {

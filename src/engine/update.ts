@@ -4,7 +4,16 @@
  * Failure before stop removes the target (the node never stopped serving); failure in start or
  * verify rolls back to the source. Every phase transition is journaled before it happens.
  */
-import { AgentError, CancelledError, PreconditionFailedError, describeError } from '../errors.js';
+import {
+  AgentError,
+  CancelledError,
+  MachineStartFailedError,
+  RollbackFailedError,
+  VerifyFailedError,
+  describeError,
+  isAgentError,
+} from '../errors.js';
+import type { MachineDiagnostic } from '../host/machine-diagnostics.js';
 import type { MachineManager } from '../host/machines.js';
 import type { Clock, MachineName } from '../host/types.js';
 import type { Metrics } from '../metrics/metrics.js';
@@ -52,6 +61,8 @@ export interface UpdateDeps {
   verifyTimeoutMs?: number;
   /** An earlier interrupted operation's uncordon is still pending: carried into this journal. */
   uncordonPending?: boolean;
+  /** Capture what explains a machine's failure (journals, unit status); never throws. */
+  diagnostics?: ((m: MachineName) => Promise<MachineDiagnostic[]>) | null;
 }
 
 export interface UpdatePlan {
@@ -139,16 +150,16 @@ export async function runUpdate(
       result.preflight = checks;
       const failed = checks.filter((c) => !c.ok);
       if (failed.length > 0) {
-        throw new PreconditionFailedError(
+        throw new AgentError(
+          preflightFailureCode(failed),
           `preflight failed: ${failed.map((c) => `${c.name}: ${c.message}`).join('; ')}`,
-          {
-            data: { checks: failed },
-          },
+          { data: { checks: failed } },
         );
       }
       const t = await machines.inspect(target, signal);
       if (t.running) {
-        throw new PreconditionFailedError(
+        throw new AgentError(
+          'PRECONDITION_FAILED',
           `the target machine ${target} is running; refusing to overwrite it`,
         );
       }
@@ -183,12 +194,26 @@ export async function runUpdate(
     }
     const never = new AbortController().signal;
     await phase('start', async () => {
-      await machines.start(target, source ? never : signal);
-      failpoint('update.start.mid');
-      await machines.startServices(target, source ? never : signal);
+      try {
+        await machines.start(target, source ? never : signal);
+        failpoint('update.start.mid');
+        await machines.startServices(target, source ? never : signal);
+      } catch (err) {
+        // A cancelled join stays CANCELLED; anything else is this machine not starting.
+        throw err instanceof CancelledError ? err : new MachineStartFailedError(target, err);
+      }
     });
     await phase('verify', async () => {
-      await machines.verify(target, { timeoutMs: d.verifyTimeoutMs, signal: source ? never : signal });
+      try {
+        await machines.verify(target, { timeoutMs: d.verifyTimeoutMs, signal: source ? never : signal });
+      } catch (err) {
+        // Whatever kept kubelet from being seen healthy (a probe that could not run) is VERIFY_FAILED.
+        if (err instanceof CancelledError || (isAgentError(err) && err.code === 'VERIFY_FAILED')) throw err;
+        throw new VerifyFailedError(`verify machine ${target}: ${describeError(err)}`, {
+          cause: err,
+          data: { machine: target, causeCode: isAgentError(err) ? err.code : 'INTERNAL' },
+        });
+      }
       if (downStartedAt !== null) {
         const ms = clock.now() - downStartedAt;
         result.downWindowMs = ms;
@@ -283,6 +308,13 @@ async function handleFailure(
   };
   // Mark the phases that never ran.
   for (const p of rec.op.phases) if (p.state === 'pending') p.state = 'skipped';
+  // The target started (or tried to): keep what explains its failure before it is removed.
+  let diagnostics: MachineDiagnostic[] | undefined;
+  if ((failure.phase === 'start' || failure.phase === 'verify') && d.diagnostics) {
+    diagnostics = await d.diagnostics(target);
+    if (isAgentError(failure.error)) failure.error.data.diagnostics = diagnostics;
+    else result.diagnostics = diagnostics;
+  }
 
   if (!journal.state.sourceStopped) {
     // Before stop: the node never stopped serving. Undo what was done on the target.
@@ -310,18 +342,42 @@ async function handleFailure(
   }
   await uncordon();
   result.rollback = steps;
-  const rollbackError = steps.find((s) => !s.ok && s.step.includes(source ?? ''))?.error;
+  const failedStep = steps.find((s) => !s.ok && s.step.includes(source ?? ''));
+  const rollbackError = failedStep ? `${failedStep.step}: ${failedStep.error ?? 'failed'}` : 'unknown';
   await rec.phaseEnded(
     'rollback',
     back ? 'succeeded' : 'failed',
-    back ? undefined : new Error(rollbackError ?? 'rollback failed'),
+    back
+      ? undefined
+      : new RollbackFailedError(`rollback to ${source ?? '-'} failed: ${rollbackError}`, {
+          data: { machine: source, steps },
+        }),
   );
   await journal.set({ phaseState: 'done' });
   if (back) return { state: 'rolled_back', result, error: failure.error };
-  const both = new AgentError(
-    'VERIFY_FAILED',
-    `${failure.message}; rollback to ${source ?? '-'} failed too: ${rollbackError ?? 'unknown'}`,
-    { data: { failure: toErrorInfo(failure.error), rollback: steps } },
+  const both = new RollbackFailedError(
+    `${failure.message}; rollback to ${source ?? '-'} failed too: ${rollbackError}; the node does not serve`,
+    { data: { failure: withoutDiagnostics(toErrorInfo(failure.error)), rollback: steps, diagnostics } },
   );
   return { state: 'failed', result, error: both };
+}
+
+/**
+ * The code of a failed preflight, from its failed checks (docs/operations.md): an unreachable
+ * image is IMAGE_PULL_FAILED, an unreachable artifact or mirror DOWNLOAD_FAILED, too little disk
+ * NO_SPACE; anything else PRECONDITION_FAILED. The image is named first: it is pulled first.
+ */
+export function preflightFailureCode(failed: ReadonlyArray<{ name: string }>): AgentError['code'] {
+  const has = (test: (name: string) => boolean): boolean => failed.some((c) => test(c.name));
+  if (has((n) => n === 'image')) return 'IMAGE_PULL_FAILED';
+  if (has((n) => n === 'artifacts' || n.startsWith('artifact:'))) return 'DOWNLOAD_FAILED';
+  if (has((n) => n === 'disk-space')) return 'NO_SPACE';
+  return 'PRECONDITION_FAILED';
+}
+
+/** An error record without its diagnostics (kept once, at the top of the operation's error). */
+function withoutDiagnostics(info: ReturnType<typeof toErrorInfo>): ReturnType<typeof toErrorInfo> {
+  if (!info.data || !('diagnostics' in info.data)) return info;
+  const { diagnostics: _omitted, ...data } = info.data;
+  return { ...info, data };
 }

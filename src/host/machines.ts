@@ -60,6 +60,8 @@ export interface MachineInspection {
   /** It answers `systemd-run --machine=<m> --pipe --wait /bin/true`. */
   running: boolean;
   kubelet: KubeletState;
+  /** kubelet's health endpoint answered ok; only probed when kubelet is active, else false. */
+  healthy: boolean;
 }
 
 export interface VerifyOptions {
@@ -118,7 +120,7 @@ const inMachine = (m: MachineName, ...command: string[]): string[] => [
 export function createMachineManager(options: MachineManagerOptions): MachineManager {
   const { runner, paths } = options;
   const clock = options.clock ?? systemClock;
-  const log = (options.logger ?? pino({ enabled: false })).child({ component: 'machines' });
+  const log = (options.logger ?? pino({ enabled: false })).child({ subsystem: 'machines' });
   const kubeletHealth = options.kubeletHealth ?? createHttpKubeletHealthCheck();
   const t: MachineTimeouts = { ...DEFAULT_MACHINE_TIMEOUTS, ...options.timeouts };
 
@@ -353,7 +355,13 @@ export function createMachineManager(options: MachineManagerOptions): MachineMan
 
   async function inspect(m: MachineName, signal?: AbortSignal): Promise<MachineInspection> {
     const quick: RunOptions = { signal, timeoutMs: Math.min(t.commandMs, INSPECT_COMMAND_MS), reject: false };
-    const seen: MachineInspection = { name: m, registered: false, running: false, kubelet: 'inactive' };
+    const seen: MachineInspection = {
+      name: m,
+      registered: false,
+      running: false,
+      kubelet: 'inactive',
+      healthy: false,
+    };
     try {
       seen.registered = (await run('machinectl', ['show', m], quick)).exitCode === 0;
       if (!seen.registered) return seen;
@@ -361,6 +369,7 @@ export function createMachineManager(options: MachineManagerOptions): MachineMan
       if (!seen.running) return seen;
       const res = await run('systemd-run', inMachine(m, 'systemctl', 'is-active', 'kubelet.service'), quick);
       seen.kubelet = kubeletStateOf(res.stdout.trim());
+      if (seen.kubelet === 'active') seen.healthy = await kubeletHealth(m, signal);
       return seen;
     } catch (err) {
       if (isCancelled(err)) throw err;

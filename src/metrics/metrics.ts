@@ -8,6 +8,21 @@ import { RpcCallMetrics } from './rpc-calls.js';
 const DURATION_BUCKETS = [0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600, 1200];
 const RPC_BUCKETS = [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1, 5, 30];
 
+/**
+ * prom-client's defaults that break the exposition format's naming rules: gauges whose names end
+ * in `_total`, which `promtool check metrics` rejects. Their values are still exported, per
+ * type, by the correctly named `nodejs_active_handles`, `nodejs_active_requests` and
+ * `nodejs_active_resources` gauges that the same defaults register.
+ */
+export const MISNAMED_DEFAULT_METRICS = [
+  'nodejs_active_handles_total',
+  'nodejs_active_requests_total',
+  'nodejs_active_resources_total',
+] as const;
+
+/** The kubelet states `agentd_machine_kubelet_state` reports, one series each. */
+export const KUBELET_STATES = ['active', 'inactive', 'failed', 'unknown'] as const;
+
 export function createMetrics(options: { version: string; collectDefaults?: boolean }) {
   const registry = new Registry();
   // prom-client samples event-loop delay with a libuv timer every `eventLoopMonitoringPrecision`
@@ -16,6 +31,7 @@ export function createMetrics(options: { version: string; collectDefaults?: bool
   // (docs/benchmarks.md, footprint); nodejs_eventloop_lag_seconds is measured at each scrape.
   if (options.collectDefaults !== false) {
     collectDefaultMetrics({ register: registry, eventLoopMonitoringPrecision: 1000 });
+    for (const name of MISNAMED_DEFAULT_METRICS) registry.removeSingleMetric(name);
   }
   const r = [registry];
   const metrics = {
@@ -72,6 +88,17 @@ export function createMetrics(options: { version: string; collectDefaults?: bool
       name: 'agentd_active_machine',
       help: '1 for the active machine (kube1 or kube2), 0 for the other.',
       labelNames: ['machine'],
+      registers: r,
+    }),
+    nodeServing: new Gauge({
+      name: 'agentd_node_serving',
+      help: '1 when the active machine runs and its kubelet is active and healthy, else 0.',
+      registers: r,
+    }),
+    kubeletState: new Gauge({
+      name: 'agentd_machine_kubelet_state',
+      help: 'The kubelet state of each machine: 1 for its current state, 0 for the others.',
+      labelNames: ['machine', 'state'],
       registers: r,
     }),
     appliedInfo: new Gauge({

@@ -51,6 +51,14 @@ export const operationSchema = z
 export const nodeStatusSchema = z
   .object({
     activeMachine: machineNameSchema.nullable(),
+    serving: z.boolean().meta({
+      description:
+        'The node serves: the active machine runs and its kubelet is active and healthy. About the node, not agentd (see /readyz).',
+    }),
+    servingReason: z
+      .string()
+      .nullable()
+      .meta({ description: 'Why the node does not serve; null while it serves.' }),
     applied: z
       .object({ kubernetesVersion: z.string(), image: z.string(), hash: z.string() })
       .nullable()
@@ -67,5 +75,21 @@ export const nodeStatusSchema = z
       .nullable()
       .meta({ description: 'Whether the node is cordoned; null when unknown.' }),
     warnings: z.array(z.string()),
+    repair: z
+      .object({
+        state: z.enum(['off', 'idle', 'repairing', 'backoff', 'gave_up']).meta({
+          description:
+            'off (--no-repair), idle, repairing, backoff (waiting to retry a failed repair), gave_up (after repeated failures).',
+        }),
+        failures: z.number().int().meta({ description: 'Failed repairs in a row.' }),
+        nextAttemptAt: z
+          .string()
+          .nullable()
+          .meta({ description: 'When the next repair may run, in backoff.' }),
+        lastError: z.string().nullable().meta({ description: 'The error of the last failed repair.' }),
+        lastOperation: z.string().nullable().meta({ description: 'The id of the last repair operation.' }),
+      })
+      .nullable()
+      .meta({ description: 'Repair between requests (see docs/operations.md); null when not available.' }),
   })
   .meta({ id: 'NodeStatus' });

@@ -8,6 +8,12 @@ export interface DaemonInfo {
   pid: number;
   startedAt: string;
   state: DaemonState;
+  /** How host commands run: for real (`systemd`) or on the simulated host (`sim`). */
+  host?: 'systemd' | 'sim';
+  /** The daemon's --root: every host path is under it. */
+  root?: string;
+  /** The daemon's --shutdown-grace (ms): how long its shutdown waits for in-flight work. */
+  shutdownGraceMs?: number;
 }
 
 /** Status of the Machine CR watcher (`src/watcher`, wired in `src/server/kube-wiring.ts`). */

@@ -2,6 +2,7 @@
  * The daemon's lifecycle: startup in dependency order, and the one shutdown function whose
  * order DESIGN §9 fixes. Collaborators come in through options with production defaults.
  */
+import { captureMachineDiagnostics } from '../host/machine-diagnostics.js';
 import { rm } from 'node:fs/promises';
 import type { FastifyInstance } from 'fastify';
 import type { Logger } from 'pino';
@@ -91,6 +92,7 @@ export async function startDaemon(config: DaemonConfig, deps: DaemonDeps): Promi
     const paths = createHostPaths(config.root);
     host = deps.host ?? (await createHost(config, { logger, clock, env: deps.env ?? process.env }));
     const hostMachines = host.machines;
+    const hostRunner = host.runner;
     const provisioner = createProvisioner({
       paths,
       stateDir: config.stateDir,
@@ -124,6 +126,14 @@ export async function startDaemon(config: DaemonConfig, deps: DaemonDeps): Promi
       metrics,
       events,
       defaultConfig: host.defaultConfig ?? undefined,
+      diagnostics: (m) => captureMachineDiagnostics(hostRunner, m),
+      repair: {
+        enabled: config.repair,
+        // The simulated host answers at once: check and retry in seconds, not minutes.
+        ...(config.host === 'sim'
+          ? { policy: { checkIntervalMs: 2_000, baseDelayMs: 1_000, maxDelayMs: 8_000 } }
+          : {}),
+      },
       nodeOps: kubeWiring.nodeOps,
       statusVersion,
       // A getter: credentials appear when the node joins (the applied config carries them), so
@@ -137,6 +147,9 @@ export async function startDaemon(config: DaemonConfig, deps: DaemonDeps): Promi
       pid: process.pid,
       startedAt,
       state: daemonState.get(),
+      host: config.host,
+      root: config.root,
+      shutdownGraceMs: config.shutdownGraceMs,
     });
     let openrpc: Record<string, unknown> | null = null;
     let openapi: Record<string, unknown> | null = null;
@@ -218,6 +231,8 @@ export async function startDaemon(config: DaemonConfig, deps: DaemonDeps): Promi
     }
     // The watcher starts only now: its first reconcile may call `update`.
     kubeWiring.start(dispatcher);
+    // Repair too: its first check (at once) restarts an active machine found stopped.
+    engine.startRepair();
 
     let resolveStopped!: () => void;
     const stopped = new Promise<void>((r) => (resolveStopped = r));

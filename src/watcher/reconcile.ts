@@ -15,6 +15,7 @@ import { decideMachine, describeDecision, readAppliedView } from './machine-goal
 import type { MachineDecision } from './machine-goal.js';
 import { MESSAGE_PREFIX, clip, nodeUpdatedCondition, statusMutation } from './machine-status-writes.js';
 import type { WantedStatus } from './machine-status-writes.js';
+import { childLogger } from '../log.js';
 
 type Operation = MethodTypes['update']['result'];
 
@@ -85,7 +86,7 @@ function raceAbort<T>(promise: Promise<T>, signal: AbortSignal, what: string): P
 
 export function createReconciler(o: ReconcilerOptions): Reconciler {
   const { name, machines, rpc, clock } = o;
-  const logger = o.logger.child({ machine: name });
+  const logger = childLogger(o.logger, { machine: name });
   const busyRequeueMs = o.busyRequeueMs ?? 250;
   const busyWaitSeconds = o.busyWaitSeconds ?? 30;
   const maxAttempts = Math.max(1, o.maxAttempts ?? 3);

@@ -12,6 +12,7 @@ import type { MachineApi, WatchMachine } from '../kube/index.js';
 import type { Metrics } from '../metrics/metrics.js';
 import type { RpcClient } from '../rpc/client.js';
 import type { WatcherStatus } from '../rpc/services.js';
+import { childLogger } from '../log.js';
 import { DEFAULT_BACKOFF } from './backoff.js';
 import type { BackoffOptions } from './backoff.js';
 import { createReconciler } from './reconcile.js';
@@ -60,7 +61,8 @@ export function createMachineWatcher(o: MachineWatcherOptions): MachineWatcher {
   const name = o.machineName;
   const clock = o.clock ?? systemClock;
   const backoff = o.backoff ?? DEFAULT_BACKOFF;
-  const logger = o.logger.child({ component: 'watcher', machine: name });
+  // `subsystem`: the parent (the Kubernetes wiring) binds `component` already.
+  const logger = childLogger(o.logger, { subsystem: 'watcher', machine: name });
   const state = new WatcherState(name, clock, o.onStatusChange);
   const reconciler = createReconciler({
     ...o.reconcile,

@@ -126,6 +126,47 @@ describe('update', () => {
       'banana',
     );
     expect(value.error).toMatchObject({ code: 'INVALID_PARAMS', exitCode: 2 });
+    expect(r.stderr).toContain('"banana"');
+  });
+
+  it("--image 'bad ref!!' is refused at the boundary, repeating the value; nothing is started", async () => {
+    const before = (await json<{ operations: Op[] }>('ops', 'list')).value.operations.length;
+    const r = await ctl('update', '--image', 'bad ref!!');
+    expect(r.code, r.stderr).toBe(2);
+    expect(r.stderr).toContain('--image');
+    expect(r.stderr).toContain('bad ref!!');
+    const pre = await ctl('preflight', '--image', 'bad ref!!');
+    expect(pre.code, pre.stderr).toBe(2);
+    expect((await json<{ operations: Op[] }>('ops', 'list')).value.operations).toHaveLength(before);
+  });
+
+  it('--dry-run runs the preflight checks: an unreachable image fails it (IMAGE_PULL_FAILED, exit 1)', async () => {
+    const image = '127.0.0.1:1/agentd/nothing:v1';
+    const human = await ctl('update', '--image', image, '--dry-run');
+    expect(human.code, human.stderr).toBe(1);
+    expect(human.stdout).toMatch(/preflight:\n[\s\S]*FAILED image/);
+    const { value } = await json<Op>('update', '--image', image, '--dry-run');
+    expect(value.error?.code).toBe('IMAGE_PULL_FAILED');
+    const ok = await json<Op & { result: { preflight: Array<{ ok: boolean }> } }>(
+      'update',
+      '--force',
+      '--dry-run',
+    );
+    expect(ok.r.code).toBe(0);
+    expect(ok.value.result.preflight.length).toBeGreaterThan(1);
+    expect(ok.value.result.preflight.every((c) => c.ok)).toBe(true);
+  });
+
+  it('preflight takes the target flags of update', async () => {
+    const { r, value } = await json<{ ok: boolean; checks: Array<{ name: string; message: string }> }>(
+      'preflight',
+      '--kubernetes-version',
+      '1.36.2',
+    );
+    expect(r.code, r.stderr).toBe(0);
+    expect(value.checks.find((c) => c.name === 'artifact:kubelet')?.message).toContain('1.36.2');
+    const both = await ctl('preflight', '--config', 'x.yaml', '--image', 'r/i:1');
+    expect(both.code).toBe(2);
   });
 
   it('--config takes a YAML agent config file', async () => {
@@ -148,12 +189,12 @@ describe('update', () => {
     expect(JSON.stringify(after.value.config.Kubelet.Auth)).not.toContain('0123456789abcdef');
   });
 
-  it('--detach prints the operation and the command to follow it', async () => {
+  it('--detach prints the operation id alone on stdout (id=$(agentctl update --detach)), how to follow it on stderr', async () => {
     const r = await ctl('update', '--force', '--detach');
     expect(r.code, r.stderr).toBe(0);
-    const id = /^update (op-\S+) /.exec(r.stdout)?.[1];
-    expect(id).toBeDefined();
-    expect(r.stdout).toContain(`follow it with: agentctl --socket ${d.socket} ops wait ${id}`);
+    expect(r.stdout).toMatch(/^op-\S+\n$/);
+    const id = r.stdout.trim();
+    expect(r.stderr).toContain(`follow it with: agentctl --socket ${d.socket} ops wait ${id}`);
     const wait = await ctl('ops', 'wait', id ?? '');
     expect(wait.code, wait.stderr).toBe(0);
   });

@@ -39,7 +39,7 @@ beforeAll(async () => {
 
 /** agentctl uninstall with the sim's machinectl/systemctl/systemd-run first on PATH. */
 function uninstall(
-  o: { root: string; stateDir?: string; pidFile: string; socket?: string; pathFirst?: string },
+  o: { root: string; stateDir?: string; pidFile: string; socket?: string; pathFirst?: string; host?: string },
   ...args: string[]
 ): Promise<CliRun> {
   return runAgentctl(
@@ -53,6 +53,8 @@ function uninstall(
       '--pid-file',
       o.pidFile,
       ...(o.stateDir ? ['--state-dir', o.stateDir] : []),
+      // Without a daemon to ask, the host is named: the sim executables on PATH stand in for systemd.
+      ...(o.host ? ['--host', o.host] : o.socket ? [] : ['--host', 'systemd']),
       ...args,
     ],
     {
@@ -134,7 +136,17 @@ describe('uninstall with a running daemon', () => {
       await writeFile(f, '{}');
     }
     const r = await runAgentctl(
-      ['uninstall', '--yes', '--keep-config', '--root', root, '--pid-file', path.join(dir, 'agentd.pid')],
+      [
+        'uninstall',
+        '--yes',
+        '--keep-config',
+        '--host',
+        'systemd',
+        '--root',
+        root,
+        '--pid-file',
+        path.join(dir, 'agentd.pid'),
+      ],
       { env: { PATH: `${simBin}${path.delimiter}${process.env.PATH}`, AGENTD_SIM_ROOT: root } },
     );
     expect(r.code, r.stderr).toBe(0);
@@ -146,6 +158,65 @@ describe('uninstall with a running daemon', () => {
     expect(existsSync(path.join(root, 'etc/agentd/config.yaml'))).toBe(true);
     expect(existsSync(nspawn)).toBe(false);
     expect(existsSync(path.join(root, 'etc/systemd/system/agentd.service'))).toBe(false);
+  });
+});
+
+describe('uninstall acts on exactly the host its daemon manages', () => {
+  it("refuses --host systemd for a --sim daemon, and a --root that is not the daemon's; nothing removed", async () => {
+    const d = await joinedDaemon();
+    const machineDir = path.join(d.root, 'var/lib/machines/kube1');
+    const o = { root: d.root, stateDir: d.stateDir, pidFile: d.pidFile, socket: d.socket };
+    const wrongHost = await uninstall(o, '--host', 'systemd');
+    expect(wrongHost.code, wrongHost.stderr).toBe(2);
+    expect(wrongHost.stderr).toContain('--host systemd does not match');
+    expect(JSON.parse(wrongHost.stdout)).toMatchObject({
+      error: { code: 'HOST_MISMATCH', daemonHost: 'sim' },
+    });
+    const other = await makeTempDir();
+    const wrongRoot = await uninstall({ ...o, root: other });
+    expect(wrongRoot.code, wrongRoot.stderr).toBe(2);
+    expect(JSON.parse(wrongRoot.stdout)).toMatchObject({
+      error: { code: 'ROOT_MISMATCH', daemonRoot: d.root },
+    });
+    expect(existsSync(machineDir)).toBe(true);
+    expect(d.proc.exitCode).toBeNull();
+    // Without PATH stand-ins: the --sim daemon's machines are removed through the simulated host.
+    const r = await runAgentctl(
+      [
+        '--json',
+        '--socket',
+        d.socket,
+        'uninstall',
+        '--yes',
+        '--root',
+        d.root,
+        '--pid-file',
+        d.pidFile,
+        '--state-dir',
+        d.stateDir,
+      ],
+      {},
+    );
+    expect(r.code, r.stderr).toBe(0);
+    expect(existsSync(machineDir)).toBe(false);
+  });
+
+  it('with no daemon answering, the host must be named', async () => {
+    const dir = await makeTempDir();
+    const r = await runAgentctl([
+      '--json',
+      '--socket',
+      path.join(dir, 'none.sock'),
+      'uninstall',
+      '--yes',
+      '--root',
+      path.join(dir, 'root'),
+      '--pid-file',
+      path.join(dir, 'agentd.pid'),
+    ]);
+    expect(r.code).toBe(2);
+    expect(JSON.parse(r.stdout)).toMatchObject({ error: { code: 'HOST_REQUIRED' } });
+    expect(r.stderr).toContain('--host systemd');
   });
 });
 
@@ -195,7 +266,8 @@ describe('uninstall and the PID file', () => {
 });
 
 describe('uninstall when a machine cannot be removed', () => {
-  it('keeps every file and says so (exit 1); a rerun finishes the job', async () => {
+  // A join, then two uninstall runs with real host commands (and remove retries): slow on a busy machine.
+  it('keeps every file and says so (exit 1); a rerun finishes the job', { timeout: 90_000 }, async () => {
     const d = await joinedDaemon();
     await addInstallFiles(d.root);
     // A machinectl whose `remove` fails and after which machined still lists that machine (as
@@ -214,7 +286,15 @@ describe('uninstall when a machine cannot be removed', () => {
     );
     await chmod(path.join(broken, 'machinectl'), 0o755);
     const applied = path.join(d.root, 'etc/unbounded/agent/kube1-applied-config.json');
-    const o = { root: d.root, stateDir: d.stateDir, pidFile: d.pidFile, socket: d.socket };
+    // The daemon is not asked (no socket answers): the host is named, so that the broken
+    // machinectl on PATH is what runs.
+    const o = {
+      root: d.root,
+      stateDir: d.stateDir,
+      pidFile: d.pidFile,
+      socket: path.join(broken, 'none.sock'),
+      host: 'systemd',
+    };
 
     const first = await uninstall({ ...o, pathFirst: broken });
     const report = JSON.parse(first.stdout) as Report;

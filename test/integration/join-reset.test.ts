@@ -234,12 +234,14 @@ describe('a node taken over from the upstream agent', () => {
       const written = await writeAppliedConfig(root, 'kube1', upstream);
 
       await mkdir(path.join(dir, 'agentd'));
-      const d = await startSimDaemon({ dir: path.join(dir, 'agentd'), root });
+      // --no-repair: this rootfs cannot boot, and a repair attempt would hold the node (BUSY).
+      const d = await startSimDaemon({ dir: path.join(dir, 'agentd'), root, args: ['--no-repair'] });
       const status = await nodeStatus(d);
       expect(status.node).toMatchObject({
         activeMachine: 'kube1',
         applied: { kubernetesVersion: '1.34.0', hash: written.hash },
-        warnings: [],
+        // The truth about a taken-over machine that does not run (issue 13).
+        warnings: ['the node is not serving: the active machine kube1 is not running'],
       });
       // Re-applying the applied config is a no-op: agentd does not repave a node it took over.
       const noop = await updateAndWait(d);

@@ -56,13 +56,17 @@ describe('bad input', () => {
   });
 
   /** Run an update that must fail in preflight and check that nothing else happened. */
-  async function expectPreflightFailure(set: Record<string, unknown>, failedCheck: string): Promise<Op> {
+  async function expectPreflightFailure(
+    set: Record<string, unknown>,
+    failedCheck: string,
+    code: string,
+  ): Promise<Op> {
     const node = await cloneSimNode(template);
     await node.start();
     const before = await hostDigest(node);
     const op = await node.update({ wait: true, set });
     expect(op.state).toBe('failed');
-    expect(op.error?.code).toBe('PRECONDITION_FAILED');
+    expect(op.error?.code).toBe(code);
     const phases = Object.fromEntries(op.phases.map((p) => [p.name, p.state]));
     expect(phases).toMatchObject({
       preflight: 'failed',
@@ -93,12 +97,16 @@ describe('bad input', () => {
     };
     const unknown = applied.OCIImage.replace(/:[^:/]+$/, ':does-not-exist');
     expect(unknown).toMatch(/^127\.0\.0\.1:\d+\/agentd\/sim-rootfs:does-not-exist$/);
-    const op = await expectPreflightFailure({ image: unknown }, 'image');
+    const op = await expectPreflightFailure({ image: unknown }, 'image', 'IMAGE_PULL_FAILED');
     expect(op.error?.message).toContain('does-not-exist');
   });
 
   it('a Kubernetes version the mirror does not have: failed in preflight, host untouched', async () => {
-    const op = await expectPreflightFailure({ kubernetesVersion: '99.0.0' }, 'artifact:kubelet');
+    const op = await expectPreflightFailure(
+      { kubernetesVersion: '99.0.0' },
+      'artifact:kubelet',
+      'DOWNLOAD_FAILED',
+    );
     expect(op.error?.message).toContain('99.0.0');
   });
 });

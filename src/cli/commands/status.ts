@@ -1,6 +1,6 @@
 import type { MethodTypes } from '../../rpc/methods/index.js';
 import type { CliContext } from '../context.js';
-import { formatAge, table, toneOf } from '../output.js';
+import { formatAge, table, toneOf, wrapText } from '../output.js';
 
 type Status = MethodTypes['status']['result'];
 
@@ -17,9 +17,20 @@ export function renderStatus(s: Status, ctx: CliContext, now: number): string {
     `agentd ${s.daemon.version}  pid ${s.daemon.pid}  up ${up}  ${p(s.daemon.state, toneOf(s.daemon.state))}`,
   );
   const node = s.node;
+  // First thing an operator reads: does this node serve workloads right now?
+  lines.splice(
+    0,
+    0,
+    node.serving
+      ? `serving   ${p('yes', 'good')}`
+      : `serving   ${p('NO', 'bad')}  ${node.servingReason ?? ''}`.trimEnd(),
+  );
+  const starting = s.daemon.state === 'starting' || s.daemon.state === 'recovering';
   const applied = node.applied
     ? `kubernetes ${node.applied.kubernetesVersion}  image ${node.applied.image}  config ${node.applied.hash.slice(0, 12)}`
-    : 'not joined';
+    : starting
+      ? 'recovering: the node state is not known yet'
+      : 'not joined';
   lines.push(
     `node      active ${node.activeMachine ? p(node.activeMachine, 'bold') : p('none', 'dim')}  ${applied}`,
   );
@@ -48,8 +59,15 @@ export function renderStatus(s: Status, ctx: CliContext, now: number): string {
   if (last) {
     const when = last.finishedAt ? `${formatAge(now - Date.parse(last.finishedAt))} ago` : '';
     lines.push(
-      `last      ${last.id}  ${last.kind}  ${p(last.state, toneOf(last.state))}  ${when}${last.error ? `  ${last.error.message}` : ''}`,
+      wrapText(
+        `last      ${last.id}  ${last.kind}  ${p(last.state, toneOf(last.state))}  ${when}${last.error ? `  ${last.error.message}` : ''}`,
+        100,
+        '          ',
+      ),
     );
+    const recovery = last.result?.recovery as { outcome?: unknown } | undefined;
+    if (last.state === 'interrupted' && recovery?.outcome)
+      lines.push(`          agentd stopped during it; recovery ${String(recovery.outcome)}`);
   }
   if (s.watcher) {
     const w = s.watcher;

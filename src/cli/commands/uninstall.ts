@@ -7,7 +7,7 @@ import { existsSync } from 'node:fs';
 import path from 'node:path';
 import { confirmOrRefuse } from '../confirm.js';
 import type { CliContext } from '../context.js';
-import { CliExit, EXIT } from '../exit-codes.js';
+import { CliError, CliExit, EXIT } from '../exit-codes.js';
 import type { Output } from '../output.js';
 import { stopDaemonByPidFile } from '../stop-daemon.js';
 import type { UninstallStep } from '../uninstall/uninstall.js';
@@ -21,7 +21,53 @@ export interface UninstallFlags {
   pidFile: string;
   /** `auto` looks for /run/systemd/system (on the real host, never under --root). */
   systemd: 'auto' | 'yes' | 'no';
+  /** The host agentd managed; required when no daemon answers to say it. */
+  host?: 'systemd' | 'sim';
   stderr: NodeJS.WritableStream;
+}
+
+/**
+ * Which host to act on: exactly the one the daemon on the socket manages (its --host and --root),
+ * refusing a --host or --root that says otherwise; with no daemon answering, the one named by
+ * --host. Never guessed: a real host's machines must not be removed for a --sim daemon.
+ */
+export async function resolveUninstallHost(
+  ctx: CliContext,
+  flags: Pick<UninstallFlags, 'host'>,
+  root: string,
+): Promise<'systemd' | 'sim'> {
+  const socket = ctx.options.socket;
+  let daemon: { host?: 'systemd' | 'sim'; root?: string } | null = null;
+  try {
+    daemon = (await ctx.client().call('status')).daemon;
+  } catch {
+    daemon = null;
+  }
+  if (daemon?.host && daemon.root !== undefined) {
+    if (flags.host !== undefined && flags.host !== daemon.host) {
+      throw new CliError(
+        EXIT.USAGE,
+        `--host ${flags.host} does not match the agentd on ${socket}, which runs with --host ${daemon.host}; refusing to uninstall`,
+        { code: 'HOST_MISMATCH', daemonHost: daemon.host, host: flags.host },
+      );
+    }
+    if (path.resolve(daemon.root) !== root) {
+      throw new CliError(
+        EXIT.USAGE,
+        `--root ${root} does not match the agentd on ${socket}, which manages --root ${daemon.root}; refusing to uninstall (pass --root ${daemon.root})`,
+        { code: 'ROOT_MISMATCH', daemonRoot: daemon.root, root },
+      );
+    }
+    return daemon.host;
+  }
+  if (flags.host === undefined) {
+    throw new CliError(
+      EXIT.USAGE,
+      `no agentd answers on ${socket} to say which host it manages: name it with --host systemd (the real machinectl and systemctl) or --host sim (the simulated host under --root)`,
+      { code: 'HOST_REQUIRED', socket },
+    );
+  }
+  return flags.host;
 }
 
 /** Whether systemd is the running init: the check systemd's own sd_booted() makes. */
@@ -38,6 +84,7 @@ export function stepLine(s: UninstallStep, paint: Output['paint']): string {
 
 export async function runUninstall(ctx: CliContext, flags: UninstallFlags): Promise<void> {
   const root = path.resolve(ctx.cwd, flags.root);
+  const host = await resolveUninstallHost(ctx, flags, root);
   await confirmOrRefuse(ctx, {
     yes: Boolean(flags.yes),
     command: 'uninstall',
@@ -52,7 +99,11 @@ export async function runUninstall(ctx: CliContext, flags: UninstallFlags): Prom
       import('../uninstall/uninstall.js'),
     ]);
   const paths = createHostPaths(root);
-  const runner = createExecaRunner();
+  // The simulated host's commands act on its model under --root, as the --sim daemon's did.
+  const runner =
+    host === 'sim'
+      ? (await import('../../sim/host/index.js')).createSimHost({ root, clock: ctx.proc.clock })
+      : createExecaRunner();
   const machines = createMachineManager({ runner, paths, clock: ctx.proc.clock });
   const stateDir = flags.stateDir ? path.resolve(ctx.cwd, flags.stateDir) : paths.resolve('/var/lib/agentd');
   const report = await runUninstallSteps({
@@ -62,7 +113,8 @@ export async function runUninstall(ctx: CliContext, flags: UninstallFlags): Prom
     socket: ctx.options.socket,
     graceMs: flags.grace,
     keepConfig: Boolean(flags.keepConfig),
-    systemd: systemdRuns(flags.systemd),
+    // The simulated host has no agentd unit or daemon-reload of the real systemd to touch.
+    systemd: host === 'sim' ? false : systemdRuns(flags.systemd),
     runner,
     machines,
     stopDaemon: (pidFile, graceMs) => stopDaemonByPidFile(pidFile, { graceMs }),

@@ -2,7 +2,7 @@
 import { RpcError } from '../../rpc/client.js';
 import { readConfigFile } from '../config-file.js';
 import type { CliContext } from '../context.js';
-import { CliError, EXIT } from '../exit-codes.js';
+import { CliError, CliExit, EXIT } from '../exit-codes.js';
 import {
   followAndReport,
   guardInterrupt,
@@ -49,7 +49,8 @@ async function buildParams(ctx: CliContext, flags: UpdateFlags): Promise<Record<
   };
 }
 
-function withFlagNames(err: unknown, usedConfigFile: boolean): unknown {
+/** An INVALID_PARAMS answer about `set.*` or `config` named by the flag the user typed. */
+export function withFlagNames(err: unknown, usedConfigFile: boolean): unknown {
   if (!(err instanceof RpcError) || err.appCode !== 'INVALID_PARAMS') return err;
   const issues = Array.isArray(err.data.issues) ? (err.data.issues as { path?: string }[]) : [];
   const first = issues[0]?.path ?? '';
@@ -75,14 +76,33 @@ async function startAndReport(
   interrupt: InterruptGuard,
 ): Promise<void> {
   let op: Operation;
+  // Ctrl-C before the request went out: nothing was started.
+  if (interrupt.signal.aborted) throw interruptedBeforeStart(ctx);
   try {
     op = await ctx.callUntyped<Operation>('update', params);
   } catch (err) {
     throw withFlagNames(err, flags.config !== undefined);
   }
+  // Ctrl-C while the request was in flight: the operator did not want it to start, so the new
+  // operation is cancelled (it undoes what little it did); past its point of no return it is
+  // followed as a detach instead.
+  if (interrupt.signal.aborted && !flags.dryRun && !isFinal(op)) {
+    try {
+      await ctx.call('operations.cancel', { id: op.id });
+      ctx.out.info(`interrupted: cancelled ${op.kind} ${op.id} as it started; nothing was changed`);
+      const ended = await ctx.call('operations.wait', { id: op.id });
+      ctx.out.result(ended, () => `${op.id} cancelled`);
+      throw new CliExit(EXIT.DETACHED);
+    } catch (err) {
+      if (err instanceof CliExit) throw err;
+      // Could not cancel it (past the point of no return): report it as a detach, with its id.
+    }
+  }
   const now = (): number => ctx.proc.clock.now();
   if (flags.dryRun) {
     ctx.out.result(op, () => renderPlan(op));
+    // The plan includes the preflight checks: a target that cannot be fetched fails the dry run.
+    if (op.state === 'failed') throw new CliExit(EXIT.FAILED);
     return;
   }
   if (isFinal(op)) {
@@ -90,13 +110,20 @@ async function startAndReport(
     return followAndReport(ctx, op, { interrupt });
   }
   if (flags.detach) {
-    ctx.out.result(op, () =>
-      [
-        renderOperation(op, ctx.out.paint, now()).split('\n')[0],
-        `follow it with: ${resumeCommand(ctx, op.id)}`,
-      ].join('\n'),
-    );
+    // stdout is the id alone, so that `id=$(agentctl update --detach)` works; the rest is stderr.
+    ctx.out.result(op, () => op.id);
+    if (!ctx.out.json) {
+      ctx.out.info(
+        `${renderOperation(op, ctx.out.paint, now()).split('\n')[0]}; follow it with: ${resumeCommand(ctx, op.id)}`,
+      );
+    }
     return;
   }
   await followAndReport(ctx, op, { interrupt });
+}
+
+/** Ctrl-C before the update request was sent: exit as interrupted, nothing started. */
+function interruptedBeforeStart(ctx: CliContext): CliExit {
+  ctx.out.info('interrupted before the update was requested; nothing was started');
+  return new CliExit(EXIT.DETACHED);
 }

@@ -1,5 +1,5 @@
 /** Human renderings of operations: one in detail, a list, an update plan, a drain result. */
-import { firstLine, formatAge, formatElapsed, table, toneOf, type Output } from '../output.js';
+import { firstLine, formatAge, formatElapsed, table, toneOf, wrapText, type Output } from '../output.js';
 import type { Operation } from '../types.js';
 
 type Paint = Output['paint'];
@@ -39,8 +39,10 @@ export function renderOperation(op: Operation, paint: Paint, now: number): strin
       ]),
     );
   }
-  if (op.error) lines.push('', paint(`error ${op.error.code}: ${op.error.message}`, 'bad'));
+  if (op.error) lines.push('', paint(wrapText(`error ${op.error.code}: ${op.error.message}`), 'bad'));
+  lines.push(...renderDiagnostics(op.error?.data?.diagnostics));
   const result = op.result ?? {};
+  lines.push(...renderRecovery(result.recovery));
   if (result.changed === false) lines.push('', 'nothing to change: the node already has this config');
   if (op.kind === 'drain') lines.push(...renderPodResult(result));
   if (op.kind === 'uncordon' && typeof result.outcome === 'string')
@@ -94,6 +96,13 @@ export function renderPlan(op: Operation): string {
     for (const f of plan.removes) lines.push(`  ${f}`);
   }
   if (plan.configHash) lines.push('', `config hash ${plan.configHash}`);
+  const checks = result.preflight as { name: string; ok: boolean; message: string }[] | undefined;
+  if (checks?.length) {
+    lines.push('', 'preflight:');
+    for (const c of checks)
+      lines.push(wrapText(`  ${c.ok ? 'ok    ' : 'FAILED'} ${c.name}: ${c.message}`, 100, '         '));
+  }
+  if (op.error) lines.push('', wrapText(`the update would fail: ${op.error.code}: ${op.error.message}`));
   return lines.join('\n');
 }
 
@@ -118,6 +127,52 @@ export function renderPodResult(result: Record<string, unknown>): string[] {
     lines.push('', `${key}: ${pods.length}`);
     for (const p of pods.slice(0, 50)) lines.push(`  ${podName(p)}`);
     if (pods.length > 50) lines.push(`  … ${pods.length - 50} more (see --json)`);
+  }
+  return lines;
+}
+
+/** What startup recovery did to an interrupted operation (its `result.recovery`), as lines. */
+export function renderRecovery(recovery: unknown): string[] {
+  if (!recovery || typeof recovery !== 'object') return [];
+  const r = recovery as {
+    interruptedIn?: unknown;
+    outcome?: unknown;
+    actions?: Array<{ step?: unknown; ok?: unknown; error?: unknown; deferred?: unknown }>;
+    uncordonPending?: unknown;
+  };
+  const lines = [
+    '',
+    wrapText(
+      `recovery: agentd stopped during ${String(r.interruptedIn ?? 'an unknown phase')}; at its next start it ${String(r.outcome ?? 'did nothing')}`,
+    ),
+  ];
+  for (const a of Array.isArray(r.actions) ? r.actions : []) {
+    const mark = a.ok ? 'ok  ' : a.deferred ? 'later' : 'FAIL';
+    lines.push(
+      wrapText(`  ${mark} ${String(a.step)}${a.error ? `: ${String(a.error)}` : ''}`, 100, '        '),
+    );
+  }
+  if (r.uncordonPending)
+    lines.push('  the node is still cordoned: agentd uncordons it once it can (or run agentctl uncordon)');
+  return lines;
+}
+
+/** What was captured from a failed machine before it was removed (`error.data.diagnostics`). */
+export function renderDiagnostics(diagnostics: unknown): string[] {
+  if (!Array.isArray(diagnostics) || diagnostics.length === 0) return [];
+  const lines = ['', 'diagnostics captured before the failed machine was removed:'];
+  for (const d of diagnostics as Array<{
+    what?: unknown;
+    command?: unknown;
+    output?: unknown;
+    error?: unknown;
+  }>) {
+    lines.push('', `  ${String(d.what ?? 'output')} ($ ${String(d.command ?? '?')})`);
+    const text =
+      typeof d.output === 'string' && d.output.trim()
+        ? d.output.trimEnd()
+        : `(${String(d.error ?? 'no output')})`;
+    for (const l of text.split('\n')) lines.push(`    ${l}`);
   }
   return lines;
 }

@@ -9,6 +9,13 @@ export const statusResult = z
       pid: z.number().int(),
       startedAt: z.string(),
       state: z.enum(['starting', 'recovering', 'ready', 'draining']),
+      host: z.enum(['systemd', 'sim']).optional().meta({
+        description: 'How host commands run (--host): agentctl uninstall acts on this host only.',
+      }),
+      root: z.string().optional().meta({ description: 'The --root every host path is under.' }),
+      shutdownGraceMs: z.number().int().optional().meta({
+        description: 'The --shutdown-grace: agentctl stop waits at least this long for an operation.',
+      }),
     }),
     node: nodeStatusSchema,
     operation: operationSchema.nullable().meta({ description: 'The running operation, if any.' }),

@@ -1,7 +1,17 @@
 import { z } from 'zod';
-import { agentConfigSchema, versionSchema } from '../../engine/agent-config.js';
+import { agentConfigSchema, imageReferenceSchema, versionSchema } from '../../engine/agent-config.js';
 import { defineMethod } from '../method.js';
 import { operationSchema } from '../schemas.js';
+
+/** The fields of the applied config an update (or a preflight) may change without a whole config. */
+export const goalSetSchema = z
+  .strictObject({
+    kubernetesVersion: versionSchema.optional(),
+    image: imageReferenceSchema.optional().meta({ description: 'OCI rootfs image reference.' }),
+    nodeLabels: z.record(z.string(), z.string()).optional(),
+    registerWithTaints: z.array(z.string()).optional(),
+  })
+  .meta({ description: 'Change these fields of the applied config (what the Machine CR carries).' });
 
 export const updateParams = z
   .strictObject({
@@ -9,15 +19,7 @@ export const updateParams = z
       description:
         'A full agent config (PascalCase, as in the applied-config file). Replaces the applied one.',
     }),
-    set: z
-      .strictObject({
-        kubernetesVersion: versionSchema.optional(),
-        image: z.string().min(1).optional().meta({ description: 'OCI rootfs image reference.' }),
-        nodeLabels: z.record(z.string(), z.string()).optional(),
-        registerWithTaints: z.array(z.string()).optional(),
-      })
-      .optional()
-      .meta({ description: 'Change these fields of the applied config (what the Machine CR carries).' }),
+    set: goalSetSchema.optional(),
     force: z
       .boolean()
       .default(false)

@@ -23,7 +23,9 @@ export type InMachineAction =
   | { type: 'true' }
   | { type: 'enable-now'; unit: SimUnitName }
   | { type: 'stop'; unit: SimUnitName }
-  | { type: 'is-active'; unit: 'kubelet.service' };
+  | { type: 'is-active'; unit: 'kubelet.service' }
+  /** `journalctl -u <unit> -n <lines> --no-pager`: diagnostics of a failed machine. */
+  | { type: 'journal'; unit: SimUnitName; lines: number };
 
 /** A parsed command line the sim accepts. */
 export type SimCommand =
@@ -31,6 +33,8 @@ export type SimCommand =
   | { kind: 'daemon-reload' }
   | { kind: 'nspawn-unit'; verb: 'reset-failed' | 'stop'; machine: MachineName }
   | { kind: 'nspawn-unit-state'; machine: MachineName }
+  /** `systemctl status systemd-nspawn@<m>.service --no-pager -n <lines>`. */
+  | { kind: 'nspawn-status'; machine: MachineName; lines: number }
   | { kind: 'in-machine'; machine: MachineName; action: InMachineAction };
 
 /** The machine a command acts on (latency faults apply per machine), or undefined. */
@@ -49,6 +53,11 @@ function asUnit(word: string | undefined): SimUnitName | undefined {
 }
 
 const NSPAWN_UNIT = /^systemd-nspawn@(.+)\.service$/;
+
+/** The `-n` argument of journalctl and systemctl status: a line count. */
+function lineCount(word: string | undefined): number | undefined {
+  return word !== undefined && /^\d{1,5}$/.test(word) ? Number(word) : undefined;
+}
 
 /** Parse `file args…` into a sim command, or undefined when the sim does not accept that line. */
 export function parseSimCommand(file: string, args: readonly string[]): SimCommand | undefined {
@@ -80,6 +89,11 @@ function parseHostSystemctl(args: readonly string[]): SimCommand | undefined {
     const machine = asMachine(NSPAWN_UNIT.exec(args.at(-1) ?? '')?.[1]);
     return machine ? { kind: 'nspawn-unit-state', machine } : undefined;
   }
+  if (args.length === 5 && args[0] === 'status' && args[2] === '--no-pager' && args[3] === '-n') {
+    const machine = asMachine(NSPAWN_UNIT.exec(args[1] ?? '')?.[1]);
+    const lines = lineCount(args[4]);
+    return machine && lines !== undefined ? { kind: 'nspawn-status', machine, lines } : undefined;
+  }
   if (args.length !== 2 || (args[0] !== 'reset-failed' && args[0] !== 'stop')) return undefined;
   const machine = asMachine(NSPAWN_UNIT.exec(args[1] ?? '')?.[1]);
   return machine ? { kind: 'nspawn-unit', verb: args[0], machine } : undefined;
@@ -95,6 +109,13 @@ function parseSystemdRun(args: readonly string[]): SimCommand | undefined {
 
 function parseInMachine(inner: readonly string[]): InMachineAction | undefined {
   if (inner.length === 1 && inner[0] === '/bin/true') return { type: 'true' };
+  if (inner.length === 6 && inner[0] === 'journalctl' && inner[1] === '-u' && inner[3] === '-n') {
+    const unit = asUnit(inner[2]);
+    const lines = lineCount(inner[4]);
+    return unit && lines !== undefined && inner[5] === '--no-pager'
+      ? { type: 'journal', unit, lines }
+      : undefined;
+  }
   if (inner[0] !== 'systemctl') return undefined;
   if (inner.length === 4 && inner[1] === 'enable' && inner[2] === '--now') {
     const unit = asUnit(inner[3]);

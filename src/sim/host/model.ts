@@ -61,6 +61,8 @@ export async function applySimCommand(
       return applyNspawnUnit(state, cmd.verb, cmd.machine);
     case 'nspawn-unit-state':
       return ok(nspawnUnitState(state, cmd.machine));
+    case 'nspawn-status':
+      return nspawnUnitStatus(state, cmd.machine, cmd.lines);
     case 'machinectl':
       return applyMachinectl(ctx, state, cmd.verb, cmd.machine);
     case 'in-machine':
@@ -94,6 +96,31 @@ function nspawnUnitState(state: SimPersistedState, m: MachineName): string {
         ? ['failed', 'failed', 'exit-code']
         : ['inactive', 'dead', 'success'];
   return `ActiveState=${active}\nSubState=${sub}\nResult=${result}`;
+}
+
+/**
+ * `systemctl status systemd-nspawn@<m>.service`: the unit's state in systemctl's layout, exit
+ * code 0 while it runs and 3 otherwise (as systemctl does for an inactive or failed unit).
+ */
+function nspawnUnitStatus(state: SimPersistedState, m: MachineName, lines: number): SimOutcome {
+  const rec = state.machines[m];
+  const unit = `systemd-nspawn@${m}.service`;
+  const running = rec.registration === 'running';
+  const active = running
+    ? 'active (running)'
+    : rec.serviceFailed
+      ? 'failed (Result: exit-code)'
+      : 'inactive (dead)';
+  const log = [
+    `sim systemd[1]: ${running ? `Started ${unit} - Container ${m}.` : rec.serviceFailed ? `${unit}: Failed with result 'exit-code'.` : `${unit}: not running.`}`,
+  ].slice(-lines);
+  const text = [
+    `● ${unit} - Container ${m}`,
+    `     Loaded: loaded (/usr/lib/systemd/system/systemd-nspawn@.service; ${rec.enabled ? 'enabled' : 'disabled'}; preset: enabled)`,
+    `     Active: ${active}`,
+    ...(lines > 0 ? ['', ...log] : []),
+  ].join('\n');
+  return { exitCode: running ? 0 : 3, stdout: `${text}\n`, stderr: '' };
 }
 
 async function applyMachinectl(
@@ -219,6 +246,12 @@ async function applyInMachine(
     case 'stop':
       rec.units[action.unit] = { active: 'inactive' };
       return ok();
+    case 'journal': {
+      // The sim keeps no log history: the journal's tail is the unit's state and why.
+      const u = rec.units[action.unit];
+      const line = `sim ${action.unit.replace(/\.service$/, '')}[1]: ${action.unit} is ${u.active}${u.reason ? `: ${u.reason}` : ''}`;
+      return ok(action.lines > 0 ? `${line}\n` : '');
+    }
     case 'enable-now': {
       const rootfs = ctx.paths.machineDir(m);
       await enableUnit(rootfs, action.unit);

@@ -18,7 +18,8 @@ describe('toCliError', () => {
     ['PARSE_ERROR', EXIT.USAGE],
     ['INVALID_CONFIG', EXIT.USAGE],
     ['NOT_FOUND', EXIT.FAILED],
-    ['DRAINING', EXIT.FAILED],
+    ['DRAINING', EXIT.RETRY],
+    ['UNAVAILABLE', EXIT.RETRY],
     ['INTERNAL', EXIT.FAILED],
     ['COMMAND_FAILED', EXIT.FAILED],
   ])('RPC error %s exits %d and keeps the code and data', (code, exit) => {
@@ -38,7 +39,6 @@ describe('toCliError', () => {
     ['missing', /is agentd running/],
     ['refused', /is agentd running/],
     ['permission', /permission denied.*--socket-group/],
-    ['timeout', /raise --timeout/],
   ] as const)('an unreachable daemon (%s) exits 3 naming the socket, with a hint', (reason, hint) => {
     const err = toCliError(
       new DaemonUnreachableError('/dialled.sock', reason, 'connect ENOENT'),
@@ -48,6 +48,20 @@ describe('toCliError', () => {
     expect(err.message).toContain('cannot reach agentd on /dialled.sock');
     expect(err.message).toMatch(hint);
     expect(err.details).toMatchObject({ code: 'UNREACHABLE', socket: '/dialled.sock', reason });
+  });
+
+  it('a daemon that does not answer within --timeout exits 5 (timed out), as docs/cli.md says', () => {
+    const err = toCliError(
+      new DaemonUnreachableError('/dialled.sock', 'timeout', 'no answer within 10 ms'),
+      '/g',
+    );
+    expect(err.exitCode).toBe(EXIT.TIMEOUT);
+    expect(err.message).toMatch(/did not answer in time.*raise --timeout/);
+    expect(err.details).toMatchObject({ code: 'TIMEOUT', socket: '/dialled.sock' });
+  });
+
+  it('UNAVAILABLE (recovering) says to try again', () => {
+    expect(toCliError(rpcError('UNAVAILABLE'), '/s.sock').message).toMatch(/try again/);
   });
 
   it('passes a CliError through and makes anything else a failure', () => {

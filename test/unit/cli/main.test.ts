@@ -160,12 +160,27 @@ describe('usage errors name the flag (exit 2)', () => {
     [['update', '--config', 'x.yaml', '--image', 'r/i:1'], '--config cannot be combined'],
     [['update', '--config', 'missing.yaml'], '--config: cannot read'],
     [['reset'], 'pass --yes'],
-    [['uninstall'], 'pass --yes'],
+    [['uninstall', '--host', 'systemd'], 'pass --yes'],
+    [['uninstall', '--yes'], 'name it with --host systemd'],
     [['uninstall', '--grace', 'never', '--yes'], '--grace'],
   ])('%j', async (args, named) => {
     const r = await cli('--socket', path.join(dir, 'none.sock'), ...args);
     expect(r.code, r.stderr).toBe(2);
     expect(r.stderr).toContain(named);
+  });
+
+  it.each([
+    [['update', '--kubernetes-verison', '1.35.0'], /unknown option '--kubernetes-verison'/],
+    [['ops', 'get'], /missing required argument 'id'/],
+    [['bogus-cmd'], /unknown command 'bogus-cmd'/],
+    [[], /no command given/],
+    [['status', '--bogus'], /unknown option '--bogus'/],
+  ])('--json %j: exactly one JSON value on stdout for a commander usage error', async (args, message) => {
+    const r = await cli('--socket', path.join(dir, 'none.sock'), '--json', ...args);
+    expect(r.code).toBe(2);
+    const value = JSON.parse(r.stdout) as { error: { code: string; exitCode: number; message: string } };
+    expect(value.error).toMatchObject({ code: 'USAGE', exitCode: 2 });
+    expect(value.error.message).toMatch(message);
   });
 
   it('--json puts the usage error on stdout as JSON', async () => {

@@ -66,6 +66,7 @@ describe('loadDaemonConfig defaults', () => {
       kubeconfig: null,
       machineName: null,
       watch: null,
+      repair: true,
       crdGroup: DEFAULT_CRD_GROUP,
       shutdownGraceMs: 30_000,
       logLevel: 'info',

@@ -180,8 +180,19 @@ describe('Engine: idempotency, no-op and dry run', () => {
         removes: [f.paths.machineDir('kube1'), f.paths.appliedConfig('kube1')],
       },
     });
-    expect(f.log.calls).toEqual([]);
+    // Only the preflight checks ran (no side effects): nothing else touched the host.
+    expect(f.log.calls).toEqual(['preflight']);
+    expect(op.result?.preflight).toEqual(f.provisioner.checks);
     expect(engine.listOperations({})).toEqual(before);
+  });
+
+  it('dry run whose preflight would fail: failed with the code the update would end with', async () => {
+    const { f, engine } = await joinedEngine();
+    f.provisioner.checks = [{ name: 'artifact:kubelet', ok: false, message: 'GET …/v99.0.0/kubelet: 404' }];
+    const op = await engine.update({ ...to('99.0.0'), dryRun: true });
+    expect(op.state).toBe('failed');
+    expect(op.error).toMatchObject({ code: 'DOWNLOAD_FAILED', data: { checks: f.provisioner.checks } });
+    expect(f.log.calls).toEqual(['preflight']);
   });
 });
 

@@ -166,7 +166,14 @@ export function createFakeMachines(log: CallLog): FakeMachines {
       // Not recorded: status and preflight probe freely; tests look at what changes the host.
       if (fake.inspectGate) await fake.inspectGate;
       const on = running.has(m);
-      return { name: m, registered: on, running: on, kubelet: on && kubelet.has(m) ? 'active' : 'inactive' };
+      const active = on && kubelet.has(m);
+      return {
+        name: m,
+        registered: on,
+        running: on,
+        kubelet: active ? 'active' : 'inactive',
+        healthy: active,
+      };
     },
   };
   return fake;

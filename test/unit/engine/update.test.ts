@@ -7,7 +7,14 @@ import { readJournal } from '../../../src/engine/journal.js';
 import { readNodeState } from '../../../src/engine/node-state.js';
 import { UPDATE_PHASES, runUpdate, type NodeDrainer } from '../../../src/engine/update.js';
 import type { AgentError } from '../../../src/errors.js';
-import { CancelledError } from '../../../src/errors.js';
+import {
+  CancelledError,
+  CommandFailedError,
+  DownloadFailedError,
+  ImagePullFailedError,
+  TimeoutError,
+  VerifyFailedError,
+} from '../../../src/errors.js';
 import { configAt, createEngineFixture, type EngineFixture } from './fakes.js';
 
 const OLD = configAt('1.34.0');
@@ -171,7 +178,24 @@ describe('runUpdate: failure before stop removes the target and never touches th
     expect((await readNodeState(f.stateDir))?.activeMachine ?? 'kube1').toBe('kube1');
   });
 
-  it('a failed preflight check → PRECONDITION_FAILED naming the check, nothing provisioned', async () => {
+  it.each([
+    [['image'], 'IMAGE_PULL_FAILED'],
+    [['artifact:kubelet'], 'DOWNLOAD_FAILED'],
+    [['artifacts'], 'DOWNLOAD_FAILED'],
+    [['disk-space'], 'NO_SPACE'],
+    [['host-paths'], 'PRECONDITION_FAILED'],
+    [['disk-space', 'artifact:kubelet', 'image'], 'IMAGE_PULL_FAILED'],
+    [['disk-space', 'artifact:kubelet'], 'DOWNLOAD_FAILED'],
+  ])('failed preflight checks %j → %s', async (names, code) => {
+    const f = await joinedFixture();
+    f.provisioner.checks = names.map((name) => ({ name, ok: false, message: `${name} is not there` }));
+    const { outcome } = await switchToKube2(f);
+    expect(outcome.state).toBe('failed');
+    expect((outcome.error as AgentError).code).toBe(code);
+    expect(f.log.calls).not.toContain('provision kube2');
+  });
+
+  it('a failed preflight check names the check, nothing provisioned', async () => {
     const f = await joinedFixture();
     f.provisioner.checks = [
       { name: 'image', ok: false, message: 'manifest unknown' },
@@ -180,7 +204,7 @@ describe('runUpdate: failure before stop removes the target and never touches th
     const { outcome } = await switchToKube2(f);
     expect(outcome.state).toBe('failed');
     expect(outcome.error).toMatchObject({
-      code: 'PRECONDITION_FAILED',
+      code: 'IMAGE_PULL_FAILED',
       data: { checks: [{ name: 'image' }] },
     });
     expect((outcome.error as Error).message).toContain('image: manifest unknown');
@@ -241,36 +265,40 @@ describe('runUpdate: failure before stop removes the target and never touches th
 
 describe('runUpdate: failure after stop rolls back to the source', () => {
   it.each([
-    ['stop', 'stop kube1'],
-    ['start', 'start kube2'],
-    ['start', 'startServices kube2'],
-    ['verify', 'verify kube2'],
-  ])('%s fails (%s) → rolled_back: target stopped, source back, target removed', async (phase, call) => {
-    const f = await joinedFixture();
-    f.log.fail(call);
-    const { outcome, phases } = await switchToKube2(f);
-    expect(outcome.state).toBe('rolled_back');
-    expect(phases[phase]).toBe('failed');
-    expect(phases).toMatchObject({ commit: 'skipped', cleanup: 'skipped', rollback: 'succeeded' });
-    expect(f.log.calls.slice(f.log.calls.indexOf(call) + 1)).toEqual([
-      'stop kube2',
-      'start kube1',
-      'startServices kube1',
-      'verify kube1',
-      'remove kube2',
-      'removeMachineFiles kube2',
-      'daemonReload',
-    ]);
-    expect(f.machines.running).toEqual(new Set(['kube1']));
-    expect(await f.applied.read('kube2')).toBeNull();
-    expect((await f.applied.read('kube1'))?.config.Cluster.Version).toBe('1.34.0');
-    expect(await readJournal(f.stateDir)).toMatchObject({
-      sourceStopped: true,
-      committed: false,
-      closed: true,
-      outcome: 'rolled_back',
-    });
-  });
+    ['stop', 'stop kube1', 'COMMAND_FAILED'],
+    ['start', 'start kube2', 'MACHINE_START_FAILED'],
+    ['start', 'startServices kube2', 'MACHINE_START_FAILED'],
+    ['verify', 'verify kube2', 'VERIFY_FAILED'],
+  ])(
+    '%s fails (%s) → rolled_back with %s: target stopped, source back, target removed',
+    async (phase, call, code) => {
+      const f = await joinedFixture();
+      f.log.fail(call);
+      const { outcome, phases } = await switchToKube2(f);
+      expect(outcome.state).toBe('rolled_back');
+      expect((outcome.error as AgentError).code).toBe(code);
+      expect(phases[phase]).toBe('failed');
+      expect(phases).toMatchObject({ commit: 'skipped', cleanup: 'skipped', rollback: 'succeeded' });
+      expect(f.log.calls.slice(f.log.calls.indexOf(call) + 1)).toEqual([
+        'stop kube2',
+        'start kube1',
+        'startServices kube1',
+        'verify kube1',
+        'remove kube2',
+        'removeMachineFiles kube2',
+        'daemonReload',
+      ]);
+      expect(f.machines.running).toEqual(new Set(['kube1']));
+      expect(await f.applied.read('kube2')).toBeNull();
+      expect((await f.applied.read('kube1'))?.config.Cluster.Version).toBe('1.34.0');
+      expect(await readJournal(f.stateDir)).toMatchObject({
+        sourceStopped: true,
+        committed: false,
+        closed: true,
+        outcome: 'rolled_back',
+      });
+    },
+  );
 
   it('a failed commit (applied config not written) rolls back too', async () => {
     const f = await joinedFixture();
@@ -289,17 +317,119 @@ describe('runUpdate: failure after stop rolls back to the source', () => {
     const f = await joinedFixture();
     f.log.fail('verify kube2');
     f.log.fail('start kube1');
-    const { outcome, phases } = await switchToKube2(f);
+    const { rec, outcome, phases } = await switchToKube2(f);
     expect(outcome.state).toBe('failed');
     expect(phases.rollback).toBe('failed');
     const err = outcome.error as AgentError;
-    expect(err.code).toBe('VERIFY_FAILED');
+    expect(err.code).toBe('ROLLBACK_FAILED');
     expect(err.message).toMatch(
-      /^verify: .*verify kube2 failed; rollback to kube1 failed too: .*start kube1 failed/,
+      /^verify: .*verify kube2 failed; rollback to kube1 failed too: start kube1: .*start kube1 failed/,
     );
-    expect(err.data).toMatchObject({ failure: { code: 'COMMAND_FAILED' } });
+    expect(err.data).toMatchObject({ failure: { code: 'VERIFY_FAILED' } });
+    // The rollback phase says what failed, with a code of its own (never INTERNAL).
+    expect(rec.op.phases.find((p) => p.name === 'rollback')?.error).toMatchObject({
+      code: 'ROLLBACK_FAILED',
+      data: { machine: 'kube1' },
+    });
     // The target is not removed: it is all that is left to investigate with.
     expect(f.log.calls).not.toContain('remove kube2');
     expect(await readJournal(f.stateDir)).toMatchObject({ closed: true, outcome: 'failed' });
+  });
+});
+
+describe('runUpdate: the code every phase ends with', () => {
+  const plain = (): Error => new Error('something the code did not expect');
+  it.each([
+    ['preflight', 'preflight', () => new CommandFailedError('df', 1, 'gone'), 'COMMAND_FAILED'],
+    ['provision', 'provision kube2', () => new DownloadFailedError('GET x: 404'), 'DOWNLOAD_FAILED'],
+    ['provision', 'provision kube2', () => new ImagePullFailedError('no manifest'), 'IMAGE_PULL_FAILED'],
+    ['stage', 'stage kube2', () => new CommandFailedError('x', 1, ''), 'COMMAND_FAILED'],
+    ['stop', 'stop kube1', () => new CommandFailedError('systemctl stop', 1, ''), 'COMMAND_FAILED'],
+    [
+      'start',
+      'start kube2',
+      () => new CommandFailedError('machinectl start kube2', 1, ''),
+      'MACHINE_START_FAILED',
+    ],
+    ['start', 'start kube2', () => new TimeoutError('start machine kube2', 10), 'MACHINE_START_FAILED'],
+    ['start', 'start kube2', plain, 'MACHINE_START_FAILED'],
+    ['start', 'startServices kube2', plain, 'MACHINE_START_FAILED'],
+    ['verify', 'verify kube2', () => new VerifyFailedError('kubelet inactive'), 'VERIFY_FAILED'],
+    ['verify', 'verify kube2', plain, 'VERIFY_FAILED'],
+  ])('%s failing at %s ends with %s (never INTERNAL)', async (phase, call, error, code) => {
+    const f = await joinedFixture();
+    f.log.fail(call, error());
+    const { rec, outcome } = await switchToKube2(f);
+    expect((outcome.error as AgentError).code).toBe(code);
+    expect(rec.op.phases.find((p) => p.name === phase)?.error?.code).toBe(code);
+  });
+
+  it('start failure keeps the cause: its code and the command data', async () => {
+    const f = await joinedFixture();
+    f.log.fail('start kube2', new CommandFailedError('machinectl start kube2', 1, 'Job failed'));
+    const { outcome } = await switchToKube2(f);
+    expect((outcome.error as AgentError).data).toMatchObject({
+      machine: 'kube2',
+      causeCode: 'COMMAND_FAILED',
+      command: 'machinectl start kube2',
+      exitCode: 1,
+    });
+  });
+
+  it('rollback: the phase and the operation end ROLLBACK_FAILED when the source does not come back', async () => {
+    const f = await joinedFixture();
+    f.log.fail('start kube2');
+    f.log.fail('startServices kube1', new Error('unexpected'));
+    const { rec, outcome } = await switchToKube2(f);
+    expect((outcome.error as AgentError).code).toBe('ROLLBACK_FAILED');
+    expect(rec.op.phases.find((p) => p.name === 'rollback')?.error?.code).toBe('ROLLBACK_FAILED');
+  });
+});
+
+describe('runUpdate: diagnostics of a failed target', () => {
+  const captured = [
+    { what: 'kubelet.service journal in kube2', command: 'systemd-run …', exitCode: 0, output: 'boom' },
+  ];
+
+  it.each([
+    ['start kube2', 'MACHINE_START_FAILED'],
+    ['verify kube2', 'VERIFY_FAILED'],
+  ])('captured before the target is removed when %s fails, into the error data', async (call) => {
+    const f = await joinedFixture();
+    f.deps.diagnostics = async (m) => {
+      f.log.calls.push(`diagnostics ${m}`);
+      return captured;
+    };
+    f.log.fail(call);
+    const { outcome } = await switchToKube2(f);
+    expect((outcome.error as AgentError).data.diagnostics).toEqual(captured);
+    expect(f.log.calls.indexOf('diagnostics kube2')).toBeLessThan(f.log.calls.indexOf('remove kube2'));
+    expect(f.log.calls.indexOf('diagnostics kube2')).toBeGreaterThan(f.log.calls.indexOf(call));
+  });
+
+  it('kept once, at the top, when the rollback fails too', async () => {
+    const f = await joinedFixture();
+    f.deps.diagnostics = async () => captured;
+    f.log.fail('verify kube2');
+    f.log.fail('start kube1');
+    const { outcome } = await switchToKube2(f);
+    const data = (outcome.error as AgentError).data as {
+      diagnostics: unknown;
+      failure: { data?: Record<string, unknown> };
+    };
+    expect(data.diagnostics).toEqual(captured);
+    expect(data.failure.data?.diagnostics).toBeUndefined();
+  });
+
+  it('not captured for a failure before the target started', async () => {
+    const f = await joinedFixture();
+    let asked = false;
+    f.deps.diagnostics = async () => {
+      asked = true;
+      return captured;
+    };
+    f.log.fail('stage kube2');
+    await switchToKube2(f);
+    expect(asked).toBe(false);
   });
 });

@@ -379,6 +379,7 @@ describe('inspect', () => {
       registered: false,
       running: false,
       kubelet: 'inactive',
+      healthy: false,
     });
   });
 
@@ -392,6 +393,7 @@ describe('inspect', () => {
       registered: true,
       running: true,
       kubelet: 'active',
+      healthy: true,
     });
   });
 

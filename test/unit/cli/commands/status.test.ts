@@ -39,6 +39,8 @@ const joined: Status = {
   daemon: { version: '1.2.3', pid: 4242, startedAt: '2026-03-01T10:55:30Z', state: 'ready' },
   node: {
     activeMachine: 'kube1',
+    serving: true,
+    servingReason: null,
     applied: {
       kubernetesVersion: '1.34.0',
       image: 'registry.example/kube:1.34',
@@ -50,6 +52,7 @@ const joined: Status = {
     ],
     cordoned: false,
     warnings: ['kube2 has a leftover rootfs'],
+    repair: null,
   },
   operation: operation({
     id: 'op-2',
@@ -80,6 +83,8 @@ const fresh: Status = {
   daemon: { version: '1.2.3', pid: 7, startedAt: '2026-03-01T11:59:50Z', state: 'recovering' },
   node: {
     activeMachine: null,
+    serving: false,
+    servingReason: 'agentd is recovering the node after a restart; try again shortly',
     applied: null,
     machines: [
       { name: 'kube1', state: 'absent', kubelet: 'inactive' },
@@ -87,6 +92,7 @@ const fresh: Status = {
     ],
     cordoned: null,
     warnings: [],
+    repair: null,
   },
   operation: null,
   lastOperation: null,
@@ -97,6 +103,7 @@ describe('renderStatus', () => {
   it('renders a joined node with an operation, the last one, the watcher and warnings', () => {
     expect(renderStatus(joined, ctx(false), NOW)).toBe(
       [
+        'serving   yes',
         'agentd 1.2.3  pid 4242  up 1h 4m  ready',
         'node      active kube1  kubernetes 1.34.0  image registry.example/kube:1.34  config abcdef012345',
         '          schedulable',
@@ -116,8 +123,9 @@ describe('renderStatus', () => {
   it('renders a fresh node: not joined, no operations, no watcher line', () => {
     expect(renderStatus(fresh, ctx(false), NOW)).toBe(
       [
+        'serving   NO  agentd is recovering the node after a restart; try again shortly',
         'agentd 1.2.3  pid 7  up 10s  recovering',
-        'node      active none  not joined',
+        'node      active none  recovering: the node state is not known yet',
         '',
         'MACHINE  STATE   KUBELET',
         'kube1    absent  inactive',
@@ -126,6 +134,53 @@ describe('renderStatus', () => {
         'operation none',
       ].join('\n'),
     );
+  });
+
+  it('says first that a joined node does not serve, and why', () => {
+    const down = {
+      ...joined,
+      node: { ...joined.node, serving: false, servingReason: 'the active machine kube1 is not running' },
+    };
+    expect(renderStatus(down, ctx(false), NOW).split('\n')[0]).toBe(
+      'serving   NO  the active machine kube1 is not running',
+    );
+  });
+
+  it('says "not joined" once the daemon is ready, not while it recovers', () => {
+    const ready = { ...fresh, daemon: { ...fresh.daemon, state: 'ready' as const } };
+    expect(renderStatus(ready, ctx(false), NOW)).toContain('node      active none  not joined');
+  });
+
+  it('shows what recovery did to an interrupted last operation', () => {
+    const interrupted = {
+      ...joined,
+      lastOperation: operation({
+        id: 'op-1',
+        state: 'interrupted',
+        finishedAt: '2026-03-01T11:00:00Z',
+        result: { recovery: { interruptedIn: 'stop', outcome: 'rolled back to kube1', actions: [] } },
+      }),
+    };
+    expect(renderStatus(interrupted, ctx(false), NOW)).toContain(
+      '\n          agentd stopped during it; recovery rolled back to kube1\n',
+    );
+  });
+
+  it('wraps a long error of the last operation', () => {
+    const long = 'x '.repeat(120).trim();
+    const failed = {
+      ...joined,
+      lastOperation: operation({
+        id: 'op-1',
+        state: 'failed',
+        finishedAt: '2026-03-01T11:00:00Z',
+        error: { code: 'COMMAND_FAILED', message: long },
+      }),
+    };
+    const lines = renderStatus(failed, ctx(false), NOW).split('\n');
+    const at = lines.findIndex((l) => l.startsWith('last '));
+    expect(lines[at]!.length).toBeLessThanOrEqual(100);
+    expect(lines[at + 1]).toMatch(/^ {10}x x/);
   });
 
   it('says why the watcher is off', () => {

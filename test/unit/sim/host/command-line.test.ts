@@ -25,6 +25,20 @@ describe('parseSimCommand', () => {
     ['systemctl', ['daemon-reload'], { kind: 'daemon-reload' }],
     [
       'systemctl',
+      ['status', 'systemd-nspawn@kube2.service', '--no-pager', '-n', '20'],
+      { kind: 'nspawn-status', machine: 'kube2', lines: 20 },
+    ],
+    [
+      'systemd-run',
+      run('kube2', 'journalctl', '-u', 'kubelet.service', '-n', '50', '--no-pager'),
+      {
+        kind: 'in-machine',
+        machine: 'kube2',
+        action: { type: 'journal', unit: 'kubelet.service', lines: 50 },
+      },
+    ],
+    [
+      'systemctl',
       ['reset-failed', 'systemd-nspawn@kube1.service'],
       { kind: 'nspawn-unit', verb: 'reset-failed', machine: 'kube1' },
     ],

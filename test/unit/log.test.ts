@@ -1,0 +1,67 @@
+/** Log lines bind each key once: childLogger, nested tasks, the machine manager under the host. */
+import { Writable } from 'node:stream';
+import type { Logger } from 'pino';
+import { describe, expect, it } from 'vitest';
+import { runTask, serial, task } from '../../src/engine/tasks.js';
+import { createMachineManager } from '../../src/host/machines.js';
+import { createHostPaths } from '../../src/host/paths.js';
+import { childLogger, createLogger } from '../../src/log.js';
+import { linesWithDuplicateKeys, topLevelKeys } from '../support/log-lines.js';
+
+async function capture(): Promise<{ logger: Logger; text: () => string }> {
+  let text = '';
+  const destination = new Writable({
+    write(chunk: Buffer, _enc, done) {
+      text += chunk.toString('utf8');
+      done();
+    },
+  });
+  return { logger: await createLogger({ level: 'debug', format: 'json', destination }), text: () => text };
+}
+
+describe('topLevelKeys (the checker the tests below rely on)', () => {
+  it('finds a repeated key, and only top-level ones', () => {
+    expect(topLevelKeys('{"a":1,"b":{"a":2,"c":[{"a":3}]},"a":"x,\\"a\\":"}')).toEqual(['a', 'b', 'a']);
+    expect(linesWithDuplicateKeys('{"a":1,"a":2}\n{"a":1}\nnot json')).toEqual([
+      { line: '{"a":1,"a":2}', keys: ['a'] },
+    ]);
+  });
+});
+
+describe('childLogger', () => {
+  it('does not bind a key the parent binds', async () => {
+    const { logger, text } = await capture();
+    childLogger(childLogger(logger, { component: 'kube' }), { component: 'watcher', machine: 'm' }).info('x');
+    expect(linesWithDuplicateKeys(text())).toEqual([]);
+    expect(JSON.parse(text())).toMatchObject({ component: 'kube', machine: 'm' });
+  });
+});
+
+describe('log lines bind each key once', () => {
+  it('nested tasks log their path under one task key', async () => {
+    const { logger, text } = await capture();
+    await runTask(
+      serial('provision', [serial('install', [task('install artifacts', async () => undefined)])]),
+      { signal: new AbortController().signal, logger, progress: () => undefined },
+    );
+    expect(linesWithDuplicateKeys(text())).toEqual([]);
+    const tasks = text()
+      .trim()
+      .split('\n')
+      .map((l) => (JSON.parse(l) as { task: string }).task);
+    expect(tasks).toContain('provision/install/install artifacts');
+  });
+
+  it('the machine manager under the host logger: component once, the part as subsystem', async () => {
+    const { logger, text } = await capture();
+    const machines = createMachineManager({
+      runner: { run: () => Promise.reject(new Error('no host here')) },
+      paths: createHostPaths('/nonexistent-root'),
+      logger: logger.child({ component: 'host' }),
+    });
+    await machines.inspect('kube1');
+    expect(text()).not.toBe('');
+    expect(linesWithDuplicateKeys(text())).toEqual([]);
+    expect(JSON.parse(text().split('\n')[0]!)).toMatchObject({ component: 'host', subsystem: 'machines' });
+  });
+});
