@@ -2,5 +2,3 @@
 export { createMachineWatcher } from './watcher.js';
 export type { MachineWatcher, MachineWatcherOptions } from './watcher.js';
 export type { ReconcileOutcome, ReconcileResult } from './reconcile.js';
-export { backoffDelay, DEFAULT_BACKOFF } from './backoff.js';
-export type { BackoffOptions } from './backoff.js';

@@ -12,8 +12,8 @@ import type { MachineApi, WatchMachine } from '../kube/index.js';
 import type { Metrics } from '../metrics/metrics.js';
 import type { RpcClient } from '../rpc/client.js';
 import type { WatcherStatus } from '../rpc/services.js';
-import { DEFAULT_BACKOFF } from './backoff.js';
-import type { BackoffOptions } from './backoff.js';
+import { WATCH_BACKOFF } from '../retry/backoff.js';
+import type { BackoffPolicy } from '../retry/backoff.js';
 import { createReconciler } from './reconcile.js';
 import type { ReconcilerOptions, ReconcileResult } from './reconcile.js';
 import { runWatchLoop } from './watch-loop.js';
@@ -39,7 +39,7 @@ export interface MachineWatcherOptions {
   >;
   clock?: Clock;
   /** Backoff of watch restarts and failed reconciles (default 0.5 s doubling to 30 s, jittered). */
-  backoff?: BackoffOptions;
+  backoff?: BackoffPolicy;
   /** Tuning of the reconciler (busy requeue, attempts). */
   reconcile?: Pick<ReconcilerOptions, 'busyRequeueMs' | 'busyWaitSeconds' | 'maxAttempts'>;
   /** Told the result of every reconcile (benchmarks, tests). */
@@ -59,7 +59,7 @@ export interface MachineWatcher {
 export function createMachineWatcher(o: MachineWatcherOptions): MachineWatcher {
   const name = o.machineName;
   const clock = o.clock ?? systemClock;
-  const backoff = o.backoff ?? DEFAULT_BACKOFF;
+  const backoff = o.backoff ?? WATCH_BACKOFF;
   const logger = o.logger.child({ component: 'watcher', machine: name });
   const state = new WatcherState(name, clock);
   const reconciler = createReconciler({
