@@ -17,7 +17,8 @@ import {
 import { systemClock } from './clock.js';
 import { createHttpKubeletHealthCheck } from './machines-health.js';
 import type { KubeletHealthCheck } from './machines-health.js';
-import { isCancelled, pollUntil, sleepOrCancel } from './machines-poll.js';
+import { backoffDelay, sleepOrCancel } from '../retry/backoff.js';
+import { isCancelled, pollUntil } from './machines-poll.js';
 import type { HostPaths } from './paths.js';
 import type { Clock, CommandResult, CommandRunner, MachineName, RunOptions } from './types.js';
 
@@ -277,7 +278,8 @@ export function createMachineManager(options: MachineManagerOptions): MachineMan
       }
       if (res && /no image/i.test(res.stderr)) break; // machined does not see it as an image: retrying will not help
       if (attempt + 1 < t.removeAttempts) {
-        await sleepOrCancel(clock, t.pollIntervalMs * 2 ** attempt, signal, `remove machine ${m}`);
+        const wait = backoffDelay(attempt + 1, { baseMs: t.pollIntervalMs, maxMs: 8 * t.pollIntervalMs });
+        await sleepOrCancel(clock, wait, signal, `remove machine ${m}`);
       }
     }
     // Never pull the rootfs out from under a container that still runs.

@@ -117,6 +117,7 @@ export function createKubeWiring(o: KubeWiringOptions): KubeWiring {
           inCluster: config.host !== 'sim',
           crdGroup: config.crdGroup,
           env: o.env,
+          rateLimit: { clock },
         }),
       };
       if (memo.value.source !== null) {
