@@ -5,7 +5,7 @@
 import { mkdir } from 'node:fs/promises';
 import path from 'node:path';
 import writeFileAtomicCb from 'write-file-atomic';
-import { NoSpaceError } from '../errors.js';
+import { noSpaceOr } from '../errors.js';
 
 export interface AtomicWriteOptions {
   /** File mode (default 0o644). */
@@ -27,9 +27,6 @@ export async function writeFileAtomic(
       fsync: true,
     });
   } catch (err) {
-    if ((err as NodeJS.ErrnoException).code === 'ENOSPC') {
-      throw new NoSpaceError(`write ${file}: no space left on device`, { cause: err });
-    }
-    throw err;
+    throw noSpaceOr(err, `write ${file}`);
   }
 }

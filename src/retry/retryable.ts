@@ -3,6 +3,9 @@
  * code, anywhere in the `cause` chain) and HTTP answers that say "later" (408, 429, 5xx).
  * Downloads, image pulls, the watcher and Kubernetes calls all judge with it.
  */
+import { errorCode } from '../errors.js';
+
+export { errorCode };
 
 /** Error codes of connections that failed or broke: the server may answer on the next try. */
 export const RETRYABLE_NETWORK_CODES: ReadonlySet<string> = new Set([
@@ -23,17 +26,6 @@ export const RETRYABLE_NETWORK_CODES: ReadonlySet<string> = new Set([
   'UND_ERR_RES_CONTENT_LENGTH_MISMATCH',
   'ERR_STREAM_PREMATURE_CLOSE',
 ]);
-
-/** The first string `code` in `err` and its causes (a few levels deep), e.g. `ECONNRESET`. */
-export function errorCode(err: unknown): string | undefined {
-  let e: unknown = err;
-  for (let depth = 0; typeof e === 'object' && e !== null && depth < 5; depth++) {
-    const code = (e as { code?: unknown }).code;
-    if (typeof code === 'string') return code;
-    e = (e as { cause?: unknown }).cause;
-  }
-  return undefined;
-}
 
 /** True when `err` (or one of its causes) is a connection failure from the list above. */
 export function isRetryableNetworkError(err: unknown): boolean {

@@ -4,10 +4,11 @@
  * final ones, and retries with the one backoff policy (src/retry) on the injected clock.
  */
 import { Agent, interceptors, request, type Dispatcher } from 'undici';
-import { AgentError, CancelledError, DownloadFailedError, NoSpaceError } from '../../errors.js';
+import { DownloadFailedError, toAgentError as fromForeign } from '../../errors.js';
+import type { AgentError } from '../../errors.js';
 import type { Clock } from '../../host/types.js';
 import { retry } from '../../retry/backoff.js';
-import { errorCode, isRetryableNetworkError, isRetryableStatus } from '../../retry/retryable.js';
+import { isRetryableNetworkError, isRetryableStatus } from '../../retry/retryable.js';
 import type { ArtifactLogger } from './types.js';
 
 /**
@@ -59,20 +60,20 @@ export function isTransient(err: unknown): boolean {
 
 /**
  * Turn anything thrown while doing `what` (e.g. `download kubelet 1.34.0`) against `url` into
- * an `AgentError`: cancellation → CANCELLED, ENOSPC → NO_SPACE, network failures → a transient
- * DOWNLOAD_FAILED; AgentErrors pass through.
+ * an `AgentError` (src/errors.ts `toAgentError`): cancellation → CANCELLED, ENOSPC → NO_SPACE,
+ * network failures → a transient DOWNLOAD_FAILED; AgentErrors pass through.
  */
 export function toAgentError(err: unknown, what: string, url: string, signal: AbortSignal): AgentError {
-  if (signal.aborted) return err instanceof CancelledError ? err : new CancelledError(what, { cause: err });
-  if (err instanceof AgentError) return err;
-  const code = errorCode(err);
-  if (code === 'ENOSPC') return new NoSpaceError(`${what}: no space left on device`, { cause: err });
-  const message = err instanceof Error ? err.message : String(err);
-  const wrapped = new DownloadFailedError(`${what} from ${url}: ${message}${code ? ` (${code})` : ''}`, {
-    cause: err,
-    data: { url, ...(code ? { errorCode: code } : {}) },
+  return fromForeign(err, what, {
+    signal,
+    otherwise: (_message, cause, code) => {
+      const wrapped = new DownloadFailedError(
+        `${what} from ${url}: ${cause instanceof Error ? cause.message : String(cause)}${code ? ` (${code})` : ''}`,
+        { cause, data: { url, ...(code ? { errorCode: code } : {}) } },
+      );
+      return isRetryableNetworkError(cause) ? markTransient(wrapped) : wrapped;
+    },
   });
-  return isRetryableNetworkError(err) ? markTransient(wrapped) : wrapped;
 }
 
 /** The error for a non-2xx answer: 5xx, 408 and 429 are transient; 403/404 and the rest are final. */

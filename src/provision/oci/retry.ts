@@ -3,11 +3,12 @@
  * bodies and connection errors are retried; everything else (404, digest mismatch, bad input)
  * is not.
  */
-import { AgentError, CancelledError, ImagePullFailedError } from '../../errors.js';
+import { ImagePullFailedError, toAgentError } from '../../errors.js';
+import type { AgentError } from '../../errors.js';
 import type { AgentErrorOptions } from '../../errors.js';
 import type { Clock } from '../../host/types.js';
 import { REQUEST_BACKOFF, retry } from '../../retry/backoff.js';
-import { errorCode, isRetryableNetworkError } from '../../retry/retryable.js';
+import { isRetryableNetworkError } from '../../retry/retryable.js';
 import type { OciLogger } from './types.js';
 
 /** An IMAGE_PULL_FAILED error worth another attempt (server busy, connection lost). */
@@ -30,18 +31,18 @@ export interface RetryOptions {
 }
 
 /**
- * Turn a foreign error thrown while talking to a registry into an AgentError: CANCELLED when
- * `signal` fired, a transient IMAGE_PULL_FAILED for connection errors, else IMAGE_PULL_FAILED.
+ * Turn a foreign error thrown while talking to a registry into an AgentError (src/errors.ts
+ * `toAgentError`): CANCELLED when `signal` fired, a transient IMAGE_PULL_FAILED for connection
+ * errors, else IMAGE_PULL_FAILED.
  */
 export function classifyRequestError(err: unknown, what: string, signal?: AbortSignal): AgentError {
-  if (err instanceof AgentError) return err;
-  if (signal?.aborted || (err as { name?: unknown } | null)?.name === 'AbortError') {
-    return new CancelledError(what, { cause: err });
-  }
-  const code = errorCode(err);
-  const message = `${what}: ${err instanceof Error ? err.message : String(err)}`;
-  if (isRetryableNetworkError(err)) return new TransientPullError(message, { cause: err, data: { code } });
-  return new ImagePullFailedError(message, { cause: err });
+  return toAgentError(err, what, {
+    signal,
+    otherwise: (message, cause, code) =>
+      isRetryableNetworkError(cause)
+        ? new TransientPullError(message, { cause, data: { code } })
+        : new ImagePullFailedError(message, { cause }),
+  });
 }
 
 /** Whether another attempt could succeed. */
