@@ -10,6 +10,7 @@ import type { DaemonConfigInput } from '../config/daemon-config.js';
 import { describeError, isAgentError } from '../errors.js';
 import { createLogger } from '../log.js';
 import { VERSION } from '../version.js';
+import type { Daemon } from '../server/daemon.js';
 
 process.title = 'agentd';
 
@@ -91,15 +92,11 @@ async function main(argv: string[]): Promise<number> {
     return 2;
   }
   const logger = createLogger({ level: config.logLevel, format: config.logFormat });
-  let daemon;
-  try {
-    // Loaded only now: a bad flag or config value is reported without loading the server.
-    const { startDaemon } = await import('../server/daemon.js');
-    daemon = await startDaemon(config, { logger });
-  } catch (err) {
-    process.stderr.write(`agentd: ${describeError(err)}\n`);
-    return isAgentError(err) && err.code === 'INVALID_CONFIG' ? 2 : 1;
-  }
+  // The handlers come before startup: a signal during startup recovery must not kill the
+  // process on the spot (Node's default), leaving the PID file and the socket behind. It asks
+  // startup to stop instead; a second signal exits at once (the journal covers in-flight work).
+  const startup = new AbortController();
+  let daemon: Daemon | null = null;
   let signals = 0;
   const onSignal = (signal: NodeJS.Signals): void => {
     signals += 1;
@@ -107,10 +104,19 @@ async function main(argv: string[]): Promise<number> {
       logger.warn({ signal }, 'second signal: exiting now; the journal covers in-flight work');
       process.exit(1);
     }
-    void daemon.stop(signal);
+    if (daemon) void daemon.stop(signal);
+    else startup.abort(signal);
   };
   process.on('SIGTERM', onSignal);
   process.on('SIGINT', onSignal);
+  try {
+    // Loaded only now: a bad flag or config value is reported without loading the server.
+    const { startDaemon } = await import('../server/daemon.js');
+    daemon = await startDaemon(config, { logger, stopRequested: startup.signal });
+  } catch (err) {
+    process.stderr.write(`agentd: ${describeError(err)}\n`);
+    return isAgentError(err) && err.code === 'INVALID_CONFIG' ? 2 : 1;
+  }
   await daemon.stopped;
   return 0;
 }

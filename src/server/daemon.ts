@@ -1,9 +1,9 @@
 /**
- * The daemon's lifecycle: startup in dependency order, and the one shutdown function whose
- * order DESIGN §9 fixes. Collaborators come in through options with production defaults.
+ * The daemon's lifecycle: startup in dependency order, and the one shutdown whose order
+ * docs/architecture.md ("Lifecycle") fixes. Every part startup brings up pushes the step that
+ * takes it down onto one clean-up stack, which both a failed start and a stop unwind, so the
+ * two paths cannot drift apart. Collaborators come in through options with production defaults.
  */
-import { rm } from 'node:fs/promises';
-import type { FastifyInstance } from 'fastify';
 import type { Logger } from 'pino';
 import type { DaemonConfig } from '../config/daemon-config.js';
 import { Engine } from '../engine/engine.js';
@@ -21,10 +21,13 @@ import type { DaemonInfo, DaemonState, RpcServices, WatcherStatus } from '../rpc
 import { VERSION } from '../version.js';
 import { createAdminApp, createMetricsApp, type Readiness } from './app.js';
 import { createHost, type Host } from './host-wiring.js';
-import { createKubeWiring, type KubeWiring } from './kube-wiring.js';
+import { createKubeWiring } from './kube-wiring.js';
 import { buildOpenApiDocument } from './openapi.js';
 import { createProvisioner } from '../provision/provisioner.js';
-import { listenUnix, prepareSocketPath, resolveGroup } from './socket.js';
+import { CleanupStack } from './cleanup-stack.js';
+import { acquireInstanceLock } from './instance-lock.js';
+import { listenUnix, prepareSocketPath, removeOwnSocket, resolveGroup, socketIdentity } from './socket.js';
+import type { SocketIdentity } from './socket.js';
 
 export interface DaemonDeps {
   logger: Logger;
@@ -32,6 +35,12 @@ export interface DaemonDeps {
   /** Replace the host wiring (tests). */
   host?: Host;
   env?: NodeJS.ProcessEnv;
+  /**
+   * Aborted by a SIGTERM/SIGINT that arrives while the daemon starts (the signal handlers are
+   * installed before startup): startup skips what is left, recovery included, and the returned
+   * daemon is already stopping.
+   */
+  stopRequested?: AbortSignal;
 }
 
 export interface Daemon {
@@ -48,200 +57,219 @@ export interface Daemon {
 /** Start agentd: PID file, socket, HTTP, recovery, then ready. Throws with a clear error on any failure. */
 export async function startDaemon(config: DaemonConfig, deps: DaemonDeps): Promise<Daemon> {
   const { logger } = deps;
+  const cleanup = new CleanupStack(logger);
+  try {
+    // 1. The instance lock first: two simultaneous starts cannot both pass it, and it goes
+    //    with the process however it ends, so it is never stale.
+    const lock = await acquireInstanceLock(config.pidFile, config.socket);
+    cleanup.push('release the instance lock', () => lock.release());
+    // 2. The PID file: a live agentd in it (one started without the lock, by an older
+    //    version) still refuses the start; a stale one is replaced.
+    const pidState = await inspectPidFile(config.pidFile);
+    if (pidState.kind === 'agentd' && pidState.pid !== process.pid) {
+      throw new PreconditionFailedError(
+        `agentd is already running as pid ${pidState.pid} (PID file ${config.pidFile}); stop it first with agentctl stop`,
+      );
+    }
+    if (pidState.kind === 'garbage' || pidState.kind === 'dead' || pidState.kind === 'foreign') {
+      logger.warn({ pidFile: config.pidFile, found: pidState }, 'replacing a stale PID file');
+    }
+    // 3. The socket path: refuse a live daemon before writing anything of ours.
+    await prepareSocketPath(config.socket);
+    const gid = config.socketGroup === null ? null : await resolveGroup(config.socketGroup);
+    await writePidFile(config.pidFile, process.pid);
+    // Last out: `agentctl stop` sees the daemon until it is gone.
+    cleanup.push('remove the PID file', () => removePidFile(config.pidFile, process.pid));
+    return await startServing(config, deps, cleanup, gid);
+  } catch (err) {
+    logger.error({ err: describeError(err) }, 'agentd failed to start');
+    await cleanup.unwind();
+    throw err;
+  }
+}
+
+/** Steps 4 on: host, HTTP, recovery, ready; every part pushes its clean-up onto `cleanup`. */
+async function startServing(
+  config: DaemonConfig,
+  deps: DaemonDeps,
+  cleanup: CleanupStack,
+  gid: number | null,
+): Promise<Daemon> {
+  const { logger } = deps;
   const clock = deps.clock ?? systemClock;
   const startedAt = new Date(clock.now()).toISOString();
   let state: DaemonState = 'starting';
   const readinessReasons: string[] = ['startup recovery has not finished'];
-
-  // 1. The PID file first: it is the lock that keeps two daemons off one node.
-  const pidState = await inspectPidFile(config.pidFile);
-  if (pidState.kind === 'agentd' && pidState.pid !== process.pid) {
-    throw new PreconditionFailedError(
-      `agentd is already running as pid ${pidState.pid} (PID file ${config.pidFile}); stop it first with agentctl stop`,
-    );
-  }
-  if (pidState.kind === 'garbage' || pidState.kind === 'dead' || pidState.kind === 'foreign') {
-    logger.warn({ pidFile: config.pidFile, found: pidState }, 'replacing a stale PID file');
-  }
-  // 2. The socket path: refuse a live daemon before writing anything of ours.
-  await prepareSocketPath(config.socket);
-  const gid = config.socketGroup === null ? null : await resolveGroup(config.socketGroup);
-  await writePidFile(config.pidFile, process.pid);
-
-  const cleanupFiles = async (): Promise<void> => {
-    await rm(config.socket, { force: true }).catch(() => undefined);
-    await removePidFile(config.pidFile, process.pid);
+  const metrics = createMetrics({ version: VERSION });
+  const events = new EventBus();
+  const paths = createHostPaths(config.root);
+  // Set once this process has bound the socket: only that socket is ever removed, never a path
+  // another process owns now. Pushed first, so it runs just before the PID file goes.
+  let ownSocket: SocketIdentity | null = null;
+  cleanup.push('remove the socket', async () => {
+    if (ownSocket !== null) await removeOwnSocket(config.socket, ownSocket);
+  });
+  const host = deps.host ?? (await createHost(config, { logger, clock, env: deps.env ?? process.env }));
+  cleanup.push('close the host wiring', () => host.close());
+  const provisioner = createProvisioner({
+    paths,
+    stateDir: config.stateDir,
+    clock,
+    logger: logger.child({ component: 'provision' }),
+    metrics,
+    daemonReload: () => host.machines.daemonReload(),
+    ...(config.host === 'sim' ? { minFreeBytes: 64 * 1024 ** 2 } : {}),
+  });
+  // Kubernetes: credentials, this node's drain, the Machine watcher. The engine's
+  // applied config is read lazily (the wiring exists before the engine, the engine needs it).
+  const kubeWiring = createKubeWiring({
+    config,
+    appliedConfig: () => engine.activeAppliedConfig(),
+    refreshNode: () => engine.refreshNode(),
+    events,
+    logger,
+    clock,
+    metrics,
+    env: deps.env ?? process.env,
+  });
+  const engine = new Engine({
+    paths,
+    stateDir: config.stateDir,
+    machines: host.machines,
+    provisioner,
+    clock,
+    logger: logger.child({ component: 'engine' }),
+    metrics,
+    events,
+    defaultConfig: host.defaultConfig ?? undefined,
+    nodeOps: kubeWiring.nodeOps,
+    // A getter: credentials appear when the node joins (the applied config carries them), so
+    // whether `update --drain` can drain is decided at each update, not once at start.
+    get drainer() {
+      return kubeWiring.updateDrainer();
+    },
+  });
+  const info = (): DaemonInfo => ({ version: VERSION, pid: process.pid, startedAt, state });
+  let openrpc: Record<string, unknown> | null = null;
+  let openapi: Record<string, unknown> | null = null;
+  const watcherStatus = (): WatcherStatus | null => kubeWiring.watcherStatus();
+  const services: RpcServices = {
+    engine,
+    daemonInfo: info,
+    watcherStatus,
+    watcherStatusKey: () => kubeWiring.watcherStatusKey(),
+    openrpc: () => (openrpc ??= buildOpenRpcDocument(METHOD_LIST, VERSION)),
   };
-
-  let admin: FastifyInstance | null = null;
-  let metricsApp: FastifyInstance | null = null;
-  let host: Host | null = null;
-  let kube: KubeWiring | null = null;
-  try {
-    const metrics = createMetrics({ version: VERSION });
-    const events = new EventBus();
-    const paths = createHostPaths(config.root);
-    host = deps.host ?? (await createHost(config, { logger, clock, env: deps.env ?? process.env }));
-    const hostMachines = host.machines;
-    const provisioner = createProvisioner({
-      paths,
-      stateDir: config.stateDir,
-      clock,
-      logger: logger.child({ component: 'provision' }),
-      metrics,
-      daemonReload: () => hostMachines.daemonReload(),
-      ...(config.host === 'sim' ? { minFreeBytes: 64 * 1024 ** 2 } : {}),
-    });
-    // Kubernetes: credentials, this node's drain, the Machine watcher. The engine's
-    // applied config is read lazily (the wiring exists before the engine, the engine needs it).
-    const kubeWiring = createKubeWiring({
-      config,
-      appliedConfig: () => engine.activeAppliedConfig(),
-      refreshNode: () => engine.refreshNode(),
-      events,
-      logger,
-      clock,
-      metrics,
-      env: deps.env ?? process.env,
-    });
-    kube = kubeWiring;
-    const engine = new Engine({
-      paths,
-      stateDir: config.stateDir,
-      machines: host.machines,
-      provisioner,
-      clock,
-      logger: logger.child({ component: 'engine' }),
-      metrics,
-      events,
-      defaultConfig: host.defaultConfig ?? undefined,
-      nodeOps: kubeWiring.nodeOps,
-      // A getter: credentials appear when the node joins (the applied config carries them), so
-      // whether `update --drain` can drain is decided at each update, not once at start.
-      get drainer() {
-        return kubeWiring.updateDrainer();
-      },
-    });
-    const info = (): DaemonInfo => ({ version: VERSION, pid: process.pid, startedAt, state });
-    let openrpc: Record<string, unknown> | null = null;
-    let openapi: Record<string, unknown> | null = null;
-    const watcherStatus = (): WatcherStatus | null => kubeWiring.watcherStatus();
-    const services: RpcServices = {
-      engine,
-      daemonInfo: info,
-      watcherStatus,
-      watcherStatusKey: () => kubeWiring.watcherStatusKey(),
-      openrpc: () => (openrpc ??= buildOpenRpcDocument(METHOD_LIST, VERSION)),
-    };
-    const dispatcher = createDispatcher({
-      methods: METHOD_LIST,
-      services,
-      metrics,
-      logger: logger.child({ component: 'rpc' }),
-      isDraining: () => state === 'draining',
-      isReady: () => state === 'ready',
-    });
-    const readiness = (): Readiness =>
-      state === 'ready'
-        ? { ready: true, reasons: [] }
-        : { ready: false, reasons: state === 'draining' ? ['shutting down'] : readinessReasons };
-    admin = createAdminApp({
-      dispatcher,
-      events,
-      metrics,
-      logger,
-      readiness,
-      openapi: () => (openapi ??= buildOpenApiDocument(VERSION)),
-      currentOperationEvents: (filter) => engine.currentOperationEvents(filter),
-    });
-    await admin.ready();
-    await listenUnix(admin.server, config.socket, config.socketMode, gid);
-    if (config.metricsAddress) {
-      metricsApp = createMetricsApp({ metrics, readiness, logger });
-      const { host: mHost, port: mPort } = config.metricsAddress;
-      await metricsApp.listen({ host: mHost, port: mPort }).catch((err: NodeJS.ErrnoException) => {
-        const why = err.code === 'EADDRINUSE' ? 'the port is already in use' : err.message;
-        throw new PreconditionFailedError(`--metrics-address ${mHost}:${mPort}: cannot listen: ${why}`, {
-          cause: err,
-          data: { option: 'metricsAddress' },
-        });
+  const dispatcher = createDispatcher({
+    methods: METHOD_LIST,
+    services,
+    metrics,
+    logger: logger.child({ component: 'rpc' }),
+    isDraining: () => state === 'draining',
+    isReady: () => state === 'ready',
+  });
+  const readiness = (): Readiness =>
+    state === 'ready'
+      ? { ready: true, reasons: [] }
+      : { ready: false, reasons: state === 'draining' ? ['shutting down'] : readinessReasons };
+  const admin = createAdminApp({
+    dispatcher,
+    events,
+    metrics,
+    logger,
+    readiness,
+    openapi: () => (openapi ??= buildOpenApiDocument(VERSION)),
+    currentOperationEvents: (filter) => engine.currentOperationEvents(filter),
+  });
+  await admin.ready();
+  await listenUnix(admin.server, config.socket, config.socketMode, gid);
+  ownSocket = await socketIdentity(config.socket);
+  // The grace is over when this runs: closing cuts requests still open (operations.wait,
+  // update with wait) rather than letting them hold the exit; their callers see the close.
+  cleanup.push('close the admin server', () => admin.close());
+  if (config.metricsAddress) {
+    const metricsApp = createMetricsApp({ metrics, readiness, logger });
+    const { host: mHost, port: mPort } = config.metricsAddress;
+    await metricsApp.listen({ host: mHost, port: mPort }).catch(async (err: NodeJS.ErrnoException) => {
+      await metricsApp.close().catch(() => undefined);
+      const why = err.code === 'EADDRINUSE' ? 'the port is already in use' : err.message;
+      throw new PreconditionFailedError(`--metrics-address ${mHost}:${mPort}: cannot listen: ${why}`, {
+        cause: err,
+        data: { option: 'metricsAddress' },
       });
-    }
-    logger.info(
-      {
-        socket: config.socket,
-        metricsAddress: config.metricsAddress,
-        root: config.root,
-        host: config.host,
-        version: VERSION,
-      },
-      'agentd serving',
-    );
-
-    // Recovery before ready: mutating calls get UNAVAILABLE until the node has one verified machine.
-    state = 'recovering';
-    const recovery = await engine.start();
-    if (recovery) logger.warn({ recovery }, 'startup recovery');
-    // After recovery the applied config is known: load the Kubernetes client if credentials may
-    // exist, and fail now (exit 2) on a --kubeconfig that cannot be loaded.
-    await kubeWiring.validate();
-    state = 'ready';
-    readinessReasons.length = 0;
-    metrics.ready.set(1);
-    logger.info('agentd ready');
-    // A crash mid-update may have left the node cordoned, and recovery ran before Kubernetes
-    // was available: take that cordon back now. Never blocks readiness; it logs what it did.
-    if (engine.pendingUncordon !== null) {
-      void engine
-        .completePendingUncordon()
-        .catch((err: unknown) => logger.error({ err: describeError(err) }, 'completing a pending uncordon'));
-    }
-    // The watcher starts only now: its first reconcile may call `update`.
-    kubeWiring.start(dispatcher);
-
-    let resolveStopped!: () => void;
-    const stopped = new Promise<void>((r) => (resolveStopped = r));
-    let stopping: Promise<void> | null = null;
-
-    /**
-     * Shutdown, in this order (DESIGN §9):
-     * 1. draining: new mutating calls get DRAINING, so nothing new starts;
-     * 2. the watcher stops, so it issues no new calls (an update it waits for is step 3's);
-     * 3. in-flight work gets up to --shutdown-grace to reach a safe point (the journal covers the rest);
-     * 4. the HTTP servers close (open event streams are ended);
-     * 5. the socket and the PID file go last, so `agentctl stop` sees the daemon until it is gone.
-     */
-    const stop = (reason: string): Promise<void> => {
-      stopping ??= (async () => {
-        logger.info({ reason, graceMs: config.shutdownGraceMs }, 'agentd shutting down');
-        state = 'draining';
-        metrics.ready.set(0);
-        const deadline = clock.now() + config.shutdownGraceMs;
-        await kubeWiring.stop().catch((err: unknown) => logger.warn({ err }, 'stopping the Machine watcher'));
-        await engine.shutdown(Math.max(0, deadline - clock.now()));
-        // The grace is over: closing the admin app cuts requests still open (operations.wait,
-        // update with wait) rather than letting them hold the exit; their callers see the
-        // connection close.
-        await admin?.close().catch((err: unknown) => logger.warn({ err }, 'closing the admin server'));
-        await metricsApp
-          ?.close()
-          .catch((err: unknown) => logger.warn({ err }, 'closing the metrics listener'));
-        await host?.close();
-        await cleanupFiles();
-        logger.info('agentd stopped');
-        resolveStopped();
-      })();
-      return stopping;
-    };
-
-    return { config, engine, metrics, dispatcher, info, stopped, stop };
-  } catch (err) {
-    logger.error({ err: describeError(err) }, 'agentd failed to start');
-    await kube?.stop().catch(() => undefined);
-    await admin?.close().catch(() => undefined);
-    await metricsApp?.close().catch(() => undefined);
-    await host?.close().catch(() => undefined);
-    await cleanupFiles();
-    throw err;
+    });
+    cleanup.push('close the metrics listener', () => metricsApp.close());
   }
+  logger.info(
+    {
+      socket: config.socket,
+      metricsAddress: config.metricsAddress,
+      root: config.root,
+      host: config.host,
+      version: VERSION,
+    },
+    'agentd serving',
+  );
+  // In-flight work gets up to --shutdown-grace to reach a safe point (the journal covers the
+  // rest); pushed before the watcher's step, so it runs after the watcher has stopped.
+  let graceDeadline = Number.POSITIVE_INFINITY;
+  cleanup.push('let in-flight work reach a safe point', () =>
+    engine.shutdown(Math.max(0, Math.min(config.shutdownGraceMs, graceDeadline - clock.now()))),
+  );
+  cleanup.push('stop the Machine watcher', () => kubeWiring.stop());
+
+  let resolveStopped!: () => void;
+  const stopped = new Promise<void>((r) => (resolveStopped = r));
+  let stopping: Promise<void> | null = null;
+
+  /**
+   * Shutdown (docs/architecture.md, "Lifecycle"): draining first, so nothing new starts; then
+   * the clean-up stack in reverse order of startup: the watcher stops (no new calls), in-flight
+   * work gets the grace, the HTTP servers close, the host wiring closes, and the socket and the
+   * PID file go last, so `agentctl stop` sees the daemon until it is gone.
+   */
+  const stop = (reason: string): Promise<void> => {
+    stopping ??= (async () => {
+      logger.info({ reason, graceMs: config.shutdownGraceMs }, 'agentd shutting down');
+      state = 'draining';
+      metrics.ready.set(0);
+      graceDeadline = clock.now() + config.shutdownGraceMs;
+      await cleanup.unwind();
+      logger.info('agentd stopped');
+      resolveStopped();
+    })();
+    return stopping;
+  };
+  const daemon: Daemon = { config, engine, metrics, dispatcher, info, stopped, stop };
+  const stopRequested = deps.stopRequested;
+  const requestedStop = (): Daemon => {
+    logger.warn({ reason: String(stopRequested?.reason) }, 'stop requested while starting');
+    void stop(String(stopRequested?.reason ?? 'stop requested'));
+    return daemon;
+  };
+  if (stopRequested?.aborted) return requestedStop();
+
+  // Recovery before ready: mutating calls get UNAVAILABLE until the node has one verified machine.
+  state = 'recovering';
+  const recovery = await engine.start();
+  if (recovery) logger.warn({ recovery }, 'startup recovery');
+  // A signal during recovery waited for it (the node is at one verified machine now); stop.
+  if (stopRequested?.aborted) return requestedStop();
+  // After recovery the applied config is known: load the Kubernetes client if credentials may
+  // exist, and fail now (exit 2) on a --kubeconfig that cannot be loaded.
+  await kubeWiring.validate();
+  state = 'ready';
+  readinessReasons.length = 0;
+  metrics.ready.set(1);
+  logger.info('agentd ready');
+  // A crash mid-update may have left the node cordoned, and recovery ran before Kubernetes
+  // was available: take that cordon back now. Never blocks readiness; it logs what it did.
+  if (engine.pendingUncordon !== null) {
+    void engine
+      .completePendingUncordon()
+      .catch((err: unknown) => logger.error({ err: describeError(err) }, 'completing a pending uncordon'));
+  }
+  // The watcher starts only now: its first reconcile may call `update`.
+  kubeWiring.start(dispatcher);
+  return daemon;
 }
