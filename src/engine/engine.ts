@@ -159,7 +159,7 @@ export class Engine {
   }
 
   /**
-   * Finish an uncordon that startup recovery had to leave pending (DESIGN §5): the daemon calls
+   * Finish an uncordon that startup recovery had to leave pending (docs/architecture.md): the daemon calls
    * it once ready, and the engine after every operation. Uncordons when the Kubernetes API is
    * available and clears the journal's flag; otherwise logs that the node is still cordoned and
    * keeps the flag. Never throws.

@@ -1,5 +1,5 @@
 /**
- * The update procedure (DESIGN §5): provision and stage the target beside the serving source,
+ * The update procedure (docs/architecture.md): provision and stage the target beside the serving source,
  * then the short down window — stop(source), start(target), verify — then commit and clean up.
  * Failure before stop removes the target (the node never stopped serving); failure in start or
  * verify rolls back to the source. Every phase transition is journaled before it happens.

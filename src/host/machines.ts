@@ -1,6 +1,7 @@
 /**
  * The lifecycle of the nspawn machines `kube1`/`kube2`: start, start services, verify, stop,
- * remove, inspect — with exactly the host commands of UPSTREAM.md's host-command table, all
+ * remove, inspect — with exactly the host commands of docs/compatibility.md's host-command
+table, all
  * through the `CommandRunner`, and every wait on the injected clock.
  */
 import { rm, stat } from 'node:fs/promises';

@@ -1,6 +1,6 @@
 /**
- * Builds the Kubernetes clients from the first credentials available, in the order of DESIGN.md
- * §7: `--kubeconfig`, else the applied config's API server + CA + bootstrap token (or its exec
+ * Builds the Kubernetes clients from the first credentials available, in the order of
+ * docs/watcher.md: `--kubeconfig`, else the applied config's API server + CA + bootstrap token (or its exec
  * credential plugin), else the pod's service account when running in a cluster. Nothing here
  * logs or returns the token in a printable field.
  */

@@ -65,7 +65,7 @@ export interface MachineApi {
   ): Promise<Machine>;
 }
 
-/** The Machine a node registers itself with (UPSTREAM.md "Self-registration"). */
+/** The Machine a node registers itself with (docs/compatibility.md, "Self-registration"). */
 export function buildMachineForConfig(
   config: AgentConfig,
   group: string = DEFAULT_CRD_GROUP,

@@ -1,5 +1,5 @@
 /**
- * The Machine CR watcher (DESIGN §7): the watch loop feeds a one-worker queue whose worker
+ * The Machine CR watcher (docs/watcher.md): the watch loop feeds a one-worker queue whose worker
  * reconciles the node's Machine through the rpc client. `start()` after the daemon is ready;
  * `stop()` at step 2 of the shutdown, so it issues no new calls.
  */

@@ -34,7 +34,7 @@ describe('deploy manifests', () => {
     await kube?.close();
   });
 
-  it('defines the Machine CRD as UPSTREAM.md describes it', async () => {
+  it('defines the Machine CRD as docs/compatibility.md describes it', async () => {
     const crd = parse(await readFile(new URL('machine-crd.yaml', root), 'utf8')) as {
       metadata: { name: string };
       spec: {
