@@ -10,7 +10,7 @@ import type { DaemonConfigInput } from '../config/daemon-config.js';
 import { describeError, isAgentError } from '../errors.js';
 import { createLogger } from '../log.js';
 import { VERSION } from '../version.js';
-import type { Daemon } from '../server/daemon.js';
+import type { Daemon } from '../daemon/daemon.js';
 
 process.title = 'agentd';
 
@@ -111,7 +111,7 @@ async function main(argv: string[]): Promise<number> {
   process.on('SIGINT', onSignal);
   try {
     // Loaded only now: a bad flag or config value is reported without loading the server.
-    const { startDaemon } = await import('../server/daemon.js');
+    const { startDaemon } = await import('../daemon/daemon.js');
     daemon = await startDaemon(config, { logger, stopRequested: startup.signal });
   } catch (err) {
     process.stderr.write(`agentd: ${describeError(err)}\n`);

@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import pino from 'pino';
-import { CleanupStack } from '../../../src/server/cleanup-stack.js';
+import { CleanupStack } from '../../../src/daemon/cleanup-stack.js';
 
 describe('CleanupStack', () => {
   it('runs every step once, newest first, past a failing one', async () => {

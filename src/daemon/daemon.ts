@@ -19,15 +19,15 @@ import { METHOD_LIST } from '../rpc/methods/index.js';
 import { buildOpenRpcDocument } from '../rpc/openrpc.js';
 import type { DaemonInfo, DaemonState, RpcServices, WatcherStatus } from '../rpc/services.js';
 import { VERSION } from '../version.js';
-import { createAdminApp, createMetricsApp, type Readiness } from './app.js';
+import { createAdminApp, createMetricsApp, type Readiness } from '../server/app.js';
 import { createHost, type Host } from './host-wiring.js';
 import { createKubeWiring } from './kube-wiring.js';
-import { buildOpenApiDocument } from './openapi.js';
+import { buildOpenApiDocument } from '../server/openapi.js';
 import { createProvisioner } from '../provision/provisioner.js';
 import { CleanupStack } from './cleanup-stack.js';
 import { acquireInstanceLock } from './instance-lock.js';
-import { listenUnix, prepareSocketPath, removeOwnSocket, resolveGroup, socketIdentity } from './socket.js';
-import type { SocketIdentity } from './socket.js';
+import { listenUnix, prepareSocketPath, removeOwnSocket, resolveGroup, socketIdentity } from '../server/socket.js';
+import type { SocketIdentity } from '../server/socket.js';
 
 export interface DaemonDeps {
   logger: Logger;
