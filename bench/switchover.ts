@@ -36,7 +36,7 @@ import { renderTable } from './lib/table.js';
 
 const LATENCY_MS = Number(process.env.BENCH_LATENCY_MS ?? 20);
 const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 5);
-/** The machine manager's timings of `--host sim` (src/server/host-wiring.ts). */
+/** The machine manager's timings of `--host sim` (src/daemon/host-wiring.ts). */
 const SIM_TIMEOUTS = { pollIntervalMs: 50, verifyMs: 3000, startMs: 10_000, stopMs: 10_000 };
 
 /** A runner that counts the host commands started while `counting` is on. */

@@ -26,7 +26,13 @@ import { buildOpenApiDocument } from '../server/openapi.js';
 import { createProvisioner } from '../provision/provisioner.js';
 import { CleanupStack } from './cleanup-stack.js';
 import { acquireInstanceLock } from './instance-lock.js';
-import { listenUnix, prepareSocketPath, removeOwnSocket, resolveGroup, socketIdentity } from '../server/socket.js';
+import {
+  listenUnix,
+  prepareSocketPath,
+  removeOwnSocket,
+  resolveGroup,
+  socketIdentity,
+} from '../server/socket.js';
 import type { SocketIdentity } from '../server/socket.js';
 
 export interface DaemonDeps {
