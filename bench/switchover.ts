@@ -16,7 +16,7 @@ import { mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import pino from 'pino';
-import type { AgentConfig } from '../src/engine/agent-config.js';
+import type { AgentConfig } from '../src/config/agent-config.js';
 import { createAppliedConfigStore } from '../src/engine/applied-config-store.js';
 import { Engine } from '../src/engine/engine.js';
 import { EventBus } from '../src/engine/events.js';

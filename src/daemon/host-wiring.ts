@@ -7,7 +7,7 @@ import { mkdir, readFile, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import type { Logger } from 'pino';
 import type { DaemonConfig } from '../config/daemon-config.js';
-import type { AgentConfig } from '../engine/agent-config.js';
+import type { AgentConfig } from '../config/agent-config.js';
 import { createExecaRunner } from '../host/execa-runner.js';
 import { writeFileAtomic } from '../host/fs-atomic.js';
 import { createMachineManager, type MachineManager } from '../host/machines.js';

@@ -7,7 +7,7 @@
  */
 import type { Logger } from 'pino';
 import type { DaemonConfig } from '../config/daemon-config.js';
-import type { AgentConfig } from '../engine/agent-config.js';
+import type { AgentConfig } from '../config/agent-config.js';
 import { createUpdateDrainer } from '../engine/drain-ops.js';
 import type { NodeDrainOps } from '../engine/drain-ops.js';
 import type { EventBus } from '../engine/events.js';

@@ -9,7 +9,7 @@ import type { MachineManager } from '../host/machines.js';
 import type { HostPaths } from '../host/paths.js';
 import { alternateMachine, type Clock, type MachineName } from '../host/types.js';
 import type { Metrics } from '../metrics/metrics.js';
-import { redactAgentConfig, type AgentConfig } from './agent-config.js';
+import { redactAgentConfig, type AgentConfig } from '../config/agent-config.js';
 import { createAppliedConfigStore, type AppliedConfigStore } from './applied-config-store.js';
 import type { EngineEvent, EventBus } from './events.js';
 import { diffConfigs, resolveGoal, type GoalSet } from './goal.js';

@@ -3,7 +3,7 @@
  * `src/provision/provisioner.ts`; engine tests and benchmarks pass their own.
  */
 import type { MachineName } from '../host/types.js';
-import type { AgentConfig } from './agent-config.js';
+import type { AgentConfig } from '../config/agent-config.js';
 import type { TaskContext } from './tasks.js';
 
 export interface PreflightCheck {

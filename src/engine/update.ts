@@ -8,7 +8,7 @@ import { AgentError, CancelledError, PreconditionFailedError, describeError } fr
 import type { MachineManager } from '../host/machines.js';
 import type { Clock, MachineName } from '../host/types.js';
 import type { Metrics } from '../metrics/metrics.js';
-import type { AgentConfig } from './agent-config.js';
+import type { AgentConfig } from '../config/agent-config.js';
 import type { AppliedConfigStore } from './applied-config-store.js';
 import { writeNodeState } from './node-state.js';
 import type { OperationRecorder } from './operation-recorder.js';

@@ -8,7 +8,7 @@ import { existsSync } from 'node:fs';
 import { isIPv6 } from 'node:net';
 import path from 'node:path';
 import { CoreV1Api, CustomObjectsApi, KubeConfig } from '@kubernetes/client-node';
-import type { AgentConfig } from '../engine/agent-config.js';
+import type { AgentConfig } from '../config/agent-config.js';
 import { describeError, InvalidConfigError } from '../errors.js';
 import { createRateLimiter, limitKubeRequests } from './rate-limit.js';
 import type { RateLimitOptions } from './rate-limit.js';

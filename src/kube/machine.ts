@@ -5,7 +5,7 @@
  */
 import { PatchStrategy, setHeaderOptions } from '@kubernetes/client-node';
 import type { CustomObjectsApi } from '@kubernetes/client-node';
-import type { AgentConfig } from '../engine/agent-config.js';
+import type { AgentConfig } from '../config/agent-config.js';
 import { CancelledError, KubeConflictError, NotFoundError, PreconditionFailedError } from '../errors.js';
 import { systemClock } from '../host/clock.js';
 import type { Clock } from '../host/types.js';

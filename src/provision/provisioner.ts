@@ -6,7 +6,7 @@ import { mkdir, statfs } from 'node:fs/promises';
 import path from 'node:path';
 import type { Logger } from 'pino';
 import { UnsupportedError, describeError } from '../errors.js';
-import type { AgentConfig } from '../engine/agent-config.js';
+import type { AgentConfig } from '../config/agent-config.js';
 import type { PreflightCheck, Provisioner, ProvisionResult } from '../engine/provisioner.js';
 import { parallel, runTask, serial, task, type TaskContext } from '../engine/tasks.js';
 import { failpoint } from '../host/failpoints.js';

@@ -4,7 +4,7 @@
  * `stop()` at step 2 of the shutdown, so it issues no new calls.
  */
 import type { Logger } from 'pino';
-import type { AgentConfig } from '../engine/agent-config.js';
+import type { AgentConfig } from '../config/agent-config.js';
 import { NotFoundError, PreconditionFailedError, describeError } from '../errors.js';
 import { systemClock } from '../host/clock.js';
 import type { Clock } from '../host/types.js';

@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { agentConfigSchema, versionSchema } from '../../engine/agent-config.js';
+import { agentConfigSchema, versionSchema } from '../../config/agent-config.js';
 import { defineMethod } from '../method.js';
 import { operationSchema } from '../schemas.js';
 

@@ -8,7 +8,7 @@ import os from 'node:os';
 import path from 'node:path';
 import pino from 'pino';
 import { onTestFinished } from 'vitest';
-import { agentConfigSchema, type AgentConfig } from '../../../src/engine/agent-config.js';
+import { agentConfigSchema, type AgentConfig } from '../../../src/config/agent-config.js';
 import {
   createAppliedConfigStore,
   type AppliedConfigStore,

@@ -2,7 +2,7 @@ import { readFile } from 'node:fs/promises';
 import { afterEach, describe, expect, it } from 'vitest';
 import { CoreV1Api, CustomObjectsApi } from '@kubernetes/client-node';
 import { parseAllDocuments, parse } from 'yaml';
-import { agentConfigSchema } from '../../../src/engine/agent-config.js';
+import { agentConfigSchema } from '../../../src/config/agent-config.js';
 import { createNodeDrainer } from '../../../src/kube/drain.js';
 import { createMachineApi } from '../../../src/kube/machine.js';
 import { MACHINE_PHASES } from '../../../src/kube/schemas.js';

@@ -1,6 +1,6 @@
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { CustomObjectsApi } from '@kubernetes/client-node';
-import { agentConfigSchema } from '../../../src/engine/agent-config.js';
+import { agentConfigSchema } from '../../../src/config/agent-config.js';
 import { buildMachineForConfig, createMachineApi } from '../../../src/kube/machine.js';
 import type { MachineApi } from '../../../src/kube/machine.js';
 import { makeAgentConfig } from '../../support/agent-config.js';

@@ -13,7 +13,7 @@ import { Writable } from 'node:stream';
 import { promisify } from 'node:util';
 import { pino } from 'pino';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { agentConfigSchema, type AgentConfig } from '../../../src/engine/agent-config.js';
+import { agentConfigSchema, type AgentConfig } from '../../../src/config/agent-config.js';
 import type { TaskContext } from '../../../src/engine/tasks.js';
 import { isAgentError, type AgentError } from '../../../src/errors.js';
 import { createHostPaths, type HostPaths } from '../../../src/host/paths.js';
