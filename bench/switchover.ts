@@ -21,7 +21,7 @@ import { createAppliedConfigStore } from '../src/engine/applied-config-store.js'
 import { Engine } from '../src/engine/engine.js';
 import { EventBus } from '../src/engine/events.js';
 import { writeNodeState } from '../src/engine/node-state.js';
-import type { TaskContext } from '../src/engine/tasks.js';
+import type { TaskContext } from '../src/tasks/tasks.js';
 import { systemClock } from '../src/host/clock.js';
 import { createMachineManager } from '../src/host/machines.js';
 import { createHostPaths } from '../src/host/paths.js';

@@ -4,7 +4,7 @@
  */
 import type { MachineName } from '../host/types.js';
 import type { AgentConfig } from '../config/agent-config.js';
-import type { TaskContext } from './tasks.js';
+import type { TaskContext } from '../tasks/tasks.js';
 
 export interface PreflightCheck {
   name: string;

@@ -17,7 +17,7 @@ import type { OperationState } from './operation.js';
 import type { Provisioner } from './provisioner.js';
 import { failpoint } from '../host/failpoints.js';
 import { JournalWriter } from './switch-journal.js';
-import type { TaskContext } from './tasks.js';
+import type { TaskContext } from '../tasks/tasks.js';
 
 export const UPDATE_PHASES = [
   'preflight',

@@ -14,7 +14,7 @@ import { promisify } from 'node:util';
 import { pino } from 'pino';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { agentConfigSchema, type AgentConfig } from '../../../src/config/agent-config.js';
-import type { TaskContext } from '../../../src/engine/tasks.js';
+import type { TaskContext } from '../../../src/tasks/tasks.js';
 import { isAgentError, type AgentError } from '../../../src/errors.js';
 import { createHostPaths, type HostPaths } from '../../../src/host/paths.js';
 import { createMetrics } from '../../../src/metrics/metrics.js';
