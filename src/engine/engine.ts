@@ -18,7 +18,7 @@ import { NodeSnapshot } from './node-snapshot.js';
 import { OperationSlot, type Launched } from './operation-slot.js';
 import { buildDryRun } from './plan.js';
 import { OperationStore } from './operation-store.js';
-import type { PreflightCheck, Provisioner } from './provisioner.js';
+import type { PreflightCheck, Provisioner } from '../provision/provisioner-contract.js';
 import { readJournal, writeJournal } from './journal.js';
 import { recover, type RecoveryReport } from './recovery.js';
 import { RESET_PHASES, runReset } from './reset.js';

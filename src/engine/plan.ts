@@ -8,7 +8,7 @@ import { serializeAgentConfig, type AgentConfig } from '../config/agent-config.j
 import { sha256Hex } from './applied-config-store.js';
 import type { ConfigChange } from './goal.js';
 import type { Operation } from './operation.js';
-import type { Provisioner } from './provisioner.js';
+import type { Provisioner } from '../provision/provisioner-contract.js';
 
 export interface DryRunInput {
   source: MachineName | null;

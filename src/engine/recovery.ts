@@ -12,7 +12,7 @@ import type { AppliedConfigStore } from './applied-config-store.js';
 import { readJournal, writeJournal, type Journal } from './journal.js';
 import { readNodeState, writeNodeState } from './node-state.js';
 import type { OperationStore } from './operation-store.js';
-import type { Provisioner } from './provisioner.js';
+import type { Provisioner } from '../provision/provisioner-contract.js';
 import type { NodeDrainer } from './update.js';
 
 export interface RecoveryDeps {

@@ -14,7 +14,7 @@ import { writeNodeState } from './node-state.js';
 import type { OperationRecorder } from './operation-recorder.js';
 import { toErrorInfo } from './operation-recorder.js';
 import type { OperationState } from './operation.js';
-import type { Provisioner } from './provisioner.js';
+import type { Provisioner } from '../provision/provisioner-contract.js';
 import { failpoint } from '../host/failpoints.js';
 import { JournalWriter } from './switch-journal.js';
 import type { TaskContext } from '../tasks/tasks.js';

@@ -7,7 +7,7 @@ import path from 'node:path';
 import type { Logger } from 'pino';
 import { UnsupportedError, describeError } from '../errors.js';
 import type { AgentConfig } from '../config/agent-config.js';
-import type { PreflightCheck, Provisioner, ProvisionResult } from '../engine/provisioner.js';
+import type { PreflightCheck, Provisioner, ProvisionResult } from './provisioner-contract.js';
 import { parallel, runTask, serial, task, type TaskContext } from '../tasks/tasks.js';
 import { failpoint } from '../host/failpoints.js';
 import type { HostPaths } from '../host/paths.js';
