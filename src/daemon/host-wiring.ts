@@ -1,22 +1,16 @@
 /**
  * How host commands run: for real (`--host systemd`: execa), or against the simulated host
  * (`--host sim`). `--sim` also starts the local artifact mirror and provides the default
- * config that joins a fresh node from it.
+ * config that joins a fresh node from it. The simulated host and the mirror are loaded only
+ * then (sim-wiring.ts, a dynamic import): a production start never loads them.
  */
-import { mkdir, readFile, writeFile } from 'node:fs/promises';
-import path from 'node:path';
 import type { Logger } from 'pino';
 import type { DaemonConfig } from '../config/daemon-config.js';
 import type { AgentConfig } from '../config/agent-config.js';
 import { createExecaRunner } from '../host/execa-runner.js';
-import { writeFileAtomic } from '../host/fs-atomic.js';
 import { createMachineManager, type MachineManager } from '../host/machines.js';
 import { createHostPaths } from '../host/paths.js';
 import type { Clock, CommandRunner } from '../host/types.js';
-import { simDefaultConfig } from '../sim/default-config.js';
-import { parseSimFaults } from '../sim/faults.js';
-import { createSimHost } from '../sim/host/index.js';
-import { startMirror, type Mirror } from '../sim/mirror/index.js';
 
 export interface Host {
   runner: CommandRunner;
@@ -32,69 +26,12 @@ export interface HostWiringDeps {
   env: NodeJS.ProcessEnv;
 }
 
-/**
- * The mirror keeps its port across restarts (recorded in the state dir), because the applied
- * config of a `--sim` node points its downloads and image at it.
- */
-async function startSimMirror(stateDir: string, logger: Logger): Promise<Mirror> {
-  const file = path.join(stateDir, 'sim-mirror.json');
-  let port = 0;
-  try {
-    port = (JSON.parse(await readFile(file, 'utf8')) as { port: number }).port;
-  } catch {
-    port = 0;
-  }
-  let mirror: Mirror;
-  try {
-    mirror = await startMirror({ port, logger });
-  } catch (err) {
-    logger.warn({ port, err: (err as Error).message }, 'the sim mirror port is taken; using a new one');
-    mirror = await startMirror({ logger });
-  }
-  if (mirror.port !== port)
-    await writeFileAtomic(file, `${JSON.stringify({ port: mirror.port })}\n`, { dirMode: 0o700 });
-  return mirror;
-}
-
-/** The host files a simulated root needs that a real host always has. */
-async function seedSimRoot(root: string): Promise<void> {
-  await mkdir(path.join(root, 'etc'), { recursive: true });
-  for (const [name, content] of [
-    ['etc/hostname', 'sim-host\n'],
-    ['etc/resolv.conf', '# agentd --sim\nnameserver 127.0.0.1\n'],
-  ] as const) {
-    await writeFile(path.join(root, name), content, { flag: 'wx' }).catch((err: NodeJS.ErrnoException) => {
-      if (err.code !== 'EEXIST') throw err;
-    });
-  }
-}
-
 export async function createHost(config: DaemonConfig, deps: HostWiringDeps): Promise<Host> {
   const paths = createHostPaths(config.root);
   const logger = deps.logger.child({ component: 'host' });
   if (config.host === 'sim') {
-    await seedSimRoot(config.root);
-    const faults = deps.env.AGENTD_SIM_FAULTS ? parseSimFaults(deps.env.AGENTD_SIM_FAULTS) : [];
-    const sim = createSimHost({ root: config.root, faults, clock: deps.clock, logger });
-    const machines = createMachineManager({
-      runner: sim,
-      paths,
-      clock: deps.clock,
-      logger,
-      kubeletHealth: sim.kubeletHealthy,
-      // The simulated host answers at once: poll it tightly so a try-out update takes seconds,
-      // and give up on a kubelet that never comes up within seconds, not minutes.
-      timeouts: { pollIntervalMs: 50, verifyMs: 3000, startMs: 10_000, stopMs: 10_000 },
-    });
-    const mirror = config.sim ? await startSimMirror(config.stateDir, logger) : null;
-    return {
-      runner: sim,
-      machines,
-      defaultConfig: mirror ? () => simDefaultConfig(mirror) : null,
-      close: async () => {
-        await mirror?.close();
-      },
-    };
+    const { createSimWiring } = await import('./sim-wiring.js');
+    return createSimWiring(config, { ...deps, logger }, paths);
   }
   const runner = createExecaRunner({ logger });
   const machines = createMachineManager({ runner, paths, clock: deps.clock, logger });
