@@ -4,27 +4,13 @@
  * config that joins a fresh node from it. The simulated host and the mirror are loaded only
  * then (sim-wiring.ts, a dynamic import): a production start never loads them.
  */
-import type { Logger } from 'pino';
 import type { DaemonConfig } from '../config/daemon-config.js';
-import type { AgentConfig } from '../config/agent-config.js';
 import { createExecaRunner } from '../host/execa-runner.js';
-import { createMachineManager, type MachineManager } from '../host/machines.js';
+import { createMachineManager } from '../host/machines.js';
 import { createHostPaths } from '../host/paths.js';
-import type { Clock, CommandRunner } from '../host/types.js';
+import type { Host, HostWiringDeps } from './host.js';
 
-export interface Host {
-  runner: CommandRunner;
-  machines: MachineManager;
-  /** The config a fresh node joins with when `update` gets none (`--sim` only). */
-  defaultConfig: (() => AgentConfig) | null;
-  close(): Promise<void>;
-}
-
-export interface HostWiringDeps {
-  logger: Logger;
-  clock: Clock;
-  env: NodeJS.ProcessEnv;
-}
+export type { Host, HostWiringDeps } from './host.js';
 
 export async function createHost(config: DaemonConfig, deps: HostWiringDeps): Promise<Host> {
   const paths = createHostPaths(config.root);

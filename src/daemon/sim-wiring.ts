@@ -13,7 +13,7 @@ import { simDefaultConfig } from '../sim/default-config.js';
 import { parseSimFaults } from '../sim/faults.js';
 import { createSimHost } from '../sim/host/index.js';
 import { startMirror, type Mirror } from '../sim/mirror/index.js';
-import type { Host, HostWiringDeps } from './host-wiring.js';
+import type { Host, HostWiringDeps } from './host.js';
 
 /**
  * The mirror keeps its port across restarts (recorded in the state dir), because the applied
