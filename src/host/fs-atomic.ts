@@ -4,7 +4,7 @@
  * then the directory is fsynced, so the rename itself survives a power loss (without it, the
  * journal could come back as its previous version after a power cut).
  */
-import { mkdir, open } from 'node:fs/promises';
+import { mkdir, open, stat } from 'node:fs/promises';
 import path from 'node:path';
 import writeFileAtomicCb from 'write-file-atomic';
 import { noSpaceOr } from '../errors.js';
@@ -41,5 +41,15 @@ export async function fsyncDir(dir: string): Promise<void> {
     await handle.sync();
   } finally {
     await handle.close();
+  }
+}
+
+/** Whether `p` exists (anything stat can see; a dangling link does not). */
+export async function pathExists(p: string): Promise<boolean> {
+  try {
+    await stat(p);
+    return true;
+  } catch {
+    return false;
   }
 }

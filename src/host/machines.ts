@@ -4,7 +4,7 @@
 table, all
  * through the `CommandRunner`, and every wait on the injected clock.
  */
-import { rm, stat } from 'node:fs/promises';
+import { rm } from 'node:fs/promises';
 import pino from 'pino';
 import type { Logger } from 'pino';
 import {
@@ -22,6 +22,7 @@ import { backoffDelay, sleepOrCancel } from '../retry/backoff.js';
 import { isCancelled, pollUntil } from './machines-poll.js';
 import type { HostPaths } from './paths.js';
 import type { Clock, CommandResult, CommandRunner, MachineName, RunOptions } from './types.js';
+import { pathExists as exists } from './fs-atomic.js';
 
 export type { KubeletHealthCheck } from './machines-health.js';
 
@@ -348,14 +349,5 @@ export function kubeletStateOf(isActiveWord: string): KubeletState {
       return 'failed';
     default:
       return 'unknown';
-  }
-}
-
-async function exists(p: string): Promise<boolean> {
-  try {
-    await stat(p);
-    return true;
-  } catch {
-    return false;
   }
 }

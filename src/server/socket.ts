@@ -3,21 +3,13 @@
  * chowned to `--socket-group`, and never stolen from a live daemon — a leftover file is
  * removed only after a connection attempt proves nobody listens.
  */
-import { access, chmod, chown, lstat, mkdir, readFile, rm, stat } from 'node:fs/promises';
+import { access, chmod, chown, lstat, mkdir, readFile, rm } from 'node:fs/promises';
 import { constants } from 'node:fs';
 import type { Server } from 'node:http';
 import net from 'node:net';
 import path from 'node:path';
 import { InvalidConfigError, PreconditionFailedError } from '../errors.js';
-
-async function exists(p: string): Promise<boolean> {
-  try {
-    await stat(p);
-    return true;
-  } catch {
-    return false;
-  }
-}
+import { pathExists as exists } from '../host/fs-atomic.js';
 
 /** Resolve `--socket-group` (a name from /etc/group, or a numeric GID). */
 export async function resolveGroup(group: string | number, groupFile = '/etc/group'): Promise<number> {
