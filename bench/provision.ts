@@ -19,7 +19,7 @@ import os, { availableParallelism } from 'node:os';
 import path from 'node:path';
 import { execa } from 'execa';
 import { Agent, interceptors } from 'undici';
-import { agentConfigSchema } from '../src/engine/agent-config.js';
+import { agentConfigSchema } from '../src/config/agent-config.js';
 import { installArtifacts } from '../src/provision/artifacts/index.js';
 import { WORKER_SINK_MIN_CPUS } from '../src/provision/artifacts/sink.js';
 import { applyLayer } from '../src/provision/oci/index.js';

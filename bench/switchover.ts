@@ -16,12 +16,12 @@ import { mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import pino from 'pino';
-import type { AgentConfig } from '../src/engine/agent-config.js';
+import type { AgentConfig } from '../src/config/agent-config.js';
 import { createAppliedConfigStore } from '../src/engine/applied-config-store.js';
 import { Engine } from '../src/engine/engine.js';
 import { EventBus } from '../src/engine/events.js';
 import { writeNodeState } from '../src/engine/node-state.js';
-import type { TaskContext } from '../src/engine/tasks.js';
+import type { TaskContext } from '../src/tasks/tasks.js';
 import { systemClock } from '../src/host/clock.js';
 import { createMachineManager } from '../src/host/machines.js';
 import { createHostPaths } from '../src/host/paths.js';
@@ -37,7 +37,7 @@ import { upstreamSwitch } from './lib/upstream-order.js';
 
 const LATENCY_MS = Number(process.env.BENCH_LATENCY_MS ?? 20);
 const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 5);
-/** The machine manager's timings of `--host sim` (src/server/host-wiring.ts). */
+/** The machine manager's timings of `--host sim` (src/daemon/host-wiring.ts). */
 const SIM_TIMEOUTS = { pollIntervalMs: 50, verifyMs: 3000, startMs: 10_000, stopMs: 10_000 };
 
 /** A runner that counts the host commands started while `counting` is on. */

@@ -283,3 +283,57 @@ export function describeError(err: unknown): string {
   if (err instanceof Error) return err.message;
   return String(err);
 }
+
+/** The first string `code` of `err` or of its causes (a few levels deep), e.g. `ENOSPC`. */
+export function errorCode(err: unknown): string | undefined {
+  let e: unknown = err;
+  for (let depth = 0; typeof e === 'object' && e !== null && depth < 5; depth++) {
+    const code = (e as { code?: unknown }).code;
+    if (typeof code === 'string' && !(e instanceof AgentError)) return code;
+    e = (e as { cause?: unknown }).cause;
+  }
+  return undefined;
+}
+
+export interface ForeignErrorOptions {
+  /** The signal of the step: once it fired, any failure is CANCELLED. */
+  signal?: AbortSignal | undefined;
+  /**
+   * The error for a failure of no common kind, given the message (`<what>: <the error's
+   * message>`) and the foreign error's code; default INTERNAL.
+   */
+  otherwise?: (message: string, err: unknown, code: string | undefined) => AgentError;
+}
+
+/**
+ * The one place foreign errors (Node.js, undici, zlib, client libraries) become AgentErrors,
+ * saying what was being done: AgentErrors pass through; a fired signal or an AbortError is
+ * CANCELLED; ENOSPC or EDQUOT anywhere in the cause chain is NO_SPACE; anything else is what
+ * `otherwise` makes of it (INTERNAL by default). The foreign error is kept as `cause`.
+ */
+export function toAgentError(err: unknown, what: string, options: ForeignErrorOptions = {}): AgentError {
+  if (err instanceof CancelledError) return err;
+  if (options.signal?.aborted || (err as { name?: unknown } | null)?.name === 'AbortError') {
+    return new CancelledError(what, { cause: err });
+  }
+  if (err instanceof AgentError) return err;
+  const code = errorCode(err);
+  if (code === 'ENOSPC' || code === 'EDQUOT') {
+    return new NoSpaceError(`${what}: no space left on device`, { cause: err, data: { errno: code } });
+  }
+  const message = `${what}: ${describeError(err)}`;
+  return options.otherwise
+    ? options.otherwise(message, err, code)
+    : new AgentError('INTERNAL', message, { cause: err, ...(code ? { data: { errno: code } } : {}) });
+}
+
+/**
+ * For a step inside a larger one whose caller classifies the rest (a download's network
+ * errors, say): ENOSPC/EDQUOT becomes NO_SPACE naming `what` (as `toAgentError` does), anything
+ * else is returned unchanged for the caller's `toAgentError`.
+ */
+export function noSpaceOr(err: unknown, what: string): unknown {
+  if (err instanceof AgentError) return err;
+  const code = errorCode(err);
+  return code === 'ENOSPC' || code === 'EDQUOT' ? toAgentError(err, what) : err;
+}

@@ -12,7 +12,7 @@
 import pino from 'pino';
 import { createAppliedConfigStore } from '../../src/engine/applied-config-store.js';
 import { writeNodeState } from '../../src/engine/node-state.js';
-import type { TaskContext } from '../../src/engine/tasks.js';
+import type { TaskContext } from '../../src/tasks/tasks.js';
 import { systemClock } from '../../src/host/clock.js';
 import { createExecaRunner } from '../../src/host/execa-runner.js';
 import { createMachineManager } from '../../src/host/machines.js';

@@ -3,11 +3,11 @@
  * first, then provision, stage, start and verify the target. The down window runs from the
  * stop's start to the verify's end. Shared by the simulated-host and the real-host benchmarks.
  */
-import type { AgentConfig } from '../../src/engine/agent-config.js';
-import type { TaskContext } from '../../src/engine/tasks.js';
+import type { AgentConfig } from '../../src/config/agent-config.js';
+import type { TaskContext } from '../../src/tasks/tasks.js';
 import type { MachineManager } from '../../src/host/machines.js';
 import type { MachineName } from '../../src/host/types.js';
-import type { Provisioner } from '../../src/engine/provisioner.js';
+import type { Provisioner } from '../../src/provision/provisioner-contract.js';
 
 export interface UpstreamSwitch {
   downMs: number;

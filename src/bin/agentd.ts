@@ -11,6 +11,7 @@ import { describeError, isAgentError } from '../errors.js';
 import { createLogger } from '../log.js';
 import { VERSION } from '../version.js';
 import { runProgram } from './run.js';
+import type { Daemon } from '../daemon/daemon.js';
 
 /** Every environment variable agentd reads, with its meaning: `agentd --help` and agentd(8). */
 export const DAEMON_ENVIRONMENT: readonly (readonly [string, string])[] = [
@@ -144,15 +145,11 @@ export async function runAgentd(argv: string[]): Promise<number> {
     return 2;
   }
   const logger = await createLogger({ level: config.logLevel, format: config.logFormat });
-  let daemon;
-  try {
-    // Loaded only now: a bad flag or config value is reported without loading the server.
-    const { startDaemon } = await import('../server/daemon.js');
-    daemon = await startDaemon(config, { logger });
-  } catch (err) {
-    process.stderr.write(`agentd: ${describeError(err)}\n`);
-    return isAgentError(err) && err.code === 'INVALID_CONFIG' ? 2 : 1;
-  }
+  // The handlers come before startup: a signal during startup recovery must not kill the
+  // process on the spot (Node's default), leaving the PID file and the socket behind. It asks
+  // startup to stop instead; a second signal exits at once (the journal covers in-flight work).
+  const startup = new AbortController();
+  let daemon: Daemon | null = null;
   let signals = 0;
   const onSignal = (signal: NodeJS.Signals): void => {
     signals += 1;
@@ -160,10 +157,19 @@ export async function runAgentd(argv: string[]): Promise<number> {
       logger.warn({ signal }, 'second signal: exiting now; the journal covers in-flight work');
       process.exit(1);
     }
-    void daemon.stop(signal);
+    if (daemon) void daemon.stop(signal);
+    else startup.abort(signal);
   };
   process.on('SIGTERM', onSignal);
   process.on('SIGINT', onSignal);
+  try {
+    // Loaded only now: a bad flag or config value is reported without loading the server.
+    const { startDaemon } = await import('../daemon/daemon.js');
+    daemon = await startDaemon(config, { logger, stopRequested: startup.signal });
+  } catch (err) {
+    process.stderr.write(`agentd: ${describeError(err)}\n`);
+    return isAgentError(err) && err.code === 'INVALID_CONFIG' ? 2 : 1;
+  }
   await daemon.stopped;
   return 0;
 }

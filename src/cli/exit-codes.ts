@@ -1,4 +1,4 @@
-/** agentctl exit codes (DESIGN §2, docs/cli.md): scripts rely on them. */
+/** agentctl exit codes (docs/cli.md): scripts rely on them. */
 export const EXIT = {
   OK: 0,
   FAILED: 1,

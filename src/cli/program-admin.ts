@@ -2,8 +2,7 @@
 import { Argument, Option, type Command } from 'commander';
 import { SHELLS, type Shell } from './completion/shells.js';
 import { defaultPidFile } from './paths.js';
-import type { ContextOf, ProgramIo } from './program.js';
-import { durationArg, example, withGlobals } from './program-options.js';
+import { durationArg, example, withGlobals, type ContextOf, type ProgramIo } from './program-options.js';
 
 const PID_FILE_HELP =
   'PID file (env AGENTD_PID_FILE; default /run/agentd/agentd.pid, or ./.agentd/agentd.pid)';

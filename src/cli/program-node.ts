@@ -1,7 +1,6 @@
 /** agentctl commands about the node: status, update, reset, drain, uncordon. */
 import { Option, type Command } from 'commander';
-import type { ContextOf, ProgramIo } from './program.js';
-import { durationArg, example, withGlobals } from './program-options.js';
+import { durationArg, example, withGlobals, type ContextOf, type ProgramIo } from './program-options.js';
 
 export function defineNodeCommands(program: Command, ctxOf: ContextOf, io: ProgramIo): void {
   example(

@@ -1,7 +1,6 @@
 /** agentctl commands about operations and configuration: ops *, config show, preflight. */
 import { Option, type Command } from 'commander';
-import type { ContextOf } from './program.js';
-import { durationArg, example, positiveIntArg, withGlobals } from './program-options.js';
+import { durationArg, example, positiveIntArg, withGlobals, type ContextOf } from './program-options.js';
 import type { OperationState } from './types.js';
 
 const STATES = ['pending', 'running', 'succeeded', 'failed', 'rolled_back', 'cancelled', 'interrupted'];

@@ -4,7 +4,21 @@
  */
 import { Option, type Command } from 'commander';
 import { parseDuration } from '../config/duration.js';
+import type { CliContext, CliProcess } from './context.js';
 import { CliError, EXIT } from './exit-codes.js';
+
+/** Where agentctl reads and writes (the real process by default); shared by every command file. */
+export interface ProgramIo {
+  env: NodeJS.ProcessEnv;
+  cwd: string;
+  stdout: NodeJS.WriteStream;
+  stderr: NodeJS.WriteStream;
+  /** stdin, clock and Ctrl-C (default: the real process). */
+  proc?: CliProcess;
+}
+
+/** Builds the context of the command that runs (global options resolved). */
+export type ContextOf = (cmd: Command) => CliContext;
 
 export function durationArg(flag: string) {
   return (value: string): number => {

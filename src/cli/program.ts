@@ -5,25 +5,15 @@
  */
 import { Command } from 'commander';
 import { VERSION } from '../version.js';
-import { createCliContext, defaultCliProcess, type CliContext, type CliProcess } from './context.js';
+import { createCliContext, defaultCliProcess } from './context.js';
 import { createOutput } from './output.js';
 import { defaultSocket } from './paths.js';
 import { defineAdminCommands } from './program-admin.js';
 import { defineNodeCommands } from './program-node.js';
-import { globalOptions, globalValues } from './program-options.js';
+import { globalOptions, globalValues, type ContextOf, type ProgramIo } from './program-options.js';
 import { defineOpsCommands } from './program-ops.js';
 
-export interface ProgramIo {
-  env: NodeJS.ProcessEnv;
-  cwd: string;
-  stdout: NodeJS.WriteStream;
-  stderr: NodeJS.WriteStream;
-  /** stdin, clock and Ctrl-C (default: the real process). */
-  proc?: CliProcess;
-}
-
-/** Builds the context of the command that runs (global options resolved). */
-export type ContextOf = (cmd: Command) => CliContext;
+export type { ContextOf, ProgramIo } from './program-options.js';
 
 export function buildProgram(io: ProgramIo): Command {
   const program = new Command('agentctl')

@@ -1,7 +1,7 @@
 /** Wire types the CLI renders, taken from the method table (types only: nothing is loaded). */
 import type { MethodTypes } from '../rpc/methods/index.js';
 
-/** An operation as the daemon reports it (DESIGN §4). */
+/** An operation as the daemon reports it (docs/api.md). */
 export type Operation = MethodTypes['operations.get']['result'];
 export type OperationState = Operation['state'];
 export type Phase = Operation['phases'][number];

@@ -10,7 +10,7 @@ import { ChecksumMismatchError, InvalidConfigError } from '../errors.js';
 import { writeFileAtomic } from '../host/fs-atomic.js';
 import type { HostPaths } from '../host/paths.js';
 import type { MachineName } from '../host/types.js';
-import { appliedConfigFileSchema, serializeAgentConfig, type AgentConfig } from './agent-config.js';
+import { appliedConfigFileSchema, serializeAgentConfig, type AgentConfig } from '../config/agent-config.js';
 
 export interface AppliedConfigRecord {
   machine: MachineName;

@@ -1,7 +1,7 @@
 /**
- * The `drain` and `uncordon` operations (DESIGN §4), and the drain seam the update's drain and
+ * The `drain` and `uncordon` operations (docs/api.md), and the drain seam the update's drain and
  * uncordon phases use. Both run on `NodeDrainOps`, this node's cordon/drain bound to the
- * Kubernetes clients of the moment (see `src/server/kube-wiring.ts`).
+ * Kubernetes clients of the moment (see `src/daemon/kube-wiring.ts`).
  */
 import { AgentError, CancelledError, PreconditionFailedError, isAgentError } from '../errors.js';
 import type { CordonResult, DrainOptions, DrainResult, UncordonResult } from '../kube/index.js';

@@ -9,7 +9,7 @@ import type { MachineManager } from '../host/machines.js';
 import type { HostPaths } from '../host/paths.js';
 import { alternateMachine, type Clock, type MachineName } from '../host/types.js';
 import type { Metrics } from '../metrics/metrics.js';
-import { redactAgentConfig, type AgentConfig } from './agent-config.js';
+import { redactAgentConfig, type AgentConfig } from '../config/agent-config.js';
 import { createAppliedConfigStore, type AppliedConfigStore } from './applied-config-store.js';
 import type { EngineEvent, EventBus } from './events.js';
 import { diffConfigs, resolveGoal, type GoalSet } from './goal.js';
@@ -19,7 +19,7 @@ import { StatusVersion } from './status-version.js';
 import { OperationSlot, type Launched } from './operation-slot.js';
 import { buildDryRun } from './plan.js';
 import { OperationStore } from './operation-store.js';
-import type { PreflightCheck, Provisioner } from './provisioner.js';
+import type { PreflightCheck, Provisioner } from '../provision/provisioner-contract.js';
 import { readJournal, writeJournal } from './journal.js';
 import { recover, type RecoveryReport } from './recovery.js';
 import { RESET_PHASES, runReset } from './reset.js';
@@ -232,7 +232,7 @@ export class Engine {
   }
 
   /**
-   * Finish an uncordon that startup recovery had to leave pending (DESIGN §5): the daemon calls
+   * Finish an uncordon that startup recovery had to leave pending (docs/architecture.md): the daemon calls
    * it once ready, and the engine after every operation. Uncordons when the Kubernetes API is
    * available and clears the journal's flag; otherwise logs that the node is still cordoned and
    * keeps the flag. Never throws.

@@ -3,7 +3,12 @@
  * target machine must get, and how it differs from what runs now (drift).
  */
 import { PreconditionFailedError, InvalidParamsError } from '../errors.js';
-import { agentConfigSchema, REDACTED, type AgentConfig, type AgentConfigInput } from './agent-config.js';
+import {
+  agentConfigSchema,
+  REDACTED,
+  type AgentConfig,
+  type AgentConfigInput,
+} from '../config/agent-config.js';
 
 /** The `set` shorthand of `update`: the fields the Machine CR carries. */
 export interface GoalSet {

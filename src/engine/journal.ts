@@ -4,10 +4,10 @@
  * before each phase starts and when it ends; startup recovery reads it and nothing else to
  * decide what to do.
  */
-import { readFile } from 'node:fs/promises';
 import path from 'node:path';
 import { z } from 'zod';
 import { writeFileAtomic } from '../host/fs-atomic.js';
+import { readJsonStateFile } from '../host/state-file.js';
 import { MACHINE_NAMES } from '../host/types.js';
 
 export const journalSchema = z.object({
@@ -45,21 +45,9 @@ export function journalPath(stateDir: string): string {
   return path.join(stateDir, 'journal.json');
 }
 
+/** The journal, or null when there is none; a corrupt one is PRECONDITION_FAILED naming the file. */
 export async function readJournal(stateDir: string): Promise<Journal | null> {
-  let text: string;
-  try {
-    text = await readFile(journalPath(stateDir), 'utf8');
-  } catch (err) {
-    if ((err as NodeJS.ErrnoException).code === 'ENOENT') return null;
-    throw err;
-  }
-  const parsed = journalSchema.safeParse(JSON.parse(text));
-  if (!parsed.success) {
-    throw new Error(
-      `${journalPath(stateDir)}: not a valid journal: ${parsed.error.issues[0]?.message ?? 'invalid'}`,
-    );
-  }
-  return parsed.data;
+  return readJsonStateFile(journalPath(stateDir), journalSchema, 'switch-over journal');
 }
 
 /** Persist the journal (temp file + fsync + rename). */

@@ -3,10 +3,10 @@
  * a node taken over from the upstream agent (no state file yet) is read from its applied
  * configs only when exactly one exists — never "the first file found".
  */
-import { readFile } from 'node:fs/promises';
 import path from 'node:path';
 import { z } from 'zod';
 import { writeFileAtomic } from '../host/fs-atomic.js';
+import { readJsonStateFile } from '../host/state-file.js';
 import { MACHINE_NAMES, type MachineName } from '../host/types.js';
 
 const nodeStateSchema = z.object({
@@ -21,16 +21,7 @@ export function nodeStatePath(stateDir: string): string {
 
 /** The recorded active machine, or undefined when no state file exists yet. */
 export async function readNodeState(stateDir: string): Promise<NodeStateFile | undefined> {
-  let text: string;
-  try {
-    text = await readFile(nodeStatePath(stateDir), 'utf8');
-  } catch (err) {
-    if ((err as NodeJS.ErrnoException).code === 'ENOENT') return undefined;
-    throw err;
-  }
-  const parsed = nodeStateSchema.safeParse(JSON.parse(text));
-  if (!parsed.success) throw new Error(`${nodeStatePath(stateDir)}: not a valid node state file`);
-  return parsed.data;
+  return (await readJsonStateFile(nodeStatePath(stateDir), nodeStateSchema, 'node state file')) ?? undefined;
 }
 
 export async function writeNodeState(

@@ -286,13 +286,13 @@ export class OperationSlot {
     const running = this.#running;
     if (!running) return;
     if (running.cancellable) running.controller.abort(new CancelledError('agentd is shutting down'));
-    // Wall time on purpose: the grace is how long the process may take to exit.
-    let timer: NodeJS.Timeout | undefined;
+    // On the injected clock like every other wait; the timer ends as soon as the operation does.
+    const stop = new AbortController();
     await Promise.race([
       running.done.catch(() => undefined),
-      new Promise<void>((resolve) => (timer = setTimeout(resolve, graceMs))),
+      this.#o.clock.sleep(graceMs, stop.signal).catch(() => undefined),
     ]);
-    clearTimeout(timer);
+    stop.abort();
     if (this.#running) {
       this.#o.logger.warn(
         { operation: running.rec.op.id },

@@ -4,11 +4,11 @@
  */
 import type { HostPaths } from '../host/paths.js';
 import type { MachineName } from '../host/types.js';
-import { serializeAgentConfig, type AgentConfig } from './agent-config.js';
+import { serializeAgentConfig, type AgentConfig } from '../config/agent-config.js';
 import { sha256Hex } from './applied-config-store.js';
 import type { ConfigChange } from './goal.js';
 import type { Operation } from './operation.js';
-import type { Provisioner } from './provisioner.js';
+import type { Provisioner } from '../provision/provisioner-contract.js';
 
 export interface DryRunInput {
   source: MachineName | null;

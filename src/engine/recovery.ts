@@ -1,5 +1,5 @@
 /**
- * Startup recovery (DESIGN §5): read the journal — and nothing else — to drive the node to
+ * Startup recovery (docs/architecture.md): read the journal — and nothing else — to drive the node to
  * exactly one active, verified machine after a crash. Uncommitted switch → back to the source;
  * committed → forward to the target; reset → finish it. The interrupted operation is marked
  * `interrupted` with what recovery did.
@@ -12,7 +12,7 @@ import type { AppliedConfigStore } from './applied-config-store.js';
 import { readJournal, writeJournal, type Journal } from './journal.js';
 import { readNodeState, writeNodeState } from './node-state.js';
 import type { OperationStore } from './operation-store.js';
-import type { Provisioner } from './provisioner.js';
+import type { Provisioner } from '../provision/provisioner-contract.js';
 import type { NodeDrainer } from './update.js';
 
 export interface RecoveryDeps {

@@ -1,5 +1,5 @@
 /**
- * The update procedure (DESIGN §5): provision and stage the target beside the serving source,
+ * The update procedure (docs/architecture.md): provision and stage the target beside the serving source,
  * then the short down window — stop(source), start(target), verify — then commit and clean up.
  * Failure before stop removes the target (the node never stopped serving); failure in start or
  * verify rolls back to the source. Every phase transition is journaled before it happens.
@@ -17,16 +17,16 @@ import type { MachineDiagnostic } from '../host/machine-diagnostics.js';
 import type { MachineManager } from '../host/machines.js';
 import type { Clock, MachineName } from '../host/types.js';
 import type { Metrics } from '../metrics/metrics.js';
-import type { AgentConfig } from './agent-config.js';
+import type { AgentConfig } from '../config/agent-config.js';
 import type { AppliedConfigStore } from './applied-config-store.js';
 import { writeNodeState } from './node-state.js';
 import type { OperationRecorder } from './operation-recorder.js';
 import { toErrorInfo } from './operation-recorder.js';
 import type { OperationState } from './operation.js';
-import type { Provisioner } from './provisioner.js';
+import type { Provisioner } from '../provision/provisioner-contract.js';
 import { failpoint } from '../host/failpoints.js';
 import { JournalWriter } from './switch-journal.js';
-import type { TaskContext } from './tasks.js';
+import type { TaskContext } from '../tasks/tasks.js';
 
 export const UPDATE_PHASES = [
   'preflight',

@@ -1,11 +1,13 @@
 /**
  * Atomic file writes: the bytes go to a temp file in the same directory, are fsynced, then
- * renamed over the target, so a crash leaves either the old file or the new one, never half.
+ * renamed over the target, so a crash leaves either the old file or the new one, never half;
+ * then the directory is fsynced, so the rename itself survives a power loss (without it, the
+ * journal could come back as its previous version after a power cut).
  */
-import { mkdir } from 'node:fs/promises';
+import { mkdir, open, stat } from 'node:fs/promises';
 import path from 'node:path';
 import writeFileAtomicCb from 'write-file-atomic';
-import { NoSpaceError } from '../errors.js';
+import { noSpaceOr } from '../errors.js';
 
 export interface AtomicWriteOptions {
   /** File mode (default 0o644). */
@@ -14,7 +16,7 @@ export interface AtomicWriteOptions {
   dirMode?: number;
 }
 
-/** Write `data` to `file` atomically (fsync + rename), creating parent directories. */
+/** Write `data` to `file` atomically (fsync, rename, fsync of the directory), creating parent directories. */
 export async function writeFileAtomic(
   file: string,
   data: string | Uint8Array,
@@ -26,10 +28,28 @@ export async function writeFileAtomic(
       mode: options.mode ?? 0o644,
       fsync: true,
     });
+    await fsyncDir(path.dirname(file));
   } catch (err) {
-    if ((err as NodeJS.ErrnoException).code === 'ENOSPC') {
-      throw new NoSpaceError(`write ${file}: no space left on device`, { cause: err });
-    }
-    throw err;
+    throw noSpaceOr(err, `write ${file}`);
+  }
+}
+
+/** Flush a directory's entries (a rename, a new file) to disk. */
+export async function fsyncDir(dir: string): Promise<void> {
+  const handle = await open(dir, 'r');
+  try {
+    await handle.sync();
+  } finally {
+    await handle.close();
+  }
+}
+
+/** Whether `p` exists (anything stat can see; a dangling link does not). */
+export async function pathExists(p: string): Promise<boolean> {
+  try {
+    await stat(p);
+    return true;
+  } catch {
+    return false;
   }
 }

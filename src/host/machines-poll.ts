@@ -3,6 +3,7 @@
  * deadline, with cancellation turned into `CancelledError`.
  */
 import { AgentError, CancelledError } from '../errors.js';
+import { sleepOrCancel } from '../retry/backoff.js';
 import type { Clock } from './types.js';
 
 /** True for the error of a cancelled step (which polls must pass on, never swallow). */
@@ -13,20 +14,6 @@ export function isCancelled(err: unknown): boolean {
 /** Throw `CancelledError` for `what` when `signal` is aborted. */
 export function throwIfCancelled(signal: AbortSignal | undefined, what: string): void {
   if (signal?.aborted) throw new CancelledError(what, { cause: signal.reason });
-}
-
-/** Sleep on `clock`; an abort becomes `CancelledError` for `what`. */
-export async function sleepOrCancel(
-  clock: Clock,
-  ms: number,
-  signal: AbortSignal | undefined,
-  what: string,
-): Promise<void> {
-  try {
-    await clock.sleep(ms, signal);
-  } catch (err) {
-    throw new CancelledError(what, { cause: err });
-  }
 }
 
 export interface PollOptions {

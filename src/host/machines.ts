@@ -1,9 +1,10 @@
 /**
  * The lifecycle of the nspawn machines `kube1`/`kube2`: start, start services, verify, stop,
- * remove, inspect — with exactly the host commands of UPSTREAM.md's host-command table, all
+ * remove, inspect — with exactly the host commands of docs/compatibility.md's host-command
+table, all
  * through the `CommandRunner`, and every wait on the injected clock.
  */
-import { rm, stat } from 'node:fs/promises';
+import { rm } from 'node:fs/promises';
 import pino from 'pino';
 import type { Logger } from 'pino';
 import {
@@ -18,9 +19,11 @@ import { systemClock } from './clock.js';
 import { classifyHostError } from './machine-errors.js';
 import { createHttpKubeletHealthCheck } from './machines-health.js';
 import type { KubeletHealthCheck } from './machines-health.js';
-import { isCancelled, pollUntil, sleepOrCancel } from './machines-poll.js';
+import { backoffDelay, sleepOrCancel } from '../retry/backoff.js';
+import { isCancelled, pollUntil } from './machines-poll.js';
 import type { HostPaths } from './paths.js';
 import type { Clock, CommandResult, CommandRunner, MachineName, RunOptions } from './types.js';
+import { pathExists as exists } from './fs-atomic.js';
 
 export type { KubeletHealthCheck } from './machines-health.js';
 
@@ -326,7 +329,8 @@ export function createMachineManager(options: MachineManagerOptions): MachineMan
       // machined does not see it as an image: retrying will not help.
       if (res && classifyHostError(res.stderr) === 'no-image') break;
       if (attempt + 1 < t.removeAttempts) {
-        await sleepOrCancel(clock, t.pollIntervalMs * 2 ** attempt, signal, `remove machine ${m}`);
+        const wait = backoffDelay(attempt + 1, { baseMs: t.pollIntervalMs, maxMs: 8 * t.pollIntervalMs });
+        await sleepOrCancel(clock, wait, signal, `remove machine ${m}`);
       }
     }
     // Never pull the rootfs out from under a container that still runs.
@@ -404,14 +408,5 @@ export function kubeletStateOf(isActiveWord: string): KubeletState {
       return 'failed';
     default:
       return 'unknown';
-  }
-}
-
-async function exists(p: string): Promise<boolean> {
-  try {
-    await stat(p);
-    return true;
-  } catch {
-    return false;
   }
 }

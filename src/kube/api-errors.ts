@@ -4,12 +4,13 @@
  * that says what was being done and what the server said.
  */
 import { ApiException } from '@kubernetes/client-node';
+import type { AgentError } from '../errors.js';
 import {
-  AgentError,
   KubeConflictError,
   KubeUnavailableError,
   NotFoundError,
   describeError,
+  toAgentError,
 } from '../errors.js';
 
 /** The parts of a `metav1.Status` agentd looks at. */
@@ -80,16 +81,15 @@ export interface KubeErrorContext {
  * `patch Machine worker-01 status`; the server's own message follows.
  */
 export function toKubeError(err: unknown, what: string, context: KubeErrorContext = {}): AgentError {
-  if (err instanceof AgentError) return err;
   const status = kubeStatusOf(err);
   if (status === undefined) {
-    return new KubeUnavailableError(
-      `${what}: cannot reach the Kubernetes API server: ${describeError(err)}`,
-      {
-        cause: err,
-        data: { reason: 'Unreachable' },
-      },
-    );
+    return toAgentError(err, what, {
+      otherwise: (_message, cause) =>
+        new KubeUnavailableError(`${what}: cannot reach the Kubernetes API server: ${describeError(cause)}`, {
+          cause,
+          data: { reason: 'Unreachable' },
+        }),
+    });
   }
   const server = status.message ? `: ${status.message}` : '';
   const data = { status: status.code, ...(status.reason ? { kubeReason: status.reason } : {}) };

@@ -1,6 +1,6 @@
 /**
- * Builds the Kubernetes clients from the first credentials available, in the order of DESIGN.md
- * §7: `--kubeconfig`, else the applied config's API server + CA + bootstrap token (or its exec
+ * Builds the Kubernetes clients from the first credentials available, in the order of
+ * docs/watcher.md: `--kubeconfig`, else the applied config's API server + CA + bootstrap token (or its exec
  * credential plugin), else the pod's service account when running in a cluster. Nothing here
  * logs or returns the token in a printable field.
  */
@@ -8,8 +8,10 @@ import { existsSync } from 'node:fs';
 import { isIPv6 } from 'node:net';
 import path from 'node:path';
 import { CoreV1Api, CustomObjectsApi, KubeConfig } from '@kubernetes/client-node';
-import type { AgentConfig } from '../engine/agent-config.js';
+import type { AgentConfig } from '../config/agent-config.js';
 import { describeError, InvalidConfigError } from '../errors.js';
+import { createRateLimiter, limitKubeRequests } from './rate-limit.js';
+import type { RateLimitOptions } from './rate-limit.js';
 
 /** Where the credentials came from. */
 export type KubeCredentialSource = 'kubeconfig' | 'bootstrap-token' | 'exec-credential' | 'in-cluster';
@@ -27,6 +29,8 @@ export interface CreateKubeClientsOptions {
   env?: NodeJS.ProcessEnv;
   /** Service account directory (default `/var/run/secrets/kubernetes.io/serviceaccount`). */
   serviceAccountDir?: string;
+  /** The client-side rate limit of every request (default 5 per second, bursts of 10). */
+  rateLimit?: RateLimitOptions;
 }
 
 /** Ready-to-use clients and where their credentials came from. */
@@ -159,6 +163,8 @@ export function createKubeClients(options: CreateKubeClientsOptions): KubeClient
         (options.inCluster === false ? ', in-cluster disabled' : ', and KUBERNETES_SERVICE_HOST is not set'),
     };
   }
+  // Before the API clients are made: they and every watch reach the server through `kc`.
+  limitKubeRequests(kc, createRateLimiter(options.rateLimit));
   return {
     kc,
     custom: kc.makeApiClient(CustomObjectsApi),

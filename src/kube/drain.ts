@@ -8,6 +8,8 @@ import type { CoreV1Api } from '@kubernetes/client-node';
 import { AgentError, CancelledError, DrainFailedError } from '../errors.js';
 import { systemClock } from '../host/clock.js';
 import type { Clock } from '../host/types.js';
+import { Backoff, sleepOrCancel } from '../retry/backoff.js';
+import { isRetryableStatus } from '../retry/retryable.js';
 import { kubeStatusOf, toKubeError } from './api-errors.js';
 import { cordonNode, uncordonNode } from './cordon.js';
 import type { CordonResult, UncordonResult } from './cordon.js';
@@ -32,7 +34,10 @@ export interface DrainOptions {
   concurrency?: number;
   /** Cordon the node first (default true). */
   cordon?: boolean;
-  /** Wait between eviction attempts refused with 429 or a server error (default 5 s, as kubectl). */
+  /**
+   * First wait between eviction attempts refused with 429 or a server error (default 5 s, as
+   * kubectl); it grows, jittered, up to six times that while the refusals go on.
+   */
   evictionRetryMs?: number;
   /** Interval of the checks that an evicted pod is gone (default 1 s). */
   pollIntervalMs?: number;
@@ -56,17 +61,6 @@ export interface DrainResult {
 }
 
 type EvictOutcome = { gone: true } | { gone: false; reason: string };
-
-function sleepOrCancel(
-  clock: Clock,
-  ms: number,
-  signal: AbortSignal | undefined,
-  what: string,
-): Promise<void> {
-  return clock.sleep(ms, signal).catch((err: unknown) => {
-    throw new CancelledError(what, { cause: err });
-  });
-}
 
 async function listNodePods(core: CoreV1Api, node: string) {
   try {
@@ -160,6 +154,7 @@ export async function drainNode(
       kind: 'Eviction',
       metadata: { name: pod.name, namespace: pod.namespace },
     };
+    const backoff = new Backoff({ baseMs: retryMs, maxMs: retryMs * 6 });
     for (;;) {
       if (signal?.aborted) throw new CancelledError(what);
       let reason: string;
@@ -174,7 +169,7 @@ export async function drainNode(
         if (status?.code === 404) return { gone: true };
         if (status?.code === 401 || status?.code === 403)
           throw toKubeError(err, `evict Pod ${pod.namespace}/${pod.name}`);
-        const retryable = status === undefined || status.code === 429 || status.code >= 500;
+        const retryable = status === undefined || isRetryableStatus(status.code);
         reason =
           status?.code === 429
             ? `blocked by a PodDisruptionBudget: ${status.details?.causes?.[0]?.message ?? status.message ?? 'too many requests'}`
@@ -184,7 +179,7 @@ export async function drainNode(
       // 429 (budget exhausted) and server errors are retried until the deadline, like kubectl.
       const left = deadline - clock.now();
       if (left <= 0) return { gone: false, reason };
-      await sleepOrCancel(clock, Math.min(retryMs, left), signal, what);
+      await sleepOrCancel(clock, Math.min(backoff.next(), left), signal, what);
     }
   }
 

@@ -5,10 +5,11 @@
  */
 import { PatchStrategy, setHeaderOptions } from '@kubernetes/client-node';
 import type { CustomObjectsApi } from '@kubernetes/client-node';
-import type { AgentConfig } from '../engine/agent-config.js';
+import type { AgentConfig } from '../config/agent-config.js';
 import { CancelledError, KubeConflictError, NotFoundError, PreconditionFailedError } from '../errors.js';
 import { systemClock } from '../host/clock.js';
 import type { Clock } from '../host/types.js';
+import { CONFLICT_BACKOFF, backoffDelay, sleepOrCancel } from '../retry/backoff.js';
 import { isConflict, isObjectNotFound, kubeStatusOf, toKubeError } from './api-errors.js';
 import { buildStatusMergePatch } from './machine-status.js';
 import type { MachineStatusUpdate } from './machine-status.js';
@@ -27,7 +28,7 @@ const MERGE_PATCH = setHeaderOptions('Content-Type', PatchStrategy.MergePatch);
 export interface ConflictRetryOptions {
   /** Attempts in all, the first included (default 5). */
   attempts?: number;
-  /** Wait before the second attempt; doubles each time (default 100 ms). */
+  /** Wait before the second attempt; doubles each time, jittered (default 100 ms). */
   baseDelayMs?: number;
   /** Cap of the wait between attempts (default 2000 ms). */
   maxDelayMs?: number;
@@ -64,7 +65,7 @@ export interface MachineApi {
   ): Promise<Machine>;
 }
 
-/** The Machine a node registers itself with (UPSTREAM.md "Self-registration"). */
+/** The Machine a node registers itself with (docs/compatibility.md, "Self-registration"). */
 export function buildMachineForConfig(
   config: AgentConfig,
   group: string = DEFAULT_CRD_GROUP,
@@ -96,8 +97,10 @@ export function createMachineApi(options: MachineApiOptions): MachineApi {
   const group = options.group ?? DEFAULT_CRD_GROUP;
   const clock = options.clock ?? systemClock;
   const attempts = Math.max(1, options.conflictRetry?.attempts ?? 5);
-  const baseDelayMs = options.conflictRetry?.baseDelayMs ?? 100;
-  const maxDelayMs = options.conflictRetry?.maxDelayMs ?? 2000;
+  const conflictBackoff = {
+    baseMs: options.conflictRetry?.baseDelayMs ?? CONFLICT_BACKOFF.baseMs,
+    maxMs: options.conflictRetry?.maxDelayMs ?? CONFLICT_BACKOFF.maxMs,
+  };
   const resource = { group, version: MACHINE_VERSION, plural: MACHINE_PLURAL };
   const parse = (value: unknown): Machine => parseKubeObject(machineSchema, MACHINE_KIND, value);
 
@@ -162,12 +165,7 @@ export function createMachineApi(options: MachineApiOptions): MachineApi {
         }
       }
       // Another writer got in between our read and our patch: back off, re-read, re-apply.
-      const wait = Math.min(maxDelayMs, baseDelayMs * 2 ** (attempt - 1));
-      try {
-        await clock.sleep(wait, opts.signal);
-      } catch (err) {
-        throw new CancelledError(what, { cause: err });
-      }
+      await sleepOrCancel(clock, backoffDelay(attempt, conflictBackoff), opts.signal, what);
     }
   }
 

@@ -1,6 +1,6 @@
 /**
  * zod schemas of the Kubernetes objects agentd reads (the client hands back untyped data):
- * the Machine custom resource in full (per UPSTREAM.md; unknown fields are kept, `ssh`/`pxe`
+ * the Machine custom resource in full (per docs/compatibility.md; unknown fields are kept, `ssh`/`pxe`
  * belong to other controllers and are not looked at), and only the fields of Node, Pod and
  * PodDisruptionBudget that agentd uses. Everything read from the API goes through
  * `parseKubeObject`, which names the object and the field when it does not fit.

@@ -1,5 +1,5 @@
 /**
- * The HTTP surface (DESIGN §3). The admin socket gets every route: `POST /rpc` from the bare
+ * The HTTP surface (docs/api.md). The admin socket gets every route: `POST /rpc` from the bare
  * handler of rpc-endpoint.ts, everything else from fastify. The optional TCP metrics listener
  * gets only /metrics, /healthz and /readyz (never /rpc).
  */

@@ -1,5 +1,5 @@
 /**
- * The OpenAPI 3.1 document of the HTTP surface (DESIGN §3). JSON-RPC methods themselves are
+ * The OpenAPI 3.1 document of the HTTP surface (docs/api.md). JSON-RPC methods themselves are
  * described by the OpenRPC document (`rpc.discover`); here /rpc is one POST route.
  */
 import { ERROR_CODES } from '../errors.js';

@@ -3,21 +3,13 @@
  * chowned to `--socket-group`, and never stolen from a live daemon — a leftover file is
  * removed only after a connection attempt proves nobody listens.
  */
-import { access, chmod, chown, lstat, mkdir, readFile, rm, stat } from 'node:fs/promises';
+import { access, chmod, chown, lstat, mkdir, readFile, rm } from 'node:fs/promises';
 import { constants } from 'node:fs';
 import type { Server } from 'node:http';
 import net from 'node:net';
 import path from 'node:path';
 import { InvalidConfigError, PreconditionFailedError } from '../errors.js';
-
-async function exists(p: string): Promise<boolean> {
-  try {
-    await stat(p);
-    return true;
-  } catch {
-    return false;
-  }
-}
+import { pathExists as exists } from '../host/fs-atomic.js';
 
 /** Resolve `--socket-group` (a name from /etc/group, or a numeric GID). */
 export async function resolveGroup(group: string | number, groupFile = '/etc/group'): Promise<number> {
@@ -148,4 +140,36 @@ export async function listenUnix(
       );
     }
   }
+}
+
+/**
+ * Which file a socket path is: device, inode and change time in nanoseconds — the inode alone
+ * is reused at once by a socket bound at the same path after ours was removed.
+ */
+export interface SocketIdentity {
+  dev: bigint;
+  ino: bigint;
+  ctimeNs: bigint;
+}
+
+/** The identity of the socket at `socketPath`, taken right after this process bound it. */
+export async function socketIdentity(socketPath: string): Promise<SocketIdentity> {
+  const st = await lstat(socketPath, { bigint: true });
+  return { dev: st.dev, ino: st.ino, ctimeNs: st.ctimeNs };
+}
+
+/**
+ * Remove the socket this process bound, and only that one: a path that is gone, or that now
+ * is another file (a new daemon's socket), is left alone.
+ */
+export async function removeOwnSocket(socketPath: string, own: SocketIdentity): Promise<boolean> {
+  let st;
+  try {
+    st = await lstat(socketPath, { bigint: true });
+  } catch {
+    return false;
+  }
+  if (!st.isSocket() || st.dev !== own.dev || st.ino !== own.ino || st.ctimeNs !== own.ctimeNs) return false;
+  await rm(socketPath, { force: true });
+  return true;
 }

@@ -1,8 +1,8 @@
 /**
- * The agent config `--sim` joins a node with when `update` gets none (DESIGN §6): MachineName
+ * The agent config `--sim` joins a node with when `update` gets none (docs/architecture.md): MachineName
  * `sim-node`, Kubernetes 1.34.0, downloads and image from the local mirror.
  */
-import { agentConfigSchema, type AgentConfig } from '../engine/agent-config.js';
+import { agentConfigSchema, type AgentConfig } from '../config/agent-config.js';
 import { mirrorDownloads } from './mirror/index.js';
 
 /** A syntactically valid, self-describing placeholder CA for the simulated cluster. */

@@ -1,6 +1,6 @@
 /**
  * Fault injection for the simulated host: `AGENTD_SIM_FAULTS`, a comma list of
- * `<fault>:<machine>` (DESIGN.md §6), so rollback and recovery can be exercised.
+ * `<fault>:<machine>` (docs/architecture.md), so rollback and recovery can be exercised.
  */
 import { InvalidConfigError } from '../errors.js';
 import { MACHINE_NAMES } from '../host/types.js';

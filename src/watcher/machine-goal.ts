@@ -1,5 +1,5 @@
 /**
- * What a Machine asks of this node, compared with what the node runs (DESIGN §7): a repave when
+ * What a Machine asks of this node, compared with what the node runs (docs/watcher.md): a repave when
  * `spec.operations.repaveCounter` is ahead of `status.operations.repaveCounter`, an ordinary
  * update when the spec's Kubernetes version, image, node labels or taints differ from the
  * applied config. Pure functions: the reconciler does the I/O.

@@ -1,5 +1,5 @@
 /**
- * One reconcile of the node's Machine (DESIGN §7), from a fresh read: decide whether the Machine
+ * One reconcile of the node's Machine (docs/watcher.md), from a fresh read: decide whether the Machine
  * asks for a repave or an update; if so mark it `Provisioning` + `NodeUpdated=False/InProgress`,
  * call `update` through the rpc client and wait, then write the outcome — `Joining`, the counter
  * acknowledged and `NodeUpdated=True/Succeeded`, or `Failed` and `NodeUpdated=False/Failed`.

@@ -3,16 +3,21 @@
  * (which enqueues the first reconcile), then watch it from the listed resourceVersion. A stream
  * the server closed resumes from the last resourceVersion seen; a 410 relists first; any other
  * failure restarts after a capped, jittered backoff. client-node's watch does none of this by
- * itself (CONVENTIONS "The watcher"). Events only enqueue: the reconciler reads fresh state.
+ * itself (docs/watcher.md). Events only enqueue: the reconciler reads fresh state.
+ *
+ * The backoff's failure streak ends only once a watch is established — it delivered an event
+ * or a bookmark, or stayed open `establishedAfterMs` — never merely because a request was
+ * answered: an API server that answers every watch with 500, or accepts and drops it at once,
+ * must see fewer and fewer requests, not a constant storm.
  */
 import type { Logger } from 'pino';
-import { AgentError, NotFoundError, describeError } from '../errors.js';
+import { AgentError, KubeUnavailableError, NotFoundError, describeError } from '../errors.js';
 import type { Clock } from '../host/types.js';
 import { isWatchExpired } from '../kube/index.js';
 import type { MachineApi, MachineWatchEvent, MachineWatchHandle, WatchMachine } from '../kube/index.js';
 import type { Metrics } from '../metrics/metrics.js';
-import { backoffDelay } from './backoff.js';
-import type { BackoffOptions } from './backoff.js';
+import { Backoff } from '../retry/backoff.js';
+import type { BackoffPolicy } from '../retry/backoff.js';
 import type { WatcherState } from './watcher-state.js';
 
 export interface WatchLoopOptions {
@@ -24,7 +29,9 @@ export interface WatchLoopOptions {
   /** Called for every change of the Machine (and after every list). */
   onChange: () => void;
   clock: Clock;
-  backoff: BackoffOptions;
+  backoff: BackoffPolicy;
+  /** A watch open this long counts as established even without events (default 30 s). */
+  establishedAfterMs?: number;
   logger: Logger;
   metrics: Pick<Metrics, 'watchEvents' | 'watchRestarts' | 'watchDecodeErrors'>;
   state: WatcherState;
@@ -32,13 +39,24 @@ export interface WatchLoopOptions {
 
 type WatchEnd = AgentError | null | 'aborted';
 
+/** How one watch stream ended, and whether it had been established before it did. */
+interface WatchOutcome {
+  end: WatchEnd;
+  established: boolean;
+}
+
+const DEFAULT_ESTABLISHED_AFTER_MS = 30_000;
+
 /** Run until `signal` aborts. Never throws: every failure is logged, counted and retried. */
 export async function runWatchLoop(o: WatchLoopOptions, signal: AbortSignal): Promise<void> {
   const { name, metrics, state, logger } = o;
   let registered = false;
   let relist = true;
   let resourceVersion: string | undefined;
-  let failures = 0;
+  const backoff = new Backoff(o.backoff);
+  const establishedAfterMs = o.establishedAfterMs ?? DEFAULT_ESTABLISHED_AFTER_MS;
+  /** Set once the open stream delivered something: the API server really serves watches. */
+  let established = false;
   /** Ends the open watch stream (set while one is open). */
   let endWatch: ((end: WatchEnd) => void) | null = null;
 
@@ -50,6 +68,10 @@ export async function runWatchLoop(o: WatchLoopOptions, signal: AbortSignal): Pr
       return;
     }
     resourceVersion = event.resourceVersion;
+    if (!established) {
+      established = true;
+      backoff.reset();
+    }
     metrics.watchEvents.inc({ type: event.type });
     if (event.type === 'BOOKMARK') return;
     if (event.machine.metadata.name !== name) return;
@@ -65,29 +87,41 @@ export async function runWatchLoop(o: WatchLoopOptions, signal: AbortSignal): Pr
   };
 
   /** One watch stream, from open to end. */
-  async function watchOnce(): Promise<WatchEnd> {
+  async function watchOnce(): Promise<WatchOutcome> {
     let finish: (end: WatchEnd) => void = () => undefined;
     const ended = new Promise<WatchEnd>((resolve) => (finish = resolve));
     endWatch = finish;
+    established = false;
     const onAbort = (): void => finish('aborted');
     signal.addEventListener('abort', onAbort, { once: true });
     let handle: MachineWatchHandle | undefined;
     try {
-      const opening = o.watchMachine(name, resourceVersion, onEvent, (err) => finish(err));
-      // An abort while connecting must not wait for the server: the handle is aborted when it comes.
+      const opening = o
+        .watchMachine(name, resourceVersion, onEvent, (err) => finish(err))
+        .then((h) => ({
+          handle: h,
+        }));
+      // The stream can end before the handle comes (client-node reports a 500 answer through
+      // `onDone` before `watch` returns), and an abort while connecting must not wait for the
+      // server: either way the handle is aborted when it comes.
       const first = await Promise.race([opening, ended]);
-      if (first === 'aborted') {
+      if (first === null || first === 'aborted' || first instanceof AgentError) {
         void opening.then(
-          (h) => h.abort(),
+          (h) => h.handle.abort(),
           () => undefined,
         );
-        return 'aborted';
+        return { end: first, established: false };
       }
-      handle = first as MachineWatchHandle;
+      handle = first.handle;
+      const openedAt = o.clock.now();
       state.setConnected(true);
-      failures = 0;
       logger.debug({ resourceVersion }, 'watching the Machine');
-      return await ended;
+      const end = await ended;
+      if (!established && o.clock.now() - openedAt >= establishedAfterMs) {
+        established = true;
+        backoff.reset();
+      }
+      return { end, established };
     } finally {
       endWatch = null;
       signal.removeEventListener('abort', onAbort);
@@ -114,9 +148,17 @@ export async function runWatchLoop(o: WatchLoopOptions, signal: AbortSignal): Pr
         relist = false;
         o.onChange();
       }
-      const end = await watchOnce();
+      const { end, established: wasEstablished } = await watchOnce();
       if (end === 'aborted') break;
       if (end === null) {
+        // A stream the server closed after it worked resumes at once; one it closed before
+        // delivering anything is a failure like any other (a proxy that drops watches).
+        if (!wasEstablished) {
+          throw new KubeUnavailableError(
+            `watch Machine ${name}: the API server closed the watch before it delivered anything`,
+            { data: { reason: 'WatchClosed' } },
+          );
+        }
         reason = 'closed';
       } else if (isWatchExpired(end)) {
         // The resourceVersion is gone from the server's history: what happened since is unknown.
@@ -130,8 +172,7 @@ export async function runWatchLoop(o: WatchLoopOptions, signal: AbortSignal): Pr
       if (signal.aborted) break;
       reason = 'error';
       state.error(err);
-      failures += 1;
-      const delay = backoffDelay(failures, o.backoff);
+      const delay = backoff.next();
       logger.warn(
         { err: describeError(err), code: err instanceof AgentError ? err.code : undefined, retryInMs: delay },
         'Machine watch failed; retrying',

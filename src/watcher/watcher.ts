@@ -1,10 +1,10 @@
 /**
- * The Machine CR watcher (DESIGN §7): the watch loop feeds a one-worker queue whose worker
+ * The Machine CR watcher (docs/watcher.md): the watch loop feeds a one-worker queue whose worker
  * reconciles the node's Machine through the rpc client. `start()` after the daemon is ready;
  * `stop()` at step 2 of the shutdown, so it issues no new calls.
  */
 import type { Logger } from 'pino';
-import type { AgentConfig } from '../engine/agent-config.js';
+import type { AgentConfig } from '../config/agent-config.js';
 import { NotFoundError, PreconditionFailedError, describeError } from '../errors.js';
 import { systemClock } from '../host/clock.js';
 import type { Clock } from '../host/types.js';
@@ -13,8 +13,8 @@ import type { Metrics } from '../metrics/metrics.js';
 import type { RpcClient } from '../rpc/client.js';
 import type { WatcherStatus } from '../rpc/services.js';
 import { childLogger } from '../log.js';
-import { DEFAULT_BACKOFF } from './backoff.js';
-import type { BackoffOptions } from './backoff.js';
+import { WATCH_BACKOFF } from '../retry/backoff.js';
+import type { BackoffPolicy } from '../retry/backoff.js';
 import { createReconciler } from './reconcile.js';
 import type { ReconcilerOptions, ReconcileResult } from './reconcile.js';
 import { runWatchLoop } from './watch-loop.js';
@@ -40,7 +40,7 @@ export interface MachineWatcherOptions {
   >;
   clock?: Clock;
   /** Backoff of watch restarts and failed reconciles (default 0.5 s doubling to 30 s, jittered). */
-  backoff?: BackoffOptions;
+  backoff?: BackoffPolicy;
   /** Tuning of the reconciler (busy requeue, attempts). */
   reconcile?: Pick<ReconcilerOptions, 'busyRequeueMs' | 'busyWaitSeconds' | 'maxAttempts'>;
   /** Told the result of every reconcile (benchmarks, tests). */
@@ -60,7 +60,7 @@ export interface MachineWatcher {
 export function createMachineWatcher(o: MachineWatcherOptions): MachineWatcher {
   const name = o.machineName;
   const clock = o.clock ?? systemClock;
-  const backoff = o.backoff ?? DEFAULT_BACKOFF;
+  const backoff = o.backoff ?? WATCH_BACKOFF;
   // `subsystem`: the parent (the Kubernetes wiring) binds `component` already.
   const logger = childLogger(o.logger, { subsystem: 'watcher', machine: name });
   const state = new WatcherState(name, clock, o.onStatusChange);

@@ -6,8 +6,8 @@
  * injected clock's.
  */
 import type { Clock } from '../host/types.js';
-import { backoffDelay } from './backoff.js';
-import type { BackoffOptions } from './backoff.js';
+import { backoffDelay } from '../retry/backoff.js';
+import type { BackoffPolicy } from '../retry/backoff.js';
 
 /** What processing a key may ask for: to run again after `requeueAfterMs` (0 = at once). */
 export interface ProcessResult {
@@ -16,7 +16,7 @@ export interface ProcessResult {
 
 export interface WorkQueueOptions {
   clock: Clock;
-  backoff: BackoffOptions;
+  backoff: BackoffPolicy;
   /** Process one key. Throwing means "retry with backoff". */
   process: (key: string, signal: AbortSignal) => Promise<ProcessResult | undefined>;
   /** Told about every failure and when the key will be retried. */

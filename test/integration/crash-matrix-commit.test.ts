@@ -1,5 +1,5 @@
 /**
- * Crash matrix, part 3 (DESIGN §5, issue 4): the daemon is SIGKILLed around the commit and
+ * Crash matrix, part 3 (docs/architecture.md, issue 4): the daemon is SIGKILLed around the commit and
  * during cleanup, then restarted. The journal's `committed` flag decides: before it recovery
  * goes back to kube1, after it forward to kube2 (removing kube1). Also a crash in the middle
  * of a reset, which recovery finishes.

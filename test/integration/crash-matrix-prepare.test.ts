@@ -1,5 +1,5 @@
 /**
- * Crash matrix, part 1 (DESIGN §5, issue 4): the daemon is SIGKILLed at the phase boundaries
+ * Crash matrix, part 1 (docs/architecture.md, issue 4): the daemon is SIGKILLed at the phase boundaries
  * of preflight, provision and stage and in the middle of provision, then restarted; recovery
  * must leave the node on kube1 with nothing of kube2. Also a crash in the middle of the first
  * join, which must leave a node with no machine at all.

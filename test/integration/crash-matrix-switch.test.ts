@@ -1,5 +1,5 @@
 /**
- * Crash matrix, part 2 (DESIGN §5, issue 4): the daemon is SIGKILLed inside the down window —
+ * Crash matrix, part 2 (docs/architecture.md, issue 4): the daemon is SIGKILLed inside the down window —
  * at the boundaries of stop, start and verify, and in the middle of each (host-command
  * failpoints for stop and verify) — then restarted. Nothing is committed yet, so recovery must
  * remove kube2 and bring kube1 back: one machine running, on the old version.

@@ -1,5 +1,5 @@
 /**
- * The HTTP surface of the real daemon over its real unix socket (DESIGN §3). One daemon serves
+ * The HTTP surface of the real daemon over its real unix socket (docs/api.md). One daemon serves
  * every test here: none of them changes its state.
  */
 import http from 'node:http';

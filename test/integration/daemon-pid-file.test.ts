@@ -1,5 +1,5 @@
 /**
- * The PID file of the real daemon (DESIGN §9): a stale one is replaced, a live agentd's is not.
+ * The PID file of the real daemon (docs/operations.md): a stale one is replaced, a live agentd's is not.
  */
 import { readFile, writeFile } from 'node:fs/promises';
 import path from 'node:path';

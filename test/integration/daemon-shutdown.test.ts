@@ -1,5 +1,5 @@
 /**
- * Ordered shutdown of the real daemon (DESIGN §9): on SIGTERM, SIGINT or `agentctl stop` it
+ * Ordered shutdown of the real daemon (docs/operations.md): on SIGTERM, SIGINT or `agentctl stop` it
  * exits 0 and removes its socket and PID file, keeping the state dir.
  */
 import { mkdir, readFile, stat, writeFile } from 'node:fs/promises';

@@ -5,7 +5,7 @@
  */
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import type { AgentConfigInput } from '../../src/engine/agent-config.js';
+import type { AgentConfigInput } from '../../src/config/agent-config.js';
 import { makeAgentConfig } from '../support/agent-config.js';
 import { makeTempDir, type TestDaemon } from '../support/daemon.js';
 import {

@@ -1,5 +1,5 @@
 /**
- * `preflight` through the real daemon (DESIGN §5): the checks of an update — config, every
+ * `preflight` through the real daemon (docs/architecture.md): the checks of an update — config, every
  * artifact and the image reachable, disk space — with no side effect at all: the root and the
  * state dir are identical before and after, byte for byte and directory for directory.
  */

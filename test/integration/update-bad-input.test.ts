@@ -1,5 +1,5 @@
 /**
- * Bad input (DESIGN §4–5, issue 4): an invalid config is refused at the boundary (−32602
+ * Bad input (docs/api.md, docs/architecture.md, issue 4): an invalid config is refused at the boundary (−32602
  * naming the field); an image or a Kubernetes version the mirror does not have fails in
  * preflight, before anything is provisioned or stopped — the host untouched.
  */

@@ -1,5 +1,5 @@
 /**
- * Cancelling an update (DESIGN §4–5, issue 4): before the source stops, cancel undoes the
+ * Cancelling an update (docs/api.md, docs/architecture.md, issue 4): before the source stops, cancel undoes the
  * target and the node keeps serving on kube1 (`cancelled`); once the switch-over has begun,
  * cancel is refused with PRECONDITION_FAILED and the update completes.
  */

@@ -1,5 +1,5 @@
 /**
- * One mutating operation at a time (DESIGN §4, issue 4): concurrent `update` calls over the
+ * One mutating operation at a time (docs/api.md, issue 4): concurrent `update` calls over the
  * socket start exactly one operation and the others get BUSY naming it; an idempotency key
  * seen before returns that operation instead of starting another.
  */

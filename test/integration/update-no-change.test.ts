@@ -1,5 +1,5 @@
 /**
- * Updates that change nothing (DESIGN §4, issue 4): a dry run returns the plan and leaves the
+ * Updates that change nothing (docs/api.md, issue 4): a dry run returns the plan and leaves the
  * host and the state dir byte-for-byte as they were; an update to the applied config is a
  * no-op (`result.changed=false`) that touches no machine.
  */

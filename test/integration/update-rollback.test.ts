@@ -1,5 +1,5 @@
 /**
- * Rollback (DESIGN §5, issue 4): a target that does not come up healthy is stopped and the
+ * Rollback (docs/architecture.md, issue 4): a target that does not come up healthy is stopped and the
  * source started again (`rolled_back`); when the source fails too the update is `failed` with
  * both reasons. Faults are injected through `AGENTD_SIM_FAULTS` on a node joined without them.
  */

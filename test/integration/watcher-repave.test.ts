@@ -1,5 +1,5 @@
 /**
- * The Machine CR watcher end to end (DESIGN §7): the real daemon (`--sim`, temp paths) with
+ * The Machine CR watcher end to end (docs/watcher.md): the real daemon (`--sim`, temp paths) with
  * `--kubeconfig` pointing at the fake API server, driven by changing the Machine there.
  * Needs `npm run build`.
  */

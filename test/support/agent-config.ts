@@ -1,5 +1,5 @@
 /** A valid agent config for tests; override fields with `makeAgentConfig({ ... })`. */
-import type { AgentConfigInput } from '../../src/engine/agent-config.js';
+import type { AgentConfigInput } from '../../src/config/agent-config.js';
 
 export const TEST_CA_PEM = `-----BEGIN CERTIFICATE-----
 MIIBdzCCAR2gAwIBAgIUTESTTESTTESTTESTTESTTESTTESTwCgYIKoZIzj0EAwIw

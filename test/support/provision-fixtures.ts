@@ -12,7 +12,7 @@ import { createServer, type AddressInfo } from 'node:net';
 import path from 'node:path';
 import { setTimeout as delay } from 'node:timers/promises';
 import { request } from 'undici';
-import type { AgentConfigInput } from '../../src/engine/agent-config.js';
+import type { AgentConfigInput } from '../../src/config/agent-config.js';
 import type { MachineName } from '../../src/host/types.js';
 import type { ArtifactFault } from '../../src/sim/mirror/artifacts.js';
 import { mirrorDownloads } from '../../src/sim/mirror/index.js';

@@ -85,7 +85,7 @@ export class SimNode {
     return path.join(this.dir, 'root');
   }
 
-  // ---- host paths (UPSTREAM.md's layout, spelled out rather than imported from src) --------
+  // ---- host paths (docs/compatibility.md's layout, spelled out rather than imported from src) --------
 
   machineDir(m: Machine): string {
     return path.join(this.root, 'var/lib/machines', m);
@@ -427,7 +427,7 @@ export async function expectSingleMachine(node: SimNode, want: RecoveredNode): P
 }
 
 /**
- * The recovered node as DESIGN §5 requires it (see `expectSingleMachine`), the interrupted
+ * The recovered node as docs/architecture.md requires it (see `expectSingleMachine`), the interrupted
  * operation marked `interrupted` with recovery's outcome, and the journal closed with that
  * outcome. Returns the operation.
  */

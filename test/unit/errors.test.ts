@@ -5,7 +5,14 @@
 import { readFile } from 'node:fs/promises';
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { ERROR_CODES, type ErrorCode } from '../../src/errors.js';
+import {
+  DownloadFailedError,
+  ERROR_CODES,
+  noSpaceOr,
+  NotFoundError,
+  toAgentError,
+  type ErrorCode,
+} from '../../src/errors.js';
 import { METHOD_LIST } from '../../src/rpc/methods/index.js';
 import { buildOpenRpcDocument } from '../../src/rpc/openrpc.js';
 import { VERSION } from '../../src/version.js';
@@ -70,5 +77,49 @@ describe('error codes', () => {
       ['BUSY', 1001],
       ['PARSE_ERROR', -32700],
     ]);
+  });
+});
+
+describe('toAgentError: the one converter of foreign errors', () => {
+  const errno = (code: string): Error => Object.assign(new Error(`${code}: boom`), { code });
+
+  it('passes AgentErrors through and keeps the foreign error as cause otherwise', () => {
+    const own = new NotFoundError('operation x');
+    expect(toAgentError(own, 'get x')).toBe(own);
+    const foreign = errno('EACCES');
+    const err = toAgentError(foreign, 'write /x');
+    expect(err).toMatchObject({
+      code: 'INTERNAL',
+      message: 'write /x: EACCES: boom',
+      data: { errno: 'EACCES' },
+    });
+    expect(err.cause).toBe(foreign);
+  });
+
+  it('makes ENOSPC and EDQUOT NO_SPACE, wherever they sit in the cause chain', () => {
+    expect(toAgentError(errno('ENOSPC'), 'write /x')).toMatchObject({
+      code: 'NO_SPACE',
+      message: 'write /x: no space left on device',
+    });
+    const wrapped = new Error('pipeline failed', { cause: errno('EDQUOT') });
+    expect(toAgentError(wrapped, 'download y').code).toBe('NO_SPACE');
+    expect(noSpaceOr(wrapped, 'write z')).toMatchObject({ code: 'NO_SPACE' });
+    const reset = errno('ECONNRESET');
+    expect(noSpaceOr(reset, 'write z')).toBe(reset);
+  });
+
+  it('makes a fired signal or an AbortError CANCELLED', () => {
+    const controller = new AbortController();
+    controller.abort();
+    expect(toAgentError(errno('ENOSPC'), 'pull', { signal: controller.signal }).code).toBe('CANCELLED');
+    const abort = Object.assign(new Error('aborted'), { name: 'AbortError' });
+    expect(toAgentError(abort, 'pull')).toMatchObject({ code: 'CANCELLED', message: 'pull: cancelled' });
+  });
+
+  it('lets the caller choose the error for everything else', () => {
+    const err = toAgentError(errno('ECONNRESET'), 'download k', {
+      otherwise: (message, cause, code) => new DownloadFailedError(message, { cause, data: { code } }),
+    });
+    expect(err).toMatchObject({ code: 'DOWNLOAD_FAILED', data: { code: 'ECONNRESET' } });
   });
 });

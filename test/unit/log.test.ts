@@ -2,7 +2,7 @@
 import { Writable } from 'node:stream';
 import type { Logger } from 'pino';
 import { describe, expect, it } from 'vitest';
-import { runTask, serial, task } from '../../src/engine/tasks.js';
+import { runTask, serial, task } from '../../src/tasks/tasks.js';
 import { createMachineManager } from '../../src/host/machines.js';
 import { createHostPaths } from '../../src/host/paths.js';
 import { childLogger, createLogger } from '../../src/log.js';

@@ -6,7 +6,7 @@ import type { CliContext } from '../context.js';
 import { followAndReport, guardInterrupt } from '../follow/follow-command.js';
 import type { Operation } from '../types.js';
 
-/** Params of the `drain` method (DESIGN §4). */
+/** Params of the `drain` method (docs/api.md). */
 export interface DrainParams {
   timeoutSeconds?: number;
   force: boolean;

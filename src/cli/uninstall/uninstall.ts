@@ -1,5 +1,5 @@
 /**
- * `agentctl uninstall` (DESIGN §9), in this order, each step reported:
+ * `agentctl uninstall` (docs/operations.md), in this order, each step reported:
  *   1. `systemctl disable --now agentd.service` (when systemd runs), so it cannot restart agentd;
  *   2. stop the daemon through its PID file (SIGTERM, grace, SIGKILL; never a foreign PID);
  *   3. tear down both machines (stop, remove) — the daemon is gone, so this runs the host

@@ -7,8 +7,8 @@ import { mkdir, rename, stat } from 'node:fs/promises';
 import path from 'node:path';
 import type { Readable } from 'node:stream';
 import type { ProgressSink } from '../../host/types.js';
-import { ChecksumMismatchError, DownloadFailedError, InvalidConfigError } from '../../errors.js';
-import { removeQuietly, tempNameFor, toFsError } from './file-io.js';
+import { ChecksumMismatchError, DownloadFailedError, InvalidConfigError, noSpaceOr } from '../../errors.js';
+import { removeQuietly, tempNameFor } from './file-io.js';
 import { contentLength, markTransient, send, statusError, withRetries, type HttpContext } from './http.js';
 import { createByteProgress } from './progress.js';
 import { createDownloadSink, type DownloadSink, type DownloadSinkOptions } from './sink.js';
@@ -115,7 +115,7 @@ async function downloadOnce(req: CacheRequest, deps: CacheDeps, file: string): P
   } catch (err) {
     await sink?.abort();
     await removeQuietly(tmp);
-    throw toFsError(err, `${req.what}: write ${tmp}`);
+    throw noSpaceOr(err, `${req.what}: write ${tmp}`);
   }
 }
 

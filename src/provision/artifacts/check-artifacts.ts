@@ -1,6 +1,6 @@
 /** Preflight for artifacts: a HEAD of every artifact URL and its checksum URL, nothing downloaded. */
 import type { Dispatcher } from 'undici';
-import type { AgentConfig } from '../../engine/agent-config.js';
+import type { AgentConfig } from '../../config/agent-config.js';
 import { describeError } from '../../errors.js';
 import { systemClock } from '../../host/clock.js';
 import type { Clock } from '../../host/types.js';

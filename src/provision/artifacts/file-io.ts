@@ -5,7 +5,7 @@ import { mkdir, realpath, rm } from 'node:fs/promises';
 import path from 'node:path';
 import type { Writable } from 'node:stream';
 import { finished } from 'node:stream/promises';
-import { AgentError, NoSpaceError, PreconditionFailedError } from '../../errors.js';
+import { PreconditionFailedError } from '../../errors.js';
 import type { OpenWrite } from './types.js';
 
 /** Production writer: exclusive create, 1 MiB buffer, fsync before close when `durable`. */
@@ -67,17 +67,6 @@ export function tempNameFor(file: string, tag = 'agentd'): string {
 
 export async function removeQuietly(file: string): Promise<void> {
   await rm(file, { force: true, recursive: true }).catch(() => undefined);
-}
-
-/** ENOSPC anywhere in the cause chain → NO_SPACE naming `what`; AgentErrors pass through. */
-export function toFsError(err: unknown, what: string): unknown {
-  if (err instanceof AgentError) return err;
-  for (let e: unknown = err, depth = 0; e instanceof Error && depth < 4; e = e.cause, depth++) {
-    if ((e as NodeJS.ErrnoException).code === 'ENOSPC') {
-      return new NoSpaceError(`${what}: no space left on device`, { cause: err });
-    }
-  }
-  return err;
 }
 
 /**

@@ -1,14 +1,20 @@
 /**
  * The HTTP side of artifact downloads: one undici dispatcher that follows redirects (GitHub
  * release assets redirect to a CDN), classification of failures into transient (retried) and
- * final ones, and capped exponential backoff on the injected clock.
+ * final ones, and retries with the one backoff policy (src/retry) on the injected clock.
  */
 import { Agent, interceptors, request, type Dispatcher } from 'undici';
-import { AgentError, CancelledError, DownloadFailedError, NoSpaceError } from '../../errors.js';
+import { DownloadFailedError, toAgentError as fromForeign } from '../../errors.js';
+import type { AgentError } from '../../errors.js';
 import type { Clock } from '../../host/types.js';
+import { retry } from '../../retry/backoff.js';
+import { isRetryableNetworkError, isRetryableStatus } from '../../retry/retryable.js';
 import type { ArtifactLogger } from './types.js';
 
-/** Retry schedule: attempt n (0-based) waits min(maxDelayMs, baseDelayMs·2ⁿ) before the next. */
+/**
+ * Retry schedule: retry n (1-based) waits min(maxDelayMs, baseDelayMs·2ⁿ⁻¹), the upper half of
+ * it jittered (see `backoffDelay`).
+ */
 export interface RetryPolicy {
   retries: number;
   baseDelayMs: number;
@@ -52,48 +58,22 @@ export function isTransient(err: unknown): boolean {
   return err instanceof Error && transient.has(err);
 }
 
-const TRANSIENT_CODES = new Set([
-  'ECONNRESET',
-  'ECONNREFUSED',
-  'ECONNABORTED',
-  'EPIPE',
-  'ETIMEDOUT',
-  'EAI_AGAIN',
-  'EHOSTUNREACH',
-  'ENETUNREACH',
-  'ENETDOWN',
-  'UND_ERR_SOCKET',
-  'UND_ERR_CLOSED',
-  'UND_ERR_CONNECT_TIMEOUT',
-  'UND_ERR_HEADERS_TIMEOUT',
-  'UND_ERR_BODY_TIMEOUT',
-  'UND_ERR_RES_CONTENT_LENGTH_MISMATCH',
-]);
-
-function errorCode(err: unknown): string | undefined {
-  for (let e: unknown = err, depth = 0; e instanceof Error && depth < 4; e = e.cause, depth++) {
-    const code = (e as NodeJS.ErrnoException).code;
-    if (typeof code === 'string') return code;
-  }
-  return undefined;
-}
-
 /**
  * Turn anything thrown while doing `what` (e.g. `download kubelet 1.34.0`) against `url` into
- * an `AgentError`: cancellation → CANCELLED, ENOSPC → NO_SPACE, network failures → a transient
- * DOWNLOAD_FAILED; AgentErrors pass through.
+ * an `AgentError` (src/errors.ts `toAgentError`): cancellation → CANCELLED, ENOSPC → NO_SPACE,
+ * network failures → a transient DOWNLOAD_FAILED; AgentErrors pass through.
  */
 export function toAgentError(err: unknown, what: string, url: string, signal: AbortSignal): AgentError {
-  if (signal.aborted) return err instanceof CancelledError ? err : new CancelledError(what, { cause: err });
-  if (err instanceof AgentError) return err;
-  const code = errorCode(err);
-  if (code === 'ENOSPC') return new NoSpaceError(`${what}: no space left on device`, { cause: err });
-  const message = err instanceof Error ? err.message : String(err);
-  const wrapped = new DownloadFailedError(`${what} from ${url}: ${message}${code ? ` (${code})` : ''}`, {
-    cause: err,
-    data: { url, ...(code ? { errorCode: code } : {}) },
+  return fromForeign(err, what, {
+    signal,
+    otherwise: (_message, cause, code) => {
+      const wrapped = new DownloadFailedError(
+        `${what} from ${url}: ${cause instanceof Error ? cause.message : String(cause)}${code ? ` (${code})` : ''}`,
+        { cause, data: { url, ...(code ? { errorCode: code } : {}) } },
+      );
+      return isRetryableNetworkError(cause) ? markTransient(wrapped) : wrapped;
+    },
   });
-  return code !== undefined && TRANSIENT_CODES.has(code) ? markTransient(wrapped) : wrapped;
 }
 
 /** The error for a non-2xx answer: 5xx, 408 and 429 are transient; 403/404 and the rest are final. */
@@ -101,7 +81,7 @@ export function statusError(what: string, method: string, url: string, status: n
   const err = new DownloadFailedError(`${what}: ${method} ${url} answered HTTP ${status}`, {
     data: { url, status },
   });
-  return status >= 500 || status === 408 || status === 429 ? markTransient(err) : err;
+  return isRetryableStatus(status) ? markTransient(err) : err;
 }
 
 /** Run `attempt` until it succeeds, fails with a final error, or the retries are used up. */
@@ -111,21 +91,22 @@ export async function withRetries<T>(
   url: string,
   attempt: (n: number) => Promise<T>,
 ): Promise<T> {
-  for (let n = 0; ; n++) {
-    try {
-      return await attempt(n);
-    } catch (caught) {
-      const err = toAgentError(caught, what, url, ctx.signal);
-      if (!isTransient(err) || n >= ctx.retry.retries) throw err;
-      const delayMs = Math.min(ctx.retry.maxDelayMs, ctx.retry.baseDelayMs * 2 ** n);
-      ctx.logger?.warn({ url, attempt: n + 1, delayMs, err: err.message }, `${what}: retrying`);
-      ctx.onRetry?.();
-      try {
-        await ctx.clock.sleep(delayMs, ctx.signal);
-      } catch (sleepErr) {
-        throw toAgentError(sleepErr, what, url, ctx.signal);
-      }
-    }
+  try {
+    return await retry(attempt, {
+      what,
+      policy: { baseMs: ctx.retry.baseDelayMs, maxMs: ctx.retry.maxDelayMs },
+      retries: ctx.retry.retries,
+      clock: ctx.clock,
+      signal: ctx.signal,
+      classify: (err) => toAgentError(err, what, url, ctx.signal),
+      isRetryable: isTransient,
+      onRetry: (err, n, delayMs) => {
+        ctx.logger?.warn({ url, attempt: n, delayMs, err: (err as Error).message }, `${what}: retrying`);
+        ctx.onRetry?.();
+      },
+    });
+  } catch (err) {
+    throw toAgentError(err, what, url, ctx.signal);
   }
 }
 

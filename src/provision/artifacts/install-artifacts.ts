@@ -7,7 +7,7 @@
  */
 import { rm } from 'node:fs/promises';
 import type { Dispatcher } from 'undici';
-import type { AgentConfig } from '../../engine/agent-config.js';
+import type { AgentConfig } from '../../config/agent-config.js';
 import {
   AgentError,
   CancelledError,

@@ -10,7 +10,7 @@ import { chmod, mkdtemp, realpath, rename } from 'node:fs/promises';
 import path from 'node:path';
 import type { Writable } from 'node:stream';
 import { Parser, type ReadEntry } from 'tar';
-import { ChecksumMismatchError, DownloadFailedError, UnsafeArchiveError } from '../../errors.js';
+import { ChecksumMismatchError, DownloadFailedError, noSpaceOr, UnsafeArchiveError } from '../../errors.js';
 import {
   destroyQuietly,
   endWritable,
@@ -18,7 +18,6 @@ import {
   openForWrite,
   removeQuietly,
   tempNameFor,
-  toFsError,
   writeChunk,
 } from './file-io.js';
 import type { ArchiveInstall, ArtifactSpec, FileInstall, OpenWrite } from './types.js';
@@ -41,7 +40,7 @@ export async function installFromCache(
     if (spec.install.kind === 'file') await installFile(what, spec.install, cached, sha256, rootfsDir, deps);
     else await installArchive(what, spec.url, spec.install, cached, sha256, rootfsDir, deps);
   } catch (err) {
-    throw toFsError(err, what);
+    throw noSpaceOr(err, what);
   }
 }
 

@@ -4,7 +4,7 @@
  * host and path prefix, `URL` is a template that wins over `BaseURL`).
  */
 import path from 'node:path';
-import type { AgentConfig, DownloadOverride } from '../../engine/agent-config.js';
+import type { AgentConfig, DownloadOverride } from '../../config/agent-config.js';
 import { InvalidConfigError, UnsupportedError } from '../../errors.js';
 import { renderUrlTemplate, type TemplateValues } from './url-template.js';
 import {

@@ -15,10 +15,14 @@
  * leaving 4,096 of them per 256 MiB to the garbage collector.
  */
 import { createHash } from 'node:crypto';
+import { existsSync } from 'node:fs';
 import { availableParallelism } from 'node:os';
+import { fileURLToPath } from 'node:url';
 import type { Writable } from 'node:stream';
 import { Worker } from 'node:worker_threads';
 import { defaultOpenWrite, destroyQuietly, endWritable, openForWrite, removeQuietly } from './file-io.js';
+import { SINK_WORKER_DATA } from './sink-worker.js';
+import type { SinkReply, SinkRequest } from './sink-worker.js';
 import type { OpenWrite } from './types.js';
 
 /** What a finished sink wrote. */
@@ -151,77 +155,25 @@ function ownedBuffer(chunk: Buffer): ArrayBuffer {
   return new Uint8Array(chunk).buffer;
 }
 
-// The worker runs as an eval'd CommonJS script so it works the same from src (tsx, vitest) and dist.
-// Per download: `open` creates the file, `data` writes a batch at the file's end (all of it: a
-// write may be partial), hashes it and acknowledges its size (the sender's backlog), `finish`
-// fsyncs when durable, closes and answers the digest, `abort` closes and removes the file. A
-// failure closes and removes the file and is answered with the error's message and code.
-const WORKER_SOURCE = `
-const { parentPort } = require('node:worker_threads');
-const { createHash } = require('node:crypto');
-const fs = require('node:fs');
-const sessions = new Map();
-function writeAll(fd, views, position) {
-  while (views.length > 0) {
-    let n = fs.writevSync(fd, views, position);
-    position += n;
-    while (views.length > 0 && n >= views[0].byteLength) n -= views.shift().byteLength;
-    if (n > 0) views[0] = views[0].subarray(n);
-  }
-}
-function close(id, s, remove) {
-  sessions.delete(id);
-  try { fs.closeSync(s.fd); } catch {}
-  if (remove) try { fs.unlinkSync(s.file); } catch {}
-}
-parentPort.on('message', (m) => {
-  const s = sessions.get(m.id);
-  try {
-    if (m.op === 'open') {
-      const fd = fs.openSync(m.file, 'wx', m.mode);
-      sessions.set(m.id, { fd, file: m.file, durable: m.durable, position: 0, hash: createHash('sha256') });
-    } else if (m.op === 'data') {
-      let bytes = 0;
-      for (const ab of m.bufs) bytes += ab.byteLength;
-      if (s) {
-        const views = m.bufs.map((ab) => new Uint8Array(ab));
-        for (const v of views) s.hash.update(v);
-        writeAll(s.fd, views, s.position);
-        s.position += bytes;
-      }
-      parentPort.postMessage({ id: m.id, ack: bytes });
-    } else if (m.op === 'finish') {
-      if (!s) throw new Error('no open file for download ' + m.id);
-      if (s.durable) fs.fsyncSync(s.fd);
-      fs.closeSync(s.fd);
-      sessions.delete(m.id);
-      parentPort.postMessage({ id: m.id, sha256: s.hash.digest('hex'), bytes: s.position });
-    } else if (m.op === 'abort') {
-      if (s) close(m.id, s, true);
-      parentPort.postMessage({ id: m.id, aborted: true });
-    }
-  } catch (err) {
-    if (s) close(m.id, s, true);
-    parentPort.postMessage({ id: m.id, error: String((err && err.message) || err), code: err && err.code });
-  }
-});
-`;
-
-interface WorkerReply {
-  id: number;
-  ack?: number;
-  sha256?: string;
-  bytes?: number;
-  aborted?: boolean;
-  error?: string;
-  code?: string;
+/**
+ * The worker thread running sink-worker: built (dist), the module next to this one; run from
+ * the TypeScript sources (vitest, tsx), the same module through tsx's loader, registered in the
+ * worker first (a worker does not inherit the loader of the thread that starts it).
+ */
+function startSinkWorker(): Worker {
+  const options = { name: 'agentd-download', workerData: SINK_WORKER_DATA };
+  const js = new URL('./sink-worker.js', import.meta.url);
+  if (existsSync(fileURLToPath(js))) return new Worker(js, options);
+  const ts = new URL('./sink-worker.ts', import.meta.url).href;
+  const boot = `import('tsx/esm/api').then((tsx) => { tsx.register(); return import(${JSON.stringify(ts)}); });`;
+  return new Worker(boot, { ...options, eval: true });
 }
 
 /** One worker thread shared by every large download; downloads are multiplexed by id. */
 class SinkWorker {
   private static instance: SinkWorker | null | undefined;
   private readonly worker: Worker;
-  private readonly sessions = new Map<number, (reply: WorkerReply) => void>();
+  private readonly sessions = new Map<number, (reply: SinkReply) => void>();
   private nextId = 1;
   private broken: Error | undefined;
 
@@ -239,10 +191,10 @@ class SinkWorker {
   }
 
   private constructor() {
-    this.worker = new Worker(WORKER_SOURCE, { eval: true, name: 'agentd-download' });
+    this.worker = startSinkWorker();
     // Why unref: an idle worker must not keep the daemon (or a test run) alive; it is ref'd while in use.
     this.worker.unref();
-    this.worker.on('message', (m: WorkerReply) => this.sessions.get(m.id)?.(m));
+    this.worker.on('message', (m: SinkReply) => this.sessions.get(m.id)?.(m));
     const fail = (err: Error): void => {
       this.broken = err;
       for (const deliver of [...this.sessions.values()]) deliver({ id: 0, error: err.message });
@@ -252,14 +204,18 @@ class SinkWorker {
     this.worker.on('exit', (code) => fail(new Error(`download worker exited with code ${code}`)));
   }
 
+  private send(request: SinkRequest): void {
+    this.worker.postMessage(request);
+  }
+
   /** Post a batch, transferring its buffers; copies them when the runtime refuses a transfer. */
   private post(id: number, bufs: ArrayBuffer[]): void {
     try {
-      this.worker.postMessage({ op: 'data', id, bufs }, bufs);
+      this.worker.postMessage({ op: 'data', id, bufs } satisfies SinkRequest, bufs);
     } catch {
       // Newer Node versions throw for buffers marked untransferable instead of cloning them.
       const copies = bufs.map((ab) => ab.slice(0));
-      this.worker.postMessage({ op: 'data', id, bufs: copies }, copies);
+      this.worker.postMessage({ op: 'data', id, bufs: copies } satisfies SinkRequest, copies);
     }
   }
 
@@ -275,7 +231,7 @@ class SinkWorker {
     /** The worker no longer knows this download (finished, failed or aborted). */
     let closed = false;
     let finished = false;
-    let settle: ((reply: WorkerReply) => void) | undefined;
+    let settle: ((reply: SinkReply) => void) | undefined;
 
     const flush = (): void => {
       if (batch.length === 0) return;
@@ -309,7 +265,7 @@ class SinkWorker {
       settle?.(reply);
     });
     this.worker.ref();
-    this.worker.postMessage({ op: 'open', id, file, mode: options.mode, durable: options.durable });
+    this.send({ op: 'open', id, file, mode: options.mode, durable: options.durable });
 
     return {
       write(chunk) {
@@ -346,7 +302,7 @@ class SinkWorker {
             }
           };
           flush();
-          this.worker.postMessage({ op: 'finish', id });
+          this.send({ op: 'finish', id });
         });
       },
       abort: () => {
@@ -357,7 +313,7 @@ class SinkWorker {
         // Wait for the worker: it may still be about to create the file.
         return new Promise<void>((resolve) => {
           settle = () => resolve();
-          this.worker.postMessage({ op: 'abort', id });
+          this.send({ op: 'abort', id });
         });
       },
     };

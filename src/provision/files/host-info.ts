@@ -5,9 +5,9 @@
  */
 import { readFile, readdir, stat } from 'node:fs/promises';
 import os from 'node:os';
-import { PreconditionFailedError } from '../../errors.js';
+import { PreconditionFailedError, toAgentError } from '../../errors.js';
 import type { HostPaths } from '../../host/paths.js';
-import { resolvePathInRootfs, wrapFsError } from './rootfs-path.js';
+import { resolvePathInRootfs } from './rootfs-path.js';
 
 /** The host facts the OS and nspawn files are made from. */
 export interface HostInfo {
@@ -31,7 +31,7 @@ async function readHostFile(paths: HostPaths, hostPath: string): Promise<string 
     return await readFile(file, 'utf8');
   } catch (err) {
     if ((err as NodeJS.ErrnoException).code === 'ENOENT') return undefined;
-    throw wrapFsError(`read host ${paths.resolve(hostPath)}`, err);
+    throw toAgentError(err, `read host ${paths.resolve(hostPath)}`);
   }
 }
 
@@ -80,7 +80,7 @@ async function listDevices(paths: HostPaths): Promise<string[]> {
     entries = await readdir(paths.resolve('/dev'));
   } catch (err) {
     if ((err as NodeJS.ErrnoException).code === 'ENOENT') return devices;
-    throw wrapFsError(`list host devices in ${paths.resolve('/dev')}`, err);
+    throw toAgentError(err, `list host devices in ${paths.resolve('/dev')}`);
   }
   const nvidia = entries.filter((e) => NVIDIA_DEVICE_RE.test(e)).sort();
   return [...devices, ...nvidia.map((e) => `/dev/${e}`)];

@@ -5,7 +5,7 @@
  */
 import { stringify } from 'yaml';
 import { InvalidConfigError } from '../../errors.js';
-import type { AgentConfig } from '../../engine/agent-config.js';
+import type { AgentConfig } from '../../config/agent-config.js';
 import { IN_MACHINE } from './rootfs-layout.js';
 
 /** The exec-credential API version kubeconfigs get when the config names none. */

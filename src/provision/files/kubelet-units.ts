@@ -5,7 +5,7 @@
  * registers (labels, taints, cluster DNS, client CA).
  */
 import { InvalidConfigError } from '../../errors.js';
-import type { AgentConfig } from '../../engine/agent-config.js';
+import type { AgentConfig } from '../../config/agent-config.js';
 import { IN_MACHINE, kubernetesVersionLine } from './rootfs-layout.js';
 import { environmentLine, validateExpandedArg } from './unit-syntax.js';
 

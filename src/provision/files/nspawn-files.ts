@@ -3,12 +3,11 @@
  * `systemd-nspawn@<m>.service`. The caller runs `systemctl daemon-reload` afterwards.
  */
 import { rm, rmdir } from 'node:fs/promises';
-import { InvalidConfigError } from '../../errors.js';
+import { InvalidConfigError, toAgentError } from '../../errors.js';
 import { writeFileAtomic } from '../../host/fs-atomic.js';
 import type { HostPaths } from '../../host/paths.js';
 import type { MachineName } from '../../host/types.js';
 import type { HostInfo } from './host-info.js';
-import { wrapFsError } from './rootfs-path.js';
 
 /** Device paths nspawn can bind: absolute, under /dev, nothing it would split or unquote. */
 const DEVICE_PATH_RE = /^\/dev\/[A-Za-z0-9_][A-Za-z0-9_./-]*$/;
@@ -104,7 +103,7 @@ export async function writeNspawnFiles(paths: HostPaths, m: MachineName, host: H
     try {
       await writeFileAtomic(file, content, { mode: 0o644 });
     } catch (err) {
-      throw wrapFsError(`write nspawn file ${file} for ${m}`, err);
+      throw toAgentError(err, `write nspawn file ${file} for ${m}`);
     }
   }
 }
@@ -119,6 +118,6 @@ export async function removeNspawnFiles(paths: HostPaths, m: MachineName): Promi
     const code = (err as NodeJS.ErrnoException).code;
     // Someone else's drop-in in the same directory stays, and so does the directory.
     if (code === 'ENOENT' || code === 'ENOTEMPTY' || code === 'EEXIST') return;
-    throw wrapFsError(`remove nspawn files of ${m}`, err);
+    throw toAgentError(err, `remove nspawn files of ${m}`);
   }
 }

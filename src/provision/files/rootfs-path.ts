@@ -9,23 +9,11 @@
 import { lstat, mkdir, readlink, rename, rm, symlink } from 'node:fs/promises';
 import { randomUUID } from 'node:crypto';
 import path from 'node:path';
-import { AgentError, NoSpaceError, PreconditionFailedError } from '../../errors.js';
+import { AgentError, errorCode, PreconditionFailedError, toAgentError } from '../../errors.js';
 import { writeFileAtomic } from '../../host/fs-atomic.js';
 
 /** Linux's own limit on symlinks followed while resolving one path. */
 const MAX_SYMLINK_HOPS = 40;
-
-function errnoOf(err: unknown): string | undefined {
-  return (err as NodeJS.ErrnoException | undefined)?.code;
-}
-
-/** Turn a foreign filesystem error into an agentd error that says what was being done. */
-export function wrapFsError(what: string, err: unknown): AgentError {
-  if (err instanceof AgentError) return err;
-  const message = err instanceof Error ? err.message : String(err);
-  if (errnoOf(err) === 'ENOSPC') return new NoSpaceError(`${what}: no space left on device`, { cause: err });
-  return new AgentError('INTERNAL', `${what}: ${message}`, { cause: err });
-}
 
 function splitRelative(rel: string): string[] {
   const parts = rel.split('/').filter((p) => p !== '' && p !== '.');
@@ -53,8 +41,8 @@ async function resolveComponents(root: string, parts: string[], what: string): P
     }
     const candidate = path.join(root, ...resolved, name);
     const st = await lstat(candidate).catch((err: unknown) => {
-      if (errnoOf(err) === 'ENOENT') return undefined;
-      throw wrapFsError(`${what}: lstat ${candidate}`, err);
+      if (errorCode(err) === 'ENOENT') return undefined;
+      throw toAgentError(err, `${what}: lstat ${candidate}`);
     });
     if (st?.isSymbolicLink()) {
       if (++hops > MAX_SYMLINK_HOPS) {
@@ -93,8 +81,8 @@ async function prepareTarget(rootfs: string, rel: string): Promise<string> {
   const dir = await resolveParentInRootfs(rootfs, rel);
   const file = path.join(dir, path.posix.basename(rel));
   const st = await lstat(file).catch((err: unknown) => {
-    if (errnoOf(err) === 'ENOENT') return undefined;
-    throw wrapFsError(`write ${rel} in ${rootfs}`, err);
+    if (errorCode(err) === 'ENOENT') return undefined;
+    throw toAgentError(err, `write ${rel} in ${rootfs}`);
   });
   if (st?.isDirectory()) {
     throw new PreconditionFailedError(`write ${rel} in ${rootfs}: a directory is in the way of the file`);
@@ -116,7 +104,7 @@ export async function writeRootfsFile(
     const file = await prepareTarget(rootfs, rel);
     await writeFileAtomic(file, data, { mode });
   } catch (err) {
-    throw wrapFsError(`write ${rel} in ${rootfs}`, err);
+    throw toAgentError(err, `write ${rel} in ${rootfs}`);
   }
 }
 
@@ -135,6 +123,6 @@ export async function writeRootfsSymlink(rootfs: string, rel: string, target: st
       throw err;
     }
   } catch (err) {
-    throw wrapFsError(`link ${rel} -> ${target} in ${rootfs}`, err);
+    throw toAgentError(err, `link ${rel} -> ${target} in ${rootfs}`);
   }
 }

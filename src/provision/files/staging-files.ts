@@ -3,7 +3,7 @@
  * configuration, their units, the cluster CA and the bootstrap kubeconfig. Also the list of
  * what provision and stage write into a rootfs, for dry-run plans.
  */
-import type { AgentConfig } from '../../engine/agent-config.js';
+import type { AgentConfig } from '../../config/agent-config.js';
 import { renderContainerdConfig, renderContainerdService } from './containerd-files.js';
 import type { HostInfo } from './host-info.js';
 import { renderBootstrapKubeconfig, renderClientCa, renderKubeletConfig } from './kubelet-config.js';

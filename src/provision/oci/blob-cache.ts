@@ -7,8 +7,7 @@ import { randomUUID } from 'node:crypto';
 import { mkdir, rename, stat } from 'node:fs/promises';
 import path from 'node:path';
 import type { Readable } from 'node:stream';
-import { ChecksumMismatchError, ImagePullFailedError } from '../../errors.js';
-import { toFsError } from '../artifacts/file-io.js';
+import { ChecksumMismatchError, ImagePullFailedError, noSpaceOr } from '../../errors.js';
 import { createDownloadSink } from '../artifacts/sink.js';
 import { digestHex } from './digest.js';
 import type { RegistryClient } from './registry-client.js';
@@ -83,7 +82,7 @@ async function downloadTo(
       throw new ChecksumMismatchError(`${what}: blob`, descriptor.digest, actual);
     verified = true;
   } catch (err) {
-    throw toFsError(err, `${what}: write ${tmp}`);
+    throw noSpaceOr(err, `${what}: write ${tmp}`);
   } finally {
     if (!verified) await sink.abort();
   }

@@ -1,6 +1,6 @@
 /** The OCI rootfs puller: what the engine uses (see each module for the details). */
-export { parseImageReference, formatImageReference } from './image-reference.js';
-export type { ImageReference } from './image-reference.js';
+export { parseImageReference, formatImageReference } from '../../config/image-reference.js';
+export type { ImageReference } from '../../config/image-reference.js';
 export { isPlainHttpAllowed, registryBaseUrl } from './registry-scheme.js';
 export { resolveImage } from './resolve-image.js';
 export type { ResolveImageOptions, ResolvedImage } from './resolve-image.js';

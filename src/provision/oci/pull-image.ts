@@ -10,7 +10,7 @@ import { AgentError, ImagePullFailedError, InvalidConfigError } from '../../erro
 import type { ProgressSink } from '../../host/types.js';
 import { ensureBlob } from './blob-cache.js';
 import { emptyDirectory } from './empty-dir.js';
-import { parseImageReference } from './image-reference.js';
+import { parseImageReference } from '../../config/image-reference.js';
 import { applyLayer } from './layer/apply-layer.js';
 import { RegistryClient } from './registry-client.js';
 import { resolvePlatformManifest, validateResolveOptions } from './resolve-image.js';

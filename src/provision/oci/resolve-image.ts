@@ -5,8 +5,8 @@
 import type { Dispatcher } from 'undici';
 import { ImagePullFailedError, InvalidConfigError } from '../../errors.js';
 import type { Clock } from '../../host/types.js';
-import { parseImageReference } from './image-reference.js';
-import type { ImageReference } from './image-reference.js';
+import { parseImageReference } from '../../config/image-reference.js';
+import type { ImageReference } from '../../config/image-reference.js';
 import { parseManifestDocument, selectPlatformManifest } from './manifest.js';
 import type { ImageManifest } from './manifest.js';
 import { RegistryClient } from './registry-client.js';

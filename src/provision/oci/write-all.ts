@@ -1,7 +1,7 @@
 /** Writing buffers to a file descriptor completely (a write may be partial), with ENOSPC as NO_SPACE. */
 import fs from 'node:fs';
 import { promisify } from 'node:util';
-import { NoSpaceError } from '../../errors.js';
+import { noSpaceOr } from '../../errors.js';
 
 const writevAsync = promisify(fs.writev);
 
@@ -25,13 +25,6 @@ function rest(buffers: readonly Buffer[], written: number): Buffer[] {
   return out;
 }
 
-function mapError(err: unknown, what: string): unknown {
-  if ((err as NodeJS.ErrnoException).code === 'ENOSPC') {
-    return new NoSpaceError(`write ${what}: no space left on device`, { cause: err });
-  }
-  return err;
-}
-
 /** Write every byte of `buffers` at the descriptor's position (thread pool). `what` names the file for errors. */
 export async function writeAll(fd: number, buffers: readonly Buffer[], what: string): Promise<void> {
   let pending = buffers.filter((b) => b.length > 0);
@@ -41,7 +34,7 @@ export async function writeAll(fd: number, buffers: readonly Buffer[], what: str
       pending = written >= total(pending) ? [] : rest(pending, written);
     }
   } catch (err) {
-    throw mapError(err, what);
+    throw noSpaceOr(err, `write ${what}`);
   }
 }
 
@@ -54,6 +47,6 @@ export function writeAllSync(fd: number, buffers: readonly Buffer[], what: strin
       pending = written >= total(pending) ? [] : rest(pending, written);
     }
   } catch (err) {
-    throw mapError(err, what);
+    throw noSpaceOr(err, `write ${what}`);
   }
 }

@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { agentConfigSchema } from '../../engine/agent-config.js';
+import { agentConfigSchema } from '../../config/agent-config.js';
 import { defineMethod } from '../method.js';
 import { goalSetSchema } from './update.js';
 

@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { agentConfigSchema, imageReferenceSchema, versionSchema } from '../../engine/agent-config.js';
+import { agentConfigSchema, imageReferenceSchema, versionSchema } from '../../config/agent-config.js';
 import { defineMethod } from '../method.js';
 import { operationSchema } from '../schemas.js';
 
@@ -45,7 +45,7 @@ export const update = defineMethod({
   name: 'update',
   summary: 'Bring the node to a config: join kube1 on a fresh node, or switch to the alternate machine.',
   description:
-    'Provisions and stages the alternate machine beside the serving one, then stops the source, starts and verifies the target, commits and cleans up (DESIGN §5). Failure before stop removes the target; failure in start or verify rolls back. An update whose target equals the applied config succeeds at once with result.changed=false unless force.',
+    'Provisions and stages the alternate machine beside the serving one, then stops the source, starts and verifies the target, commits and cleans up (docs/architecture.md). Failure before stop removes the target; failure in start or verify rolls back. An update whose target equals the applied config succeeds at once with result.changed=false unless force.',
   mutating: true,
   errors: ['BUSY', 'PRECONDITION_FAILED', 'INVALID_CONFIG', 'NOT_FOUND'],
   params: updateParams,

@@ -1,5 +1,5 @@
 /**
- * The grammar of the simulated host: exactly the command lines of UPSTREAM.md's host-command
+ * The grammar of the simulated host: exactly the command lines of docs/compatibility.md's host-command
  * table (what `src/host/machines.ts` issues). Anything else is not a command of the sim.
  */
 import { MACHINE_NAMES } from '../../host/types.js';

@@ -11,11 +11,11 @@
  *
  * Waiters connect to the holder's socket and retry as soon as it closes, instead of polling.
  */
-import { createHash } from 'node:crypto';
 import net from 'node:net';
-import path from 'node:path';
 import { setTimeout as delay } from 'node:timers/promises';
 import { TimeoutError } from '../../errors.js';
+import { abstractLockName, NAME_LOCKS_SUPPORTED, tryBindNameLock } from '../../host/name-lock.js';
+import type { HeldNameLock } from '../../host/name-lock.js';
 
 /** How long to wait for another process's lock before giving up, unless told otherwise. */
 const LOCK_WAIT_MS = 15_000;
@@ -26,12 +26,11 @@ export interface SimStateLockOptions {
 }
 
 /** Whether the cross-process lock exists here: abstract unix sockets are Linux's. */
-export const CROSS_PROCESS_LOCK = process.platform === 'linux';
+export const CROSS_PROCESS_LOCK = NAME_LOCKS_SUPPORTED;
 
 /** The abstract socket name that locks `stateFile` (a leading NUL puts it in the abstract namespace). */
 export function simLockName(stateFile: string): string {
-  const id = createHash('sha256').update(path.resolve(stateFile)).digest('hex').slice(0, 32);
-  return `\0agentd-sim-state-${id}`;
+  return abstractLockName('sim-state', stateFile);
 }
 
 /** Serializes holders within this process, per state file: cheaper, and first come first served. */
@@ -70,53 +69,17 @@ export async function withSimStateLock<T>(
   }
 }
 
-interface HeldLock {
-  release(): Promise<void>;
-}
-
-async function acquireSocketLock(name: string, stateFile: string, waitMs: number): Promise<HeldLock> {
+async function acquireSocketLock(name: string, stateFile: string, waitMs: number): Promise<HeldNameLock> {
   // Real time on purpose: this waits for another OS process, which an injected clock cannot advance.
   const deadline = Date.now() + waitMs;
   for (;;) {
-    const held = await tryBind(name);
+    const held = await tryBindNameLock(name);
     if (held) return held;
     if (Date.now() >= deadline) {
       throw new TimeoutError(`sim: wait for the state lock of ${stateFile}`, waitMs);
     }
     await waitForRelease(name, deadline);
   }
-}
-
-// Bind the name; null when another socket holds it.
-async function tryBind(name: string): Promise<HeldLock | null> {
-  const server = net.createServer();
-  const waiters = new Set<net.Socket>();
-  server.on('connection', (socket) => {
-    waiters.add(socket);
-    socket.on('error', () => undefined); // a waiter that gave up; nothing to do
-    socket.on('close', () => waiters.delete(socket));
-  });
-  try {
-    await new Promise<void>((resolve, reject) => {
-      server.once('error', reject);
-      server.listen({ path: name, exclusive: true }, () => {
-        server.off('error', reject);
-        resolve();
-      });
-    });
-  } catch (err) {
-    if ((err as NodeJS.ErrnoException).code === 'EADDRINUSE') return null;
-    throw err;
-  }
-  server.on('error', () => undefined); // nothing can fail after listen that would matter here
-  return {
-    release: () =>
-      new Promise<void>((resolve) => {
-        // Free the name first, then wake the waiters, so that their next bind can succeed.
-        server.close(() => resolve());
-        for (const socket of waiters) socket.destroy();
-      }),
-  };
 }
 
 // Wait until the holder of `name` lets go (its socket closes) or the deadline passes.

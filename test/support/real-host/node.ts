@@ -10,7 +10,7 @@ import { type ChildProcess } from 'node:child_process';
 import { writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import { setTimeout as delay } from 'node:timers/promises';
-import type { AgentConfigInput } from '../../../src/engine/agent-config.js';
+import type { AgentConfigInput } from '../../../src/config/agent-config.js';
 import { mirrorDownloads } from '../../../src/sim/mirror/index.js';
 import { makeAgentConfig } from '../agent-config.js';
 import { bootRealHost, type RealHost } from './host.js';

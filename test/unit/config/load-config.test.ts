@@ -50,7 +50,7 @@ function invalid(fn: () => unknown): AgentError {
 }
 
 describe('loadDaemonConfig defaults', () => {
-  it('fills every default from DESIGN §2 and freezes the result', () => {
+  it('fills every default from docs/cli.md and freezes the result', () => {
     const c = load();
     expect(c).toEqual({
       configFile: null,

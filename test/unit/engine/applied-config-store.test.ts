@@ -8,7 +8,7 @@ import os from 'node:os';
 import path from 'node:path';
 import type { Logger } from 'pino';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { agentConfigSchema, serializeAgentConfig } from '../../../src/engine/agent-config.js';
+import { agentConfigSchema, serializeAgentConfig } from '../../../src/config/agent-config.js';
 import { createAppliedConfigStore, sha256Hex } from '../../../src/engine/applied-config-store.js';
 import { createHostPaths, type HostPaths } from '../../../src/host/paths.js';
 import { makeAgentConfig } from '../../support/agent-config.js';

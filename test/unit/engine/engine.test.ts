@@ -241,8 +241,27 @@ describe('Engine: cancel', () => {
     const held = f.log.hold('stage kube2');
     const op = await engine.update(to('1.35.0'));
     await held.reached;
+    // The grace runs on the injected clock: hold it, so shutdown waits for the cancelled update.
+    const sleep = f.clock.sleep.bind(f.clock);
+    f.clock.sleep = (ms, signal) =>
+      ms === 10_000
+        ? new Promise((_resolve, reject) =>
+            signal?.addEventListener('abort', () => reject(new Error('over'))),
+          )
+        : sleep(ms, signal);
     await engine.shutdown(10_000);
     expect(engine.getOperation(op.id).state).toBe('cancelled');
+  });
+
+  it('shutdown leaves an update past its grace to recovery', async () => {
+    const { f, engine } = await joinedEngine();
+    const held = f.log.hold('stage kube2');
+    const op = await engine.update(to('1.35.0'));
+    await held.reached;
+    f.clock.sleep = async () => undefined; // the grace is over at once
+    await engine.shutdown(10_000);
+    expect(engine.getOperation(op.id).state).toBe('running');
+    held.release();
   });
 });
 

@@ -8,7 +8,7 @@ import os from 'node:os';
 import path from 'node:path';
 import pino from 'pino';
 import { onTestFinished } from 'vitest';
-import { agentConfigSchema, type AgentConfig } from '../../../src/engine/agent-config.js';
+import { agentConfigSchema, type AgentConfig } from '../../../src/config/agent-config.js';
 import {
   createAppliedConfigStore,
   type AppliedConfigStore,
@@ -18,7 +18,7 @@ import type { Journal } from '../../../src/engine/journal.js';
 import type { Operation } from '../../../src/engine/operation.js';
 import { OperationRecorder } from '../../../src/engine/operation-recorder.js';
 import { OperationStore, newOperationId } from '../../../src/engine/operation-store.js';
-import type { PreflightCheck, Provisioner } from '../../../src/engine/provisioner.js';
+import type { PreflightCheck, Provisioner } from '../../../src/provision/provisioner-contract.js';
 import type { UpdateDeps } from '../../../src/engine/update.js';
 import { CancelledError, CommandFailedError } from '../../../src/errors.js';
 import type { MachineInspection, MachineManager } from '../../../src/host/machines.js';

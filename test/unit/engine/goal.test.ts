@@ -1,6 +1,6 @@
 /** Goal-state resolution and drift: what an `update` request turns into, and what differs. */
 import { describe, expect, it } from 'vitest';
-import { REDACTED } from '../../../src/engine/agent-config.js';
+import { REDACTED } from '../../../src/config/agent-config.js';
 import { canonicalJson, diffConfigs, resolveGoal } from '../../../src/engine/goal.js';
 import type { AgentError } from '../../../src/errors.js';
 import { config } from './fakes.js';

@@ -4,6 +4,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { journalPath, readJournal, writeJournal, type Journal } from '../../../src/engine/journal.js';
+import { nodeStatePath, readNodeState, writeNodeState } from '../../../src/engine/node-state.js';
 import { JournalWriter } from '../../../src/engine/switch-journal.js';
 import { makeJournal } from './fakes.js';
 
@@ -44,7 +45,48 @@ describe('journal file', () => {
   it('a journal that does not match the schema is refused, never half-trusted', async () => {
     await writeJournal(stateDir, sample);
     await writeFile(journalPath(stateDir), JSON.stringify({ ...sample, source: 'kube3' }));
-    await expect(readJournal(stateDir)).rejects.toThrow(/not a valid journal/);
+    const err = await readJournal(stateDir).catch((e: unknown) => e);
+    expect(err).toMatchObject({
+      code: 'PRECONDITION_FAILED',
+      data: { file: journalPath(stateDir), reason: 'CorruptStateFile' },
+    });
+    expect((err as Error).message).toContain('source');
+  });
+
+  for (const [what, bytes] of [
+    ['truncated JSON', '{"operationId": "op-1", "sou'],
+    ['an empty file', ''],
+    ['not an object', '[1, 2]'],
+  ] as const) {
+    it(`a journal that is ${what} is an AgentError naming the file, not a SyntaxError`, async () => {
+      await writeJournal(stateDir, sample);
+      await writeFile(journalPath(stateDir), bytes);
+      const err = await readJournal(stateDir).catch((e: unknown) => e);
+      expect(err).not.toBeInstanceOf(SyntaxError);
+      expect(err).toMatchObject({
+        code: 'PRECONDITION_FAILED',
+        data: { file: journalPath(stateDir), reason: 'CorruptStateFile' },
+      });
+      expect((err as Error).message).toContain(journalPath(stateDir));
+    });
+  }
+});
+
+describe('node state file', () => {
+  it('absent → undefined; corrupt → an AgentError naming the file', async () => {
+    expect(await readNodeState(stateDir)).toBeUndefined();
+    await writeNodeState(stateDir, 'kube1', new Date(0));
+    expect(await readNodeState(stateDir)).toMatchObject({ activeMachine: 'kube1' });
+    await writeFile(nodeStatePath(stateDir), '{"activeMachine": "kube1",');
+    const err = await readNodeState(stateDir).catch((e: unknown) => e);
+    expect(err).not.toBeInstanceOf(SyntaxError);
+    expect(err).toMatchObject({
+      code: 'PRECONDITION_FAILED',
+      data: { file: nodeStatePath(stateDir), reason: 'CorruptStateFile' },
+    });
+    expect((err as Error).message).toContain(nodeStatePath(stateDir));
+    await writeFile(nodeStatePath(stateDir), JSON.stringify({ activeMachine: 'kube9', updatedAt: 'x' }));
+    await expect(readNodeState(stateDir)).rejects.toMatchObject({ code: 'PRECONDITION_FAILED' });
   });
 });
 

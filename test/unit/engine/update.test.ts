@@ -1,6 +1,6 @@
 /**
  * `runUpdate` with a fake machine manager and provisioner: the order of host steps, the
- * journal at the end, and what each phase's failure leads to (DESIGN §5).
+ * journal at the end, and what each phase's failure leads to (docs/architecture.md).
  */
 import { describe, expect, it } from 'vitest';
 import { readJournal } from '../../../src/engine/journal.js';

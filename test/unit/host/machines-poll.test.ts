@@ -1,6 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { AgentError, CancelledError } from '../../../src/errors.js';
-import { isCancelled, pollUntil, sleepOrCancel } from '../../../src/host/machines-poll.js';
+import { isCancelled, pollUntil } from '../../../src/host/machines-poll.js';
+import { sleepOrCancel } from '../../../src/retry/backoff.js';
 import { createFakeClock } from './fake-clock.js';
 
 describe('pollUntil', () => {

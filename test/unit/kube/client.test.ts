@@ -2,7 +2,7 @@ import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { agentConfigSchema } from '../../../src/engine/agent-config.js';
+import { agentConfigSchema } from '../../../src/config/agent-config.js';
 import { createKubeClients } from '../../../src/kube/client.js';
 import type { KubeClients, KubeClientsUnavailable } from '../../../src/kube/client.js';
 import { createMachineApi } from '../../../src/kube/machine.js';

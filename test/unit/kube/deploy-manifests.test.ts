@@ -2,7 +2,7 @@ import { readFile } from 'node:fs/promises';
 import { afterEach, describe, expect, it } from 'vitest';
 import { CoreV1Api, CustomObjectsApi } from '@kubernetes/client-node';
 import { parseAllDocuments, parse } from 'yaml';
-import { agentConfigSchema } from '../../../src/engine/agent-config.js';
+import { agentConfigSchema } from '../../../src/config/agent-config.js';
 import { createNodeDrainer } from '../../../src/kube/drain.js';
 import { createMachineApi } from '../../../src/kube/machine.js';
 import { MACHINE_PHASES } from '../../../src/kube/schemas.js';
@@ -34,7 +34,7 @@ describe('deploy manifests', () => {
     await kube?.close();
   });
 
-  it('defines the Machine CRD as UPSTREAM.md describes it', async () => {
+  it('defines the Machine CRD as docs/compatibility.md describes it', async () => {
     const crd = parse(await readFile(new URL('machine-crd.yaml', root), 'utf8')) as {
       metadata: { name: string };
       spec: {

@@ -4,6 +4,7 @@ import { CORDONED_BY_AGENTD_ANNOTATION, createNodeDrainer } from '../../../src/k
 import type { DrainOptions, NodeDrainer } from '../../../src/kube/drain.js';
 import { createTestClock, startFakeKube } from '../../support/fake-kube.js';
 import type { FakeKube, FakeKubeOptions, TestClock } from '../../support/fake-kube.js';
+import { expectBackoff } from '../../support/backoff.js';
 
 const evictions = { verb: 'create', resource: 'pods/eviction' };
 const refs = (pods: Array<{ namespace: string; name: string }>) =>
@@ -92,7 +93,7 @@ describe('drainNode', () => {
     expect(kube.requests.filter((r) => r.resource === 'pods/eviction').map((r) => r.status)).toEqual([
       429, 429, 201,
     ]);
-    expect(clock.sleeps).toEqual([5000, 5000]);
+    expectBackoff(clock.sleeps, [5000, 10_000]);
   });
 
   it('fails with DRAIN_FAILED listing the blocked pods when a PDB holds past the timeout, leaving the node cordoned', async () => {
@@ -113,10 +114,14 @@ describe('drainNode', () => {
       },
     });
     expect((err as Error).message).toContain('default/web-1');
-    // Tries at t = 0, 5, …, 30 s on the injected clock: seven attempts, no real waiting.
-    expect(kube.countRequests({ ...evictions, path: '/api/v1/namespaces/default/pods/web-1/eviction' })).toBe(
-      7,
-    );
+    // Tries at t = 0, then after jittered waits of 2.5–5, 5–10, 10–20 s, and once more at the
+    // 30 s deadline on the injected clock: four or five attempts, no real waiting.
+    const attempts = kube.countRequests({
+      ...evictions,
+      path: '/api/v1/namespaces/default/pods/web-1/eviction',
+    });
+    expect(attempts).toBeGreaterThanOrEqual(4);
+    expect(attempts).toBeLessThanOrEqual(5);
     expect(kube.getPod('default', 'web-1')).toBeDefined();
     expect(kube.getNode('n1')?.spec?.unschedulable).toBe(true);
   });

@@ -1,11 +1,12 @@
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { CustomObjectsApi } from '@kubernetes/client-node';
-import { agentConfigSchema } from '../../../src/engine/agent-config.js';
+import { agentConfigSchema } from '../../../src/config/agent-config.js';
 import { buildMachineForConfig, createMachineApi } from '../../../src/kube/machine.js';
 import type { MachineApi } from '../../../src/kube/machine.js';
 import { makeAgentConfig } from '../../support/agent-config.js';
 import { createTestClock, startFakeKube } from '../../support/fake-kube.js';
 import type { FakeKube, TestClock } from '../../support/fake-kube.js';
+import { expectBackoff } from '../../support/backoff.js';
 
 const config = agentConfigSchema.parse(
   makeAgentConfig({
@@ -233,7 +234,7 @@ describe('Machine API', () => {
       expect(seenPhases).toEqual(['Pending', 'Rebooting']);
       expect(kube.countRequests(statusPatches)).toBe(2);
       expect(kube.requests.filter((r) => r.verb === 'patch').map((r) => r.status)).toEqual([409, 200]);
-      expect(clock.sleeps).toEqual([100]);
+      expectBackoff(clock.sleeps, [100]);
       const status = kube.getMachine('w')?.status;
       expect(status).toMatchObject({ phase: 'Provisioning', message: 'metalman was here' });
       expect(status?.conditions).toEqual([
@@ -263,7 +264,7 @@ describe('Machine API', () => {
         data: { machine: 'w', attempts: 3 },
       });
       expect(kube.countRequests(statusPatches)).toBe(3);
-      expect(clock.sleeps).toEqual([100, 150]);
+      expectBackoff(clock.sleeps, [100, 150]);
       expect(kube.getMachine('w')?.status?.phase).toBe('Pending');
     });
 

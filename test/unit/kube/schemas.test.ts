@@ -4,7 +4,7 @@ import { machineSchema, parseKubeObject, podSchema } from '../../../src/kube/sch
 const meta = { name: 'worker-01', uid: 'u-1', resourceVersion: '7', generation: 2 };
 
 describe('Kubernetes object schemas', () => {
-  it("parses the UPSTREAM.md example Machine, keeping unknown fields and other controllers' sections", () => {
+  it("parses the example Machine of docs/compatibility.md, keeping unknown fields and other controllers' sections", () => {
     const machine = parseKubeObject(machineSchema, 'Machine', {
       apiVersion: 'unbounded-cloud.io/v1alpha3',
       kind: 'Machine',

@@ -15,7 +15,7 @@ import { createDispatcher, type Dispatcher } from '../../../src/rpc/dispatcher.j
 import { METHOD_LIST } from '../../../src/rpc/methods/index.js';
 import { status } from '../../../src/rpc/methods/status.js';
 import type { DaemonState, RpcServices } from '../../../src/rpc/services.js';
-import { createKubeWiring, type KubeWiring } from '../../../src/server/kube-wiring.js';
+import { createKubeWiring, type KubeWiring } from '../../../src/daemon/kube-wiring.js';
 import { startFakeKube, type FakeKube } from '../../support/fake-kube.js';
 import {
   config,

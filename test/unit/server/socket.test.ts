@@ -1,12 +1,18 @@
 import { spawn } from 'node:child_process';
-import { mkdir, mkdtemp, rm, stat, writeFile } from 'node:fs/promises';
+import { lstat, mkdir, mkdtemp, rm, stat, writeFile } from 'node:fs/promises';
 import http from 'node:http';
 import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { AgentError } from '../../../src/errors.js';
-import { listenUnix, prepareSocketPath, resolveGroup } from '../../../src/server/socket.js';
+import {
+  listenUnix,
+  prepareSocketPath,
+  removeOwnSocket,
+  resolveGroup,
+  socketIdentity,
+} from '../../../src/server/socket.js';
 
 let dir: string;
 const servers: net.Server[] = [];
@@ -163,5 +169,30 @@ describe('socket directory permissions', () => {
     await mkdir(path.join(dir, 'parent'));
     await prepareSocketPath(path.join(dir, 'parent', 'run', 'a.sock'));
     expect((await stat(path.join(dir, 'parent', 'run'))).mode & 0o777).toBe(0o755 & ~process.umask());
+  });
+});
+
+describe('removeOwnSocket', () => {
+  it('removes the socket this process bound, never one bound in its place later', async () => {
+    const dir = await mkdtemp(path.join(os.tmpdir(), 'agentd-own-sock-'));
+    const sock = path.join(dir, 's.sock');
+    const listen = async (): Promise<net.Server> => {
+      const server = net.createServer();
+      await new Promise<void>((resolve) => server.listen(sock, resolve));
+      return server;
+    };
+    const mine = await listen();
+    const own = await socketIdentity(sock);
+    // Someone else removed it and bound their own at the same path.
+    await new Promise<void>((resolve) => mine.close(() => resolve()));
+    const theirs = await listen();
+    expect(await removeOwnSocket(sock, own)).toBe(false);
+    expect((await lstat(sock)).isSocket()).toBe(true);
+    const theirsId = await socketIdentity(sock);
+    expect(await removeOwnSocket(sock, theirsId)).toBe(true);
+    await expect(lstat(sock)).rejects.toMatchObject({ code: 'ENOENT' });
+    expect(await removeOwnSocket(sock, theirsId)).toBe(false);
+    await new Promise<void>((resolve) => theirs.close(() => resolve()));
+    await rm(dir, { recursive: true, force: true });
   });
 });

@@ -135,19 +135,84 @@ describe('runWatchLoop', () => {
     await h.done;
   });
 
-  it('restarts after errors with capped, growing backoff, reset once a watch connects', async () => {
+  it('restarts after errors with capped, growing backoff, reset only once a watch is established', async () => {
     const down = new KubeUnavailableError('watch Machine w1: cannot reach the API server', { data: {} });
     const h = harness({ connectFailures: [down, down, down] });
     await until(() => h.sessions.length === 1);
     expect(h.clock.sleeps).toEqual([100, 200, 400]);
     expect(await h.restarts('error')).toBe(3);
     expect(h.state.snapshot().lastError).toBeNull();
+    // Connected, but nothing arrived before it broke: still the same failure streak.
     h.sessions[0]?.end(new KubeUnavailableError('stream reset', { data: {} }));
     await until(() => h.sessions.length === 2);
-    expect(h.clock.sleeps).toEqual([100, 200, 400, 100]);
+    expect(h.clock.sleeps).toEqual([100, 200, 400, 800]);
     expect(h.sessions[1]?.resourceVersion).toBe('10');
+    // A bookmark shows the watch works: the next failure starts from the base delay again.
+    h.sessions[1]?.emit({ type: 'BOOKMARK', resourceVersion: '12' });
+    h.sessions[1]?.end(new KubeUnavailableError('stream reset', { data: {} }));
+    await until(() => h.sessions.length === 3);
+    expect(h.clock.sleeps).toEqual([100, 200, 400, 800, 100]);
     h.stop();
     await h.done;
+  });
+
+  it('counts a watch that stayed open a while as established even without events', async () => {
+    const down = new KubeUnavailableError('watch Machine w1: cannot reach the API server', { data: {} });
+    const h = harness({ connectFailures: [down, down] });
+    await until(() => h.sessions.length === 1);
+    expect(h.clock.sleeps).toEqual([100, 200]);
+    h.clock.advance(30_000);
+    h.sessions[0]?.end(new KubeUnavailableError('stream reset', { data: {} }));
+    await until(() => h.sessions.length === 2);
+    expect(h.clock.sleeps).toEqual([100, 200, 100]);
+    h.stop();
+    await h.done;
+  });
+
+  it('backs off when the server closes a watch before it delivered anything', async () => {
+    const h = harness();
+    for (let i = 1; i <= 3; i += 1) {
+      await until(() => h.sessions.length === i);
+      h.sessions[i - 1]?.end(null);
+    }
+    await until(() => h.sessions.length === 4);
+    expect(h.clock.sleeps).toEqual([100, 200, 400]);
+    expect(await h.restarts('error')).toBe(3);
+    h.stop();
+    await h.done;
+  });
+
+  it('takes a watch that ended before its handle came as a failure, with the API error', async () => {
+    // client-node reports a non-200 answer through onDone before watch() resolves.
+    const clock = createTestClock();
+    const state = new WatcherState(NAME, clock);
+    const controller = new AbortController();
+    let opens = 0;
+    const done = runWatchLoop(
+      {
+        name: NAME,
+        machines: { getMachine: async () => machine('1') },
+        watchMachine: async (_n, _rv, _onEvent, onDone) => {
+          opens += 1;
+          onDone(new KubeUnavailableError('watch Machine w1: the API server answered 500', { data: {} }));
+          return { abort: () => undefined };
+        },
+        ensureMachine: async () => ({ created: false }),
+        onChange: () => undefined,
+        clock,
+        backoff: { baseMs: 100, maxMs: 1000, random: () => 1 },
+        logger: silentLogger,
+        metrics: createMetrics({ version: 't', collectDefaults: false }),
+        state,
+      },
+      controller.signal,
+    );
+    await until(() => clock.sleeps.length >= 5);
+    expect(clock.sleeps.slice(0, 5)).toEqual([100, 200, 400, 800, 1000]);
+    expect(state.snapshot().lastError).toContain('answered 500');
+    controller.abort();
+    await done;
+    expect(opens).toBeGreaterThanOrEqual(5);
   });
 
   it('registers the node again when its Machine is deleted', async () => {

@@ -4,7 +4,7 @@
  */
 import { CustomObjectsApi } from '@kubernetes/client-node';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { agentConfigSchema } from '../../../src/engine/agent-config.js';
+import { agentConfigSchema } from '../../../src/config/agent-config.js';
 import { createMachineApi } from '../../../src/kube/machine.js';
 import { createMachineWatch } from '../../../src/kube/watch.js';
 import { createMetrics } from '../../../src/metrics/metrics.js';

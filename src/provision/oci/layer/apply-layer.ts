@@ -8,12 +8,12 @@ import type { Transform, TransformOptions } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
 import { createGunzip } from 'node:zlib';
 import type { ZlibOptions } from 'node:zlib';
+import type { AgentError } from '../../../errors.js';
 import {
-  AgentError,
-  CancelledError,
+  describeError,
   ImagePullFailedError,
-  NoSpaceError,
   PreconditionFailedError,
+  toAgentError,
   UnsafeArchiveError,
   UnsupportedError,
 } from '../../../errors.js';
@@ -82,18 +82,15 @@ async function decoderFor(
 }
 
 function mapError(err: unknown, targetDir: string, signal: AbortSignal | undefined): AgentError {
-  if (err instanceof AgentError) return err;
-  const e = err as NodeJS.ErrnoException;
-  if (signal?.aborted || e.name === 'AbortError')
-    return new CancelledError(`apply layer to ${targetDir}`, { cause: err });
-  if (e.code === 'ENOSPC')
-    return new NoSpaceError(`apply layer to ${targetDir}: no space left on device`, { cause: err });
-  if (typeof e.code === 'string' && e.code.startsWith('Z_')) {
-    return new UnsafeArchiveError('(layer stream)', `the gzip stream is corrupt: ${e.message}`, {
-      cause: err,
-    });
-  }
-  return new ImagePullFailedError(`apply layer to ${targetDir}: ${e.message ?? String(err)}`, { cause: err });
+  return toAgentError(err, `apply layer to ${targetDir}`, {
+    signal,
+    otherwise: (message, cause, code) =>
+      code?.startsWith('Z_')
+        ? new UnsafeArchiveError('(layer stream)', `the gzip stream is corrupt: ${describeError(cause)}`, {
+            cause,
+          })
+        : new ImagePullFailedError(message, { cause }),
+  });
 }
 
 /**
@@ -128,15 +125,9 @@ export async function applyLayer(
       try {
         await writer.apply(entry);
       } catch (err) {
-        if (err instanceof AgentError) throw err;
-        const e = err as NodeJS.ErrnoException;
-        if (e.code === 'ENOSPC') throw mapError(err, targetDir, signal);
-        throw new ImagePullFailedError(
-          `apply layer to ${targetDir}: entry ${JSON.stringify(entry.path)}: ${e.message}`,
-          {
-            cause: err,
-          },
-        );
+        throw toAgentError(err, `apply layer to ${targetDir}: entry ${JSON.stringify(entry.path)}`, {
+          otherwise: (message, cause) => new ImagePullFailedError(message, { cause }),
+        });
       }
     }
     await writer.finish();

@@ -9,7 +9,7 @@ import {
   agentConfigSchema,
   type AgentConfig,
   type AgentConfigInput,
-} from '../../../../src/engine/agent-config.js';
+} from '../../../../src/config/agent-config.js';
 import type { Clock } from '../../../../src/host/types.js';
 import {
   createArtifactHandler,

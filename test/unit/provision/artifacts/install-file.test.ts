@@ -2,7 +2,7 @@ import { createHash } from 'node:crypto';
 import { mkdir, readFile, stat, symlink, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
-import { agentConfigSchema } from '../../../../src/engine/agent-config.js';
+import { agentConfigSchema } from '../../../../src/config/agent-config.js';
 import type { AgentError } from '../../../../src/errors.js';
 import { defaultOpenWrite } from '../../../../src/provision/artifacts/file-io.js';
 import { installFromCache, unsafeEntryReason } from '../../../../src/provision/artifacts/install-file.js';

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { agentConfigSchema, type AgentConfigInput } from '../../../../src/engine/agent-config.js';
+import { agentConfigSchema, type AgentConfigInput } from '../../../../src/config/agent-config.js';
 import type { AgentError } from '../../../../src/errors.js';
 import { crictlVersionFor, resolveArtifacts } from '../../../../src/provision/artifacts/resolve.js';
 import type { Arch, ArtifactSpec } from '../../../../src/provision/artifacts/types.js';

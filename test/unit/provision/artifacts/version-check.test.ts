@@ -1,7 +1,7 @@
 import { chmod, mkdir, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
-import { agentConfigSchema } from '../../../../src/engine/agent-config.js';
+import { agentConfigSchema } from '../../../../src/config/agent-config.js';
 import { resolveArtifacts } from '../../../../src/provision/artifacts/resolve.js';
 import {
   defaultVersionProbe,

@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { parse } from 'yaml';
-import { agentConfigSchema, type AgentConfig } from '../../../../src/engine/agent-config.js';
+import { agentConfigSchema, type AgentConfig } from '../../../../src/config/agent-config.js';
 import {
   renderBootstrapKubeconfig,
   renderClientCa,

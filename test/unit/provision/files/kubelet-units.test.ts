@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { agentConfigSchema, type AgentConfig } from '../../../../src/engine/agent-config.js';
+import { agentConfigSchema, type AgentConfig } from '../../../../src/config/agent-config.js';
 import {
   kubeletNodeArgs,
   renderKubeletDropIn,

@@ -1,7 +1,7 @@
 import { lstat, readFile, readdir, readlink } from 'node:fs/promises';
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { agentConfigSchema, type AgentConfig } from '../../../../src/engine/agent-config.js';
+import { agentConfigSchema, type AgentConfig } from '../../../../src/config/agent-config.js';
 import { writeOsFiles } from '../../../../src/provision/files/os-files.js';
 import { ROOTFS_FILES } from '../../../../src/provision/files/rootfs-layout.js';
 import {

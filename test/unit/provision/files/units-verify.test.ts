@@ -8,7 +8,7 @@ import { access, cp, mkdir, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import { promisify } from 'node:util';
 import { describe, expect, it } from 'vitest';
-import { agentConfigSchema } from '../../../../src/engine/agent-config.js';
+import { agentConfigSchema } from '../../../../src/config/agent-config.js';
 import { createHostPaths } from '../../../../src/host/paths.js';
 import { writeNspawnFiles } from '../../../../src/provision/files/nspawn-files.js';
 import { writeOsFiles } from '../../../../src/provision/files/os-files.js';

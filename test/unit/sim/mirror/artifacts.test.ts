@@ -4,7 +4,7 @@ import path from 'node:path';
 import { execa } from 'execa';
 import { Parser, type ReadEntry } from 'tar';
 import { afterEach, describe, expect, it } from 'vitest';
-import { agentConfigSchema } from '../../../../src/engine/agent-config.js';
+import { agentConfigSchema } from '../../../../src/config/agent-config.js';
 import { stubScript } from '../../../../src/sim/mirror/artifact-content.js';
 import { mirrorDownloads, type ArtifactHandlerOptions } from '../../../../src/sim/mirror/artifacts.js';
 import { makeAgentConfig } from '../../../support/agent-config.js';

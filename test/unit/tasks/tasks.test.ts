@@ -1,9 +1,9 @@
 /** The task runner: serial and parallel composition, cancellation, and task metrics. */
 import { describe, expect, it } from 'vitest';
-import { parallel, runTask, serial, task, type TaskContext } from '../../../src/engine/tasks.js';
+import { parallel, runTask, serial, task, type TaskContext } from '../../../src/tasks/tasks.js';
 import { CancelledError, isAgentError } from '../../../src/errors.js';
 import { createMetrics } from '../../../src/metrics/metrics.js';
-import { silentLogger } from './fakes.js';
+import { silentLogger } from '../engine/fakes.js';
 
 function ctx(signal = new AbortController().signal): TaskContext {
   return { signal, logger: silentLogger, progress: () => undefined };

@@ -3,8 +3,10 @@
  * no registry means Docker Hub, whose API host is `registry-1.docker.io` and whose one-component
  * names live under `library/`.
  */
-import { InvalidConfigError } from '../../errors.js';
-import { isSha256Digest } from './digest.js';
+import { InvalidConfigError } from '../errors.js';
+
+/** `sha256:<64 lowercase hex>` (the OCI digests agentd accepts; src/provision/oci/digest.ts checks blobs). */
+const isSha256Digest = (value: string): boolean => /^sha256:[0-9a-f]{64}$/.test(value);
 
 /** A parsed image reference. */
 export interface ImageReference {

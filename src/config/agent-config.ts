@@ -6,7 +6,7 @@
  */
 import { z } from 'zod';
 import { describeError } from '../errors.js';
-import { parseImageReference } from '../provision/oci/image-reference.js';
+import { parseImageReference } from './image-reference.js';
 
 export const DEFAULT_CONTAINERD_VERSION = '2.0.4';
 export const DEFAULT_RUNC_VERSION = '1.1.12';

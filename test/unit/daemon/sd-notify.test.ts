@@ -1,6 +1,6 @@
 import pino from 'pino';
 import { describe, expect, it } from 'vitest';
-import { createSdNotifier, watchdogIntervalMs } from '../../../src/server/sd-notify.js';
+import { createSdNotifier, watchdogIntervalMs } from '../../../src/daemon/sd-notify.js';
 import { createFakeClock } from '../host/fake-clock.js';
 
 const logger = pino({ enabled: false });

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { formatImageReference, parseImageReference } from '../../../../src/provision/oci/image-reference.js';
+import { formatImageReference, parseImageReference } from '../../../src/config/image-reference.js';
 
 const DIGEST = `sha256:${'a'.repeat(64)}`;
 

@@ -15,7 +15,7 @@ import {
   redactAgentConfig,
   serializeAgentConfig,
   type AgentConfigInput,
-} from '../../../src/engine/agent-config.js';
+} from '../../../src/config/agent-config.js';
 import { TEST_BOOTSTRAP_TOKEN, makeAgentConfig } from '../../support/agent-config.js';
 import { configWithout } from '../../support/provision-fixtures.js';
 

@@ -7,7 +7,7 @@
  */
 import type { Logger } from 'pino';
 import type { DaemonConfig } from '../config/daemon-config.js';
-import type { AgentConfig } from '../engine/agent-config.js';
+import type { AgentConfig } from '../config/agent-config.js';
 import { createUpdateDrainer } from '../engine/drain-ops.js';
 import type { NodeDrainOps } from '../engine/drain-ops.js';
 import type { EventBus } from '../engine/events.js';
@@ -116,6 +116,7 @@ export function createKubeWiring(o: KubeWiringOptions): KubeWiring {
           inCluster: config.host !== 'sim',
           crdGroup: config.crdGroup,
           env: o.env,
+          rateLimit: { clock },
         }),
       };
       if (memo.value.source !== null) {

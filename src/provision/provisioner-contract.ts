@@ -3,8 +3,8 @@
  * `src/provision/provisioner.ts`; engine tests and benchmarks pass their own.
  */
 import type { MachineName } from '../host/types.js';
-import type { AgentConfig } from './agent-config.js';
-import type { TaskContext } from './tasks.js';
+import type { AgentConfig } from '../config/agent-config.js';
+import type { TaskContext } from '../tasks/tasks.js';
 
 export interface PreflightCheck {
   name: string;

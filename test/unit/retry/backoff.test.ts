@@ -1,8 +1,8 @@
 import { describe, expect, it } from 'vitest';
-import { backoffDelay, DEFAULT_BACKOFF } from '../../../src/watcher/backoff.js';
+import { backoffDelay, WATCH_BACKOFF } from '../../../src/retry/backoff.js';
 
 describe('backoffDelay', () => {
-  const fixed = (r: number) => ({ ...DEFAULT_BACKOFF, random: () => r });
+  const fixed = (r: number) => ({ ...WATCH_BACKOFF, random: () => r });
 
   it('doubles from the base and is capped', () => {
     expect([1, 2, 3, 4].map((n) => backoffDelay(n, fixed(1)))).toEqual([500, 1000, 2000, 4000]);

@@ -1,0 +1,86 @@
+/**
+ * The layering of src/, checked on every `npm test` (npm run lint). docs/architecture.md,
+ * "The direction rule", states the same rules in prose; change both together.
+ */
+/** What each folder of src/ may import, besides itself and the top-level src/*.ts files. */
+const ALLOWED = {
+  bin: ['cli', 'config', 'daemon'],
+  daemon: ['server', 'rpc', 'watcher', 'engine', 'provision', 'kube', 'sim', 'metrics', 'config', 'host'],
+  server: ['rpc', 'engine', 'metrics', 'config', 'host'],
+  // sim: only uninstall, which tears down a --host sim node the way it tears down a real one
+  // (the rule cli-sim-only-for-uninstall below keeps it to that file).
+  cli: ['rpc', 'config', 'host', 'sim'],
+  watcher: ['rpc', 'kube', 'metrics', 'config', 'host', 'retry'],
+  rpc: ['engine', 'metrics', 'config', 'host'],
+  engine: ['provision', 'kube', 'tasks', 'metrics', 'config', 'host', 'retry'],
+  provision: ['tasks', 'metrics', 'config', 'host', 'retry'],
+  kube: ['config', 'host', 'retry'],
+  sim: ['config', 'host'],
+  tasks: ['metrics', 'host'],
+  host: ['retry'],
+  retry: ['host'],
+  config: [],
+  metrics: [],
+};
+
+const folderRules = Object.entries(ALLOWED).map(([from, allowed]) => ({
+  name: `layering-${from}`,
+  comment: `src/${from} may import only ${allowed.length ? allowed.map((f) => `src/${f}`).join(', ') : 'nothing of the other folders'} (docs/architecture.md)`,
+  severity: 'error',
+  from: { path: `^src/${from}/` },
+  to: { path: `^src/(?!(?:${[from, ...allowed].join('|')})/)[^/]+/` },
+}));
+
+module.exports = {
+  forbidden: [
+    {
+      name: 'no-circular',
+      comment: 'No import cycles, type-only imports included.',
+      severity: 'error',
+      from: {},
+      to: { circular: true },
+    },
+    ...folderRules,
+    {
+      name: 'retry-only-host-types',
+      comment: 'src/retry is below src/host except for the seam types (Clock) in src/host/types.ts.',
+      severity: 'error',
+      from: { path: '^src/retry/' },
+      to: { path: '^src/host/(?!types\\.ts$)' },
+    },
+    {
+      name: 'sim-only-in-sim-mode',
+      comment:
+        'The simulated host and the mirror load only for --host sim / --sim: through src/daemon/sim-wiring.ts, itself imported dynamically.',
+      severity: 'error',
+      from: { path: '^src/', pathNot: '^src/(sim/|daemon/sim-wiring\\.ts$|cli/commands/uninstall\\.ts$)' },
+      to: { path: '^src/sim/' },
+    },
+    {
+      name: 'cli-sim-only-for-uninstall',
+      comment: 'Of the CLI, only uninstall drives the simulated host (for a node whose daemon ran --host sim).',
+      severity: 'error',
+      from: { path: '^src/cli/', pathNot: '^src/cli/commands/uninstall\\.ts$' },
+      to: { path: '^src/sim/' },
+    },
+    {
+      name: 'sim-wiring-dynamic-only',
+      comment: 'src/daemon/sim-wiring.ts is loaded with import() so production starts never load it.',
+      severity: 'error',
+      from: { path: '^src/' },
+      to: { path: '^src/daemon/sim-wiring\\.ts$', dependencyTypesNot: ['dynamic-import'] },
+    },
+    {
+      name: 'no-src-to-tests',
+      severity: 'error',
+      from: { path: '^src/' },
+      to: { path: '^(test|bench|scripts)/' },
+    },
+  ],
+  options: {
+    doNotFollow: { path: 'node_modules' },
+    exclude: { path: '^(node_modules|dist)/' },
+    tsPreCompilationDeps: true,
+    tsConfig: { fileName: 'tsconfig.json' },
+  },
+};

@@ -1,0 +1,313 @@
+/**
+ * The daemon's lifecycle: startup in dependency order, and the one shutdown whose order
+ * docs/architecture.md ("Lifecycle") fixes. Every part startup brings up pushes the step that
+ * takes it down onto one clean-up stack, which both a failed start and a stop unwind, so the
+ * two paths cannot drift apart. Collaborators come in through options with production defaults.
+ */
+import type { Logger } from 'pino';
+import type { DaemonConfig } from '../config/daemon-config.js';
+import { Engine } from '../engine/engine.js';
+import { EventBus } from '../engine/events.js';
+import { StatusVersion } from '../engine/status-version.js';
+import { PreconditionFailedError, describeError } from '../errors.js';
+import { systemClock } from '../host/clock.js';
+import { captureMachineDiagnostics } from '../host/machine-diagnostics.js';
+import { createHostPaths } from '../host/paths.js';
+import { inspectPidFile, removePidFile, writePidFile } from '../host/pid-file.js';
+import type { Clock } from '../host/types.js';
+import { createMetrics, type Metrics } from '../metrics/metrics.js';
+import { createDispatcher, type Dispatcher } from '../rpc/dispatcher.js';
+import { METHOD_LIST } from '../rpc/methods/index.js';
+import { buildOpenRpcDocument } from '../rpc/openrpc.js';
+import type { DaemonInfo, DaemonState, RpcServices, WatcherStatus } from '../rpc/services.js';
+import { VERSION } from '../version.js';
+import { createAdminApp, createMetricsApp, type Readiness } from '../server/app.js';
+import { createSdNotifier } from './sd-notify.js';
+import { createHost, type Host } from './host-wiring.js';
+import { createKubeWiring } from './kube-wiring.js';
+import { buildOpenApiDocument } from '../server/openapi.js';
+import { createProvisioner } from '../provision/provisioner.js';
+import { CleanupStack } from './cleanup-stack.js';
+import { acquireInstanceLock } from './instance-lock.js';
+import {
+  listenUnix,
+  prepareSocketPath,
+  removeOwnSocket,
+  resolveGroup,
+  socketIdentity,
+} from '../server/socket.js';
+import type { SocketIdentity } from '../server/socket.js';
+
+export interface DaemonDeps {
+  logger: Logger;
+  clock?: Clock;
+  /** Replace the host wiring (tests). */
+  host?: Host;
+  env?: NodeJS.ProcessEnv;
+  /**
+   * Aborted by a SIGTERM/SIGINT that arrives while the daemon starts (the signal handlers are
+   * installed before startup): startup skips what is left, recovery included, and the returned
+   * daemon is already stopping.
+   */
+  stopRequested?: AbortSignal;
+}
+
+export interface Daemon {
+  readonly config: DaemonConfig;
+  readonly engine: Engine;
+  readonly metrics: Metrics;
+  readonly dispatcher: Dispatcher;
+  info(): DaemonInfo;
+  /** Resolves when shutdown has finished (after `stop`). */
+  readonly stopped: Promise<void>;
+  stop(reason: string): Promise<void>;
+}
+
+/** Start agentd: PID file, socket, HTTP, recovery, then ready. Throws with a clear error on any failure. */
+export async function startDaemon(config: DaemonConfig, deps: DaemonDeps): Promise<Daemon> {
+  const { logger } = deps;
+  const cleanup = new CleanupStack(logger);
+  try {
+    // 1. The instance lock first: two simultaneous starts cannot both pass it, and it goes
+    //    with the process however it ends, so it is never stale.
+    const lock = await acquireInstanceLock(config.pidFile, config.socket);
+    cleanup.push('release the instance lock', () => lock.release());
+    // 2. The PID file: a live agentd in it (one started without the lock, by an older
+    //    version) still refuses the start; a stale one is replaced.
+    const pidState = await inspectPidFile(config.pidFile);
+    if (pidState.kind === 'agentd' && pidState.pid !== process.pid) {
+      throw new PreconditionFailedError(
+        `agentd is already running as pid ${pidState.pid} (PID file ${config.pidFile}); stop it first with agentctl stop`,
+      );
+    }
+    if (pidState.kind === 'garbage' || pidState.kind === 'dead' || pidState.kind === 'foreign') {
+      logger.warn({ pidFile: config.pidFile, found: pidState }, 'replacing a stale PID file');
+    }
+    // 3. The socket path: refuse a live daemon before writing anything of ours.
+    await prepareSocketPath(config.socket);
+    const gid = config.socketGroup === null ? null : await resolveGroup(config.socketGroup);
+    await writePidFile(config.pidFile, process.pid);
+    // Last out: `agentctl stop` sees the daemon until it is gone.
+    cleanup.push('remove the PID file', () => removePidFile(config.pidFile, process.pid));
+    return await startServing(config, deps, cleanup, gid);
+  } catch (err) {
+    logger.error({ err: describeError(err) }, 'agentd failed to start');
+    await cleanup.unwind();
+    throw err;
+  }
+}
+
+/** Steps 4 on: host, HTTP, recovery, ready; every part pushes its clean-up onto `cleanup`. */
+async function startServing(
+  config: DaemonConfig,
+  deps: DaemonDeps,
+  cleanup: CleanupStack,
+  gid: number | null,
+): Promise<Daemon> {
+  const { logger } = deps;
+  const clock = deps.clock ?? systemClock;
+  const startedAt = new Date(clock.now()).toISOString();
+  // What `status` shows changes with every input; each bumps this (docs/architecture.md).
+  const statusVersion = new StatusVersion();
+  const daemonState = statusVersion.cell<DaemonState>('starting');
+  // Type=notify readiness and the watchdog (sd-notify.ts); a no-op outside systemd. The
+  // watchdog runs from here on, so a recovery that wedges is restarted by systemd too.
+  const sdNotify = createSdNotifier({ env: deps.env ?? process.env, logger, clock });
+  cleanup.push('stop the watchdog', sdNotify.startWatchdog());
+  const readinessReasons: string[] = ['startup recovery has not finished'];
+  const metrics = createMetrics({ version: VERSION });
+  const events = new EventBus();
+  const paths = createHostPaths(config.root);
+  // Set once this process has bound the socket: only that socket is ever removed, never a path
+  // another process owns now. Pushed first, so it runs just before the PID file goes.
+  let ownSocket: SocketIdentity | null = null;
+  cleanup.push('remove the socket', async () => {
+    if (ownSocket !== null) await removeOwnSocket(config.socket, ownSocket);
+  });
+  const host = deps.host ?? (await createHost(config, { logger, clock, env: deps.env ?? process.env }));
+  cleanup.push('close the host wiring', () => host.close());
+  const provisioner = createProvisioner({
+    paths,
+    stateDir: config.stateDir,
+    clock,
+    logger: logger.child({ component: 'provision' }),
+    metrics,
+    daemonReload: () => host.machines.daemonReload(),
+    ...(config.host === 'sim' ? { minFreeBytes: 64 * 1024 ** 2 } : {}),
+  });
+  // Kubernetes: credentials, this node's drain, the Machine watcher. The engine's
+  // applied config is read lazily (the wiring exists before the engine, the engine needs it).
+  const kubeWiring = createKubeWiring({
+    config,
+    appliedConfig: () => engine.activeAppliedConfig(),
+    refreshNode: () => engine.refreshNode(),
+    onStatusChange: statusVersion.bump,
+    events,
+    logger,
+    clock,
+    metrics,
+    env: deps.env ?? process.env,
+  });
+  const engine = new Engine({
+    paths,
+    stateDir: config.stateDir,
+    machines: host.machines,
+    provisioner,
+    clock,
+    logger: logger.child({ component: 'engine' }),
+    metrics,
+    events,
+    defaultConfig: host.defaultConfig ?? undefined,
+    diagnostics: (m) => captureMachineDiagnostics(host.runner, m),
+    repair: {
+      enabled: config.repair,
+      // The simulated host answers at once: check and retry in seconds, not minutes.
+      ...(config.host === 'sim'
+        ? { policy: { checkIntervalMs: 2_000, baseDelayMs: 1_000, maxDelayMs: 8_000 } }
+        : {}),
+    },
+    nodeOps: kubeWiring.nodeOps,
+    statusVersion,
+    // A getter: credentials appear when the node joins (the applied config carries them), so
+    // whether `update --drain` can drain is decided at each update, not once at start.
+    get drainer() {
+      return kubeWiring.updateDrainer();
+    },
+  });
+  const info = (): DaemonInfo => ({
+    version: VERSION,
+    pid: process.pid,
+    startedAt,
+    state: daemonState.get(),
+    host: config.host,
+    root: config.root,
+    shutdownGraceMs: config.shutdownGraceMs,
+  });
+  let openrpc: Record<string, unknown> | null = null;
+  let openapi: Record<string, unknown> | null = null;
+  const watcherStatus = (): WatcherStatus | null => kubeWiring.watcherStatus();
+  const services: RpcServices = {
+    engine,
+    daemonInfo: info,
+    watcherStatus,
+    statusVersion,
+    openrpc: () => (openrpc ??= buildOpenRpcDocument(METHOD_LIST, VERSION)),
+  };
+  const dispatcher = createDispatcher({
+    methods: METHOD_LIST,
+    services,
+    metrics,
+    logger: logger.child({ component: 'rpc' }),
+    isDraining: () => daemonState.get() === 'draining',
+    isReady: () => daemonState.get() === 'ready',
+  });
+  const readiness = (): Readiness =>
+    daemonState.get() === 'ready'
+      ? { ready: true, reasons: [] }
+      : { ready: false, reasons: daemonState.get() === 'draining' ? ['shutting down'] : readinessReasons };
+  const admin = createAdminApp({
+    dispatcher,
+    events,
+    metrics,
+    logger,
+    readiness,
+    openapi: () => (openapi ??= buildOpenApiDocument(VERSION)),
+    currentOperationEvents: (filter) => engine.currentOperationEvents(filter),
+  });
+  await admin.ready();
+  await listenUnix(admin.server, config.socket, config.socketMode, gid);
+  ownSocket = await socketIdentity(config.socket);
+  // The grace is over when this runs: closing cuts requests still open (operations.wait,
+  // update with wait) rather than letting them hold the exit; their callers see the close.
+  cleanup.push('close the admin server', () => admin.close());
+  if (config.metricsAddress) {
+    const metricsApp = createMetricsApp({ metrics, readiness, logger });
+    const { host: mHost, port: mPort } = config.metricsAddress;
+    await metricsApp.listen({ host: mHost, port: mPort }).catch(async (err: NodeJS.ErrnoException) => {
+      await metricsApp.close().catch(() => undefined);
+      const why = err.code === 'EADDRINUSE' ? 'the port is already in use' : err.message;
+      throw new PreconditionFailedError(`--metrics-address ${mHost}:${mPort}: cannot listen: ${why}`, {
+        cause: err,
+        data: { option: 'metricsAddress' },
+      });
+    });
+    cleanup.push('close the metrics listener', () => metricsApp.close());
+  }
+  logger.info(
+    {
+      socket: config.socket,
+      metricsAddress: config.metricsAddress,
+      root: config.root,
+      host: config.host,
+      version: VERSION,
+    },
+    'agentd serving',
+  );
+  // In-flight work gets up to --shutdown-grace to reach a safe point (the journal covers the
+  // rest); pushed before the watcher's step, so it runs after the watcher has stopped.
+  let graceDeadline = Number.POSITIVE_INFINITY;
+  cleanup.push('let in-flight work reach a safe point', () =>
+    engine.shutdown(Math.max(0, Math.min(config.shutdownGraceMs, graceDeadline - clock.now()))),
+  );
+  cleanup.push('stop the Machine watcher', () => kubeWiring.stop());
+
+  let resolveStopped!: () => void;
+  const stopped = new Promise<void>((r) => (resolveStopped = r));
+  let stopping: Promise<void> | null = null;
+
+  /**
+   * Shutdown (docs/architecture.md, "Lifecycle"): draining first, so nothing new starts; then
+   * the clean-up stack in reverse order of startup: the watcher stops (no new calls), in-flight
+   * work gets the grace, the HTTP servers close, the host wiring closes, and the socket and the
+   * PID file go last, so `agentctl stop` sees the daemon until it is gone.
+   */
+  const stop = (reason: string): Promise<void> => {
+    stopping ??= (async () => {
+      logger.info({ reason, graceMs: config.shutdownGraceMs }, 'agentd shutting down');
+      void sdNotify.stopping(`shutting down (${reason})`);
+      daemonState.set('draining');
+      metrics.ready.set(0);
+      graceDeadline = clock.now() + config.shutdownGraceMs;
+      await cleanup.unwind();
+      logger.info('agentd stopped');
+      resolveStopped();
+    })();
+    return stopping;
+  };
+  const daemon: Daemon = { config, engine, metrics, dispatcher, info, stopped, stop };
+  const stopRequested = deps.stopRequested;
+  const requestedStop = (): Daemon => {
+    logger.warn({ reason: String(stopRequested?.reason) }, 'stop requested while starting');
+    void stop(String(stopRequested?.reason ?? 'stop requested'));
+    return daemon;
+  };
+  if (stopRequested?.aborted) return requestedStop();
+
+  // Recovery before ready: mutating calls get UNAVAILABLE until the node has one verified machine.
+  daemonState.set('recovering');
+  const recovery = await engine.start();
+  if (recovery) logger.warn({ recovery }, 'startup recovery');
+  // A signal during recovery waited for it (the node is at one verified machine now); stop.
+  if (stopRequested?.aborted) return requestedStop();
+  // After recovery the applied config is known: load the Kubernetes client if credentials may
+  // exist, and fail now (exit 2) on a --kubeconfig that cannot be loaded.
+  await kubeWiring.validate();
+  daemonState.set('ready');
+  readinessReasons.length = 0;
+  metrics.ready.set(1);
+  logger.info('agentd ready');
+  // Type=notify: `systemctl start agentd` returns now, with recovery done and the API serving.
+  await sdNotify.ready(`serving on ${config.socket}`);
+  // A crash mid-update may have left the node cordoned, and recovery ran before Kubernetes
+  // was available: take that cordon back now. Never blocks readiness; it logs what it did.
+  if (engine.pendingUncordon !== null) {
+    void engine
+      .completePendingUncordon()
+      .catch((err: unknown) => logger.error({ err: describeError(err) }, 'completing a pending uncordon'));
+  }
+  // The watcher starts only now: its first reconcile may call `update`.
+  kubeWiring.start(dispatcher);
+  // Repair too: its first check (at once) restarts an active machine found stopped.
+  engine.startRepair();
+  return daemon;
+}

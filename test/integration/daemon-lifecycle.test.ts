@@ -1,0 +1,114 @@
+/**
+ * The lifecycle that cannot leak: a signal during startup recovery stops the daemon cleanly
+ * (exit 0, no PID file, no socket), and of two daemons started at the same instant on the same
+ * PID file and socket exactly one runs. Needs `npm run build`.
+ */
+import { spawn } from 'node:child_process';
+import { mkdir, stat, writeFile } from 'node:fs/promises';
+import path from 'node:path';
+import { describe, expect, it, onTestFinished } from 'vitest';
+import { AGENTD_BIN, childEnv, makeTempDir, waitUntil } from '../support/daemon.js';
+
+interface Run {
+  pid: number;
+  output: () => string;
+  exited: Promise<{ code: number | null; signal: NodeJS.Signals | null }>;
+  kill: (signal: NodeJS.Signals) => void;
+}
+
+function spawnAgentd(dir: string, env: Record<string, string> = {}): Run {
+  const proc = spawn(
+    process.execPath,
+    [
+      AGENTD_BIN,
+      '--config',
+      '/dev/null',
+      '--socket',
+      path.join(dir, 'agentd.sock'),
+      '--pid-file',
+      path.join(dir, 'agentd.pid'),
+      '--state-dir',
+      path.join(dir, 'state'),
+      '--root',
+      path.join(dir, 'root'),
+      '--host',
+      'sim',
+      '--log-format',
+      'json',
+    ],
+    { cwd: dir, env: childEnv(env), stdio: ['ignore', 'pipe', 'pipe'] },
+  );
+  let output = '';
+  proc.stdout.on('data', (c: Buffer) => (output += c.toString('utf8')));
+  proc.stderr.on('data', (c: Buffer) => (output += c.toString('utf8')));
+  const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((resolve) =>
+    proc.once('exit', (code, signal) => resolve({ code, signal })),
+  );
+  onTestFinished(async () => {
+    if (proc.exitCode === null && proc.signalCode === null) proc.kill('SIGKILL');
+    await exited;
+  });
+  return { pid: proc.pid as number, output: () => output, exited, kill: (s) => proc.kill(s) };
+}
+
+const gone = async (file: string): Promise<boolean> =>
+  stat(file).then(
+    () => false,
+    () => true,
+  );
+
+describe('daemon lifecycle', () => {
+  it('SIGTERM during startup recovery: recovery ends, then a clean stop — exit 0, no PID file, no socket', async () => {
+    const dir = await makeTempDir();
+    await mkdir(path.join(dir, 'root'), { recursive: true });
+    await mkdir(path.join(dir, 'state'), { recursive: true });
+    // An update interrupted before its commit: recovery removes the target and restarts the
+    // source, with every host command slowed down so the signal lands while it runs.
+    await writeFile(
+      path.join(dir, 'state', 'journal.json'),
+      JSON.stringify({
+        version: 1,
+        operationId: 'op-1',
+        kind: 'update',
+        source: 'kube1',
+        target: 'kube2',
+        phase: 'provision',
+        phaseState: 'running',
+        committed: false,
+        sourceStopped: false,
+        cordonedByUs: false,
+        targetHash: null,
+        closed: false,
+        outcome: null,
+        updatedAt: '2026-01-01T00:00:00.000Z',
+      }),
+    );
+    const run = spawnAgentd(dir, { AGENTD_SIM_FAULTS: 'latency=300:*' });
+    await waitUntil('the daemon serving, recovering', () => run.output().includes('agentd serving'));
+    expect(run.output()).not.toContain('agentd ready');
+    run.kill('SIGTERM');
+    const { code, signal } = await run.exited;
+    expect({ code, signal }, run.output()).toEqual({ code: 0, signal: null });
+    expect(await gone(path.join(dir, 'agentd.pid'))).toBe(true);
+    expect(await gone(path.join(dir, 'agentd.sock'))).toBe(true);
+    expect(run.output()).toContain('stop requested while starting');
+    expect(run.output()).toContain('agentd stopped');
+  });
+
+  it('two daemons started at the same instant on one PID file and socket: exactly one runs', async () => {
+    for (let round = 0; round < 3; round += 1) {
+      const dir = await makeTempDir();
+      await mkdir(path.join(dir, 'root'), { recursive: true });
+      const runs = [spawnAgentd(dir), spawnAgentd(dir)];
+      const first = await Promise.race(runs.map((r, i) => r.exited.then((e) => ({ i, ...e }))));
+      expect(first.code, runs[first.i]?.output()).toBe(1);
+      expect(runs[first.i]?.output()).toMatch(/already running/);
+      const winner = runs[1 - first.i] as Run;
+      await waitUntil('the winner ready', () => winner.output().includes('agentd ready'));
+      winner.kill('SIGTERM');
+      expect((await winner.exited).code).toBe(0);
+      expect(await gone(path.join(dir, 'agentd.pid'))).toBe(true);
+      expect(await gone(path.join(dir, 'agentd.sock'))).toBe(true);
+    }
+  });
+});
