@@ -136,10 +136,11 @@ describe('an update that rolls back', () => {
     const r = await ctl('--json', 'update', '--force');
     expect(r.code).toBe(1);
     const op = JSON.parse(r.stdout) as Op & { error: { code: string } };
-    expect(op).toMatchObject({ state: 'rolled_back', error: { code: 'COMMAND_FAILED' } });
+    // A machine that does not start has a code of its own; the failed host command is its cause.
+    expect(op).toMatchObject({ state: 'rolled_back', error: { code: 'MACHINE_START_FAILED' } });
     expect(op.phases.find((p) => p.name === 'start')?.state).toBe('failed');
-    expect(r.stderr).toMatch(/phase start failed \(\d+\.\ds\): machinectl start kube2/);
-    expect(r.stderr).toMatch(new RegExp(`agentctl: update ${op.id} rolled_back: machinectl start kube2`));
+    expect(r.stderr).toMatch(/phase start failed \(\d+\.\ds\): start machine kube2: machinectl start kube2/);
+    expect(r.stderr).toMatch(new RegExp(`agentctl: update ${op.id} rolled_back: start machine kube2: machinectl start kube2`));
   });
 });
 
