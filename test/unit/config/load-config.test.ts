@@ -69,10 +69,22 @@ describe('loadDaemonConfig defaults', () => {
       repair: true,
       crdGroup: DEFAULT_CRD_GROUP,
       shutdownGraceMs: 30_000,
+      machineStartTimeoutMs: 120_000,
+      verifyTimeoutMs: 180_000,
       logLevel: 'info',
       logFormat: 'json',
     });
     expect(Object.isFrozen(c)).toBe(true);
+  });
+
+  it('takes the machine start and verify timeouts from a flag, the environment or the file', async () => {
+    expect(load({ flags: { machineStartTimeout: '45s' } }).machineStartTimeoutMs).toBe(45_000);
+    expect(load({ env: { AGENTD_VERIFY_TIMEOUT: '2m' } }).verifyTimeoutMs).toBe(120_000);
+    const file = await configFile('machineStartTimeout: 30s\nverifyTimeout: 15\n', 'timeouts.yaml');
+    const c = load({ flags: { config: file } });
+    expect(c.machineStartTimeoutMs).toBe(30_000);
+    expect(c.verifyTimeoutMs).toBe(15_000);
+    expect(() => load({ flags: { verifyTimeout: 'soon' } })).toThrow(/--verify-timeout/);
   });
 
   it('logs pretty on a terminal unless a format is given', () => {
