@@ -64,7 +64,11 @@ describe('systemd/agentd.service', () => {
     expect(get('Service', 'StartLimitIntervalSec')).toBeUndefined();
     expect(get('Unit', 'After')?.join(' ')).toMatch(/network-online\.target.*machines\.target/);
     expect(get('Unit', 'Wants')?.join(' ')).toMatch(/network-online\.target.*machines\.target/);
-    expect(get('Service', 'Type')).toEqual(['simple']);
+    // Ready once startup recovery is done (systemd-notify on agentd's behalf), with a watchdog.
+    expect(get('Service', 'Type')).toEqual(['notify']);
+    expect(get('Service', 'NotifyAccess')).toEqual(['all']);
+    expect(seconds(get('Service', 'WatchdogSec')?.[0] ?? '0')).toBeGreaterThan(60);
+    expect(seconds(get('Service', 'TimeoutStartSec')?.[0] ?? '0')).toBeGreaterThan(300);
     expect(get('Service', 'ExecStart')).toEqual(['/usr/local/bin/agentd']);
     expect(get('Service', 'Restart')).toEqual(['always']);
     expect(get('Service', 'RuntimeDirectory')).toEqual(['agentd']);
