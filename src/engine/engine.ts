@@ -309,7 +309,7 @@ export class Engine {
     const warnings = [...this.#snap.node.warnings, ...this.#engineWarnings()];
     const repair = this.#repair.status();
     return {
-      node: { ...this.#snap.node, cordoned, warnings, repair: repair.state === 'off' ? null : { ...repair } },
+      node: { ...this.#snap.node, cordoned, warnings, repair: { ...repair } },
       operation: this.#slot.current,
       lastOperation: last,
     };

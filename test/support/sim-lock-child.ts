@@ -23,7 +23,10 @@ if (mode === 'count') {
 } else if (mode === 'hold') {
   await withSimStateLock(stateFile, async () => {
     process.stdout.write('held\n');
-    await new Promise(() => undefined); // until killed
+    // Until killed. The lock's socket does not keep a process alive (it is unref'd), so a
+    // timer must, or the child would exit at once and free the lock.
+    setInterval(() => undefined, 1 << 30);
+    await new Promise(() => undefined);
   });
 } else if (mode === 'hold-for') {
   const [ms, markerFile] = rest;
