@@ -56,6 +56,8 @@ describe('shutdown', () => {
       pid: d.pid,
       signalled: true,
       forceKilled: false,
+      graceMs: 5000,
+      operation: null,
     });
     // agentctl returns once the process is gone; collect its exit code.
     expect(await d.waitExit()).toBe(0);

@@ -62,7 +62,9 @@ describe('rollback', () => {
   it('start-fails:kube2 → rolled_back', async () => {
     const { node, op } = await updateWithFaults('start-fails:kube2');
     expect(op.state, JSON.stringify(op.error)).toBe('rolled_back');
-    expect(op.error?.code).toBe('COMMAND_FAILED');
+    // The machine did not start: a code of its own, the failed host command as its cause.
+    expect(op.error?.code).toBe('MACHINE_START_FAILED');
+    expect(op.error?.data).toMatchObject({ machine: 'kube2', causeCode: 'COMMAND_FAILED' });
     expect(phaseStates(op)).toMatchObject({
       stop: 'succeeded',
       start: 'failed',

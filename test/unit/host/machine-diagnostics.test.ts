@@ -38,6 +38,8 @@ describe('captureMachineDiagnostics', () => {
     const host = sim('kubelet-inactive:kube2');
     await prepareMachine(tmp.root, 'kube2');
     await host.run('machinectl', ['start', 'kube2']);
+    // As on real systemd, the machine's bus answers only from the second probe on.
+    await host.run('systemd-run', ['--machine=kube2', '--pipe', '--wait', '/bin/true'], { reject: false });
     await host.run('systemd-run', [
       '--machine=kube2',
       '--pipe',
@@ -68,7 +70,7 @@ describe('captureMachineDiagnostics', () => {
     await host.run('machinectl', ['start', 'kube2'], { reject: false });
     const [kubelet, , unit] = await captureMachineDiagnostics(host, 'kube2');
     expect(kubelet).toMatchObject({ exitCode: 1, error: 'exited with code 1' });
-    expect(kubelet?.output).toMatch(/No machine 'kube2' known/);
+    expect(kubelet?.output).toMatch(/Failed to connect to bus: Host is down/);
     expect(unit).toMatchObject({ exitCode: 3, output: expect.stringContaining('Active: failed') });
     expect(unit?.error).toBeUndefined();
   });
