@@ -58,7 +58,8 @@ module.exports = {
     },
     {
       name: 'cli-sim-only-for-uninstall',
-      comment: 'Of the CLI, only uninstall drives the simulated host (for a node whose daemon ran --host sim).',
+      comment:
+        'Of the CLI, only uninstall drives the simulated host (for a node whose daemon ran --host sim).',
       severity: 'error',
       from: { path: '^src/cli/', pathNot: '^src/cli/commands/uninstall\\.ts$' },
       to: { path: '^src/sim/' },

@@ -140,7 +140,9 @@ describe('an update that rolls back', () => {
     expect(op).toMatchObject({ state: 'rolled_back', error: { code: 'MACHINE_START_FAILED' } });
     expect(op.phases.find((p) => p.name === 'start')?.state).toBe('failed');
     expect(r.stderr).toMatch(/phase start failed \(\d+\.\ds\): start machine kube2: machinectl start kube2/);
-    expect(r.stderr).toMatch(new RegExp(`agentctl: update ${op.id} rolled_back: start machine kube2: machinectl start kube2`));
+    expect(r.stderr).toMatch(
+      new RegExp(`agentctl: update ${op.id} rolled_back: start machine kube2: machinectl start kube2`),
+    );
   });
 });
 
