@@ -198,7 +198,8 @@ async function makeDeb(o: {
     'Architecture: amd64',
     'Maintainer: agentd maintainers <agentd@localhost>',
     `Installed-Size: ${await installedKiB(usr)}`,
-    'Depends: systemd, systemd-container',
+    // The embedded official Node.js binary links libatomic (found on a minimal Debian host).
+    'Depends: systemd, systemd-container, libatomic1',
     'Section: admin',
     'Priority: optional',
     'Description: node agent for Kubernetes worker hosts (blue/green nspawn machines)',

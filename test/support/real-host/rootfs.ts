@@ -11,8 +11,11 @@ import os from 'node:os';
 import path from 'node:path';
 import { runOk } from './run.js';
 
-/** The host needs systemd, machined (systemd-container), D-Bus and iproute2; the machines the same. */
-const PACKAGES = ['systemd', 'systemd-sysv', 'systemd-container', 'dbus', 'iproute2'];
+/**
+ * The host needs systemd, machined (systemd-container), D-Bus and iproute2, and libatomic1, a
+ * documented prerequisite of agentd's executable (docs/operations.md); the machines the same.
+ */
+const PACKAGES = ['systemd', 'systemd-sysv', 'systemd-container', 'dbus', 'iproute2', 'libatomic1'];
 const RECIPE = [
   '--variant=minbase',
   `--include=${PACKAGES.join(',')}`,
