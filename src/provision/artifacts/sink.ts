@@ -158,14 +158,19 @@ function ownedBuffer(chunk: Buffer): ArrayBuffer {
 /**
  * The worker thread running sink-worker: built (dist), the module next to this one; run from
  * the TypeScript sources (vitest, tsx), the same module through tsx's loader, registered in the
- * worker first (a worker does not inherit the loader of the thread that starts it).
+ * worker first (a worker does not inherit the loader of the thread that starts it). The esbuild
+ * bundles carry no worker module yet, so there large downloads are hashed inline (found by the
+ * real-host suite, where the release executable's worker failed every large image blob).
  */
 function startSinkWorker(): Worker {
   const options = { name: 'agentd-download', workerData: SINK_WORKER_DATA };
   const js = new URL('./sink-worker.js', import.meta.url);
   if (existsSync(fileURLToPath(js))) return new Worker(js, options);
-  const ts = new URL('./sink-worker.ts', import.meta.url).href;
-  const boot = `import('tsx/esm/api').then((tsx) => { tsx.register(); return import(${JSON.stringify(ts)}); });`;
+  const tsUrl = new URL('./sink-worker.ts', import.meta.url);
+  // Neither the built module nor the sources next to this one: a bundle (npm start, the release
+  // executable) that carries no worker file. Throwing here makes large downloads hash inline.
+  if (!existsSync(fileURLToPath(tsUrl))) throw new Error('no download worker module next to the sink');
+  const boot = `import('tsx/esm/api').then((tsx) => { tsx.register(); return import(${JSON.stringify(tsUrl.href)}); });`;
   return new Worker(boot, { ...options, eval: true });
 }
 
