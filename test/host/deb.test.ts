@@ -40,7 +40,9 @@ describe.skipIf(!requireRealHost())('the .deb on a real systemd host', { timeout
       '--value',
       'agentd.service',
     ]);
-    expect(unit.stdout.trim()).toBe('/usr/lib/systemd/system/agentd.service');
+    // systemd may name it through /lib, a symlink to usr/lib on a merged-/usr host.
+    const real = await node.host.execOk(['readlink', '-f', unit.stdout.trim()]);
+    expect(real.stdout.trim()).toBe('/usr/lib/systemd/system/agentd.service');
     await expectNode(node, { active: 'kube1', version: '1.34.0' });
   });
 

@@ -108,7 +108,8 @@ describe.skipIf(!requireRealHost())('agentd lifecycle on a real systemd host', {
     ]) {
       expect((await node.host.exec(['test', '-e', p])).exitCode, `${p} is still there`).not.toBe(0);
     }
-    const again = await node.host.exec(['agentctl', '--json', 'uninstall', '--yes']);
+    // No daemon answers any more: the rerun names the host it tears down.
+    const again = await node.host.exec(['agentctl', '--json', 'uninstall', '--yes', '--host', 'systemd']);
     expect(again.exitCode, `${again.stdout}${again.stderr}`).toBe(0);
   });
 });
