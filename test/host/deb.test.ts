@@ -4,13 +4,9 @@
  * leaves kubelet's machine running), and removes and purges cleanly.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { expectNode, runningMachines, unitState } from '../support/real-host/assert-node.js';
+import { expectNode, runningMachines, unitMainPid, unitState } from '../support/real-host/assert-node.js';
 import { startJoinedNode, type RealNode } from '../support/real-host/node.js';
 import { requireRealHost } from '../support/real-host/require.js';
-
-async function mainPid(node: RealNode, unit: string): Promise<string> {
-  return (await node.host.execOk(['systemctl', 'show', '-p', 'MainPID', '--value', unit])).stdout.trim();
-}
 
 describe.skipIf(!requireRealHost())('the .deb on a real systemd host', { timeout: 180_000 }, () => {
   let node: RealNode;
@@ -59,14 +55,14 @@ describe.skipIf(!requireRealHost())('the .deb on a real systemd host', { timeout
       'sh',
       newer,
     ]);
-    const agentdBefore = await mainPid(node, 'agentd.service');
-    const machineBefore = await mainPid(node, 'systemd-nspawn@kube1.service');
+    const agentdBefore = await unitMainPid(node, 'agentd.service');
+    const machineBefore = await unitMainPid(node, 'systemd-nspawn@kube1.service');
     await node.host.execOk(['dpkg', '-i', '/root/agentd-newer.deb'], { timeoutMs: 300_000 });
     expect((await node.host.execOk(['dpkg-query', '-W', '-f', '${Version}', 'agentd'])).stdout.trim()).toBe(
       newer,
     );
-    expect(await mainPid(node, 'agentd.service')).not.toBe(agentdBefore);
-    expect(await mainPid(node, 'systemd-nspawn@kube1.service')).toBe(machineBefore);
+    expect(await unitMainPid(node, 'agentd.service')).not.toBe(agentdBefore);
+    expect(await unitMainPid(node, 'systemd-nspawn@kube1.service')).toBe(machineBefore);
     await node.waitReady();
     await expectNode(node, { active: 'kube1', version: '1.34.0' });
   });

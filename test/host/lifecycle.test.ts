@@ -9,17 +9,12 @@ import {
   expectNoMachines,
   expectNode,
   runningMachines,
+  unitMainPid,
   unitState,
   type OperationJson,
 } from '../support/real-host/assert-node.js';
 import { startJoinedNode, type RealNode } from '../support/real-host/node.js';
 import { requireRealHost } from '../support/real-host/require.js';
-
-async function machineMainPid(node: RealNode, m: string): Promise<string> {
-  return (
-    await node.host.execOk(['systemctl', 'show', '-p', 'MainPID', '--value', `systemd-nspawn@${m}.service`])
-  ).stdout.trim();
-}
 
 describe.skipIf(!requireRealHost())('agentd lifecycle on a real systemd host', { timeout: 180_000 }, () => {
   let node: RealNode;
@@ -42,19 +37,19 @@ describe.skipIf(!requireRealHost())('agentd lifecycle on a real systemd host', {
   }, 120_000);
 
   it('restarting agentd.service leaves kube1 and its kubelet running', async () => {
-    const pid = await machineMainPid(node, 'kube1');
+    const pid = await unitMainPid(node, 'systemd-nspawn@kube1.service');
     await node.host.execOk(['systemctl', 'restart', 'agentd.service']);
     await node.waitReady();
-    expect(await machineMainPid(node, 'kube1')).toBe(pid);
+    expect(await unitMainPid(node, 'systemd-nspawn@kube1.service')).toBe(pid);
     await expectNode(node, { active: 'kube1', version: '1.34.0' });
   });
 
   it('stopping agentd.service leaves kube1 running; starting it again finds the node as it was', async () => {
-    const pid = await machineMainPid(node, 'kube1');
+    const pid = await unitMainPid(node, 'systemd-nspawn@kube1.service');
     await node.host.execOk(['systemctl', 'stop', 'agentd.service']);
     expect(await unitState(node, 'agentd.service')).toBe('inactive');
     expect(await runningMachines(node)).toEqual(['kube1']);
-    expect(await machineMainPid(node, 'kube1')).toBe(pid);
+    expect(await unitMainPid(node, 'systemd-nspawn@kube1.service')).toBe(pid);
     // The socket and PID file went with the daemon.
     expect((await node.host.exec(['test', '-e', '/run/agentd/agentd.sock'])).exitCode).not.toBe(0);
     // Type=notify: `systemctl start` returns once recovery is done and the API serves.

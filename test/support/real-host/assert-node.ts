@@ -52,6 +52,11 @@ async function exists(node: RealNode, p: string): Promise<boolean> {
   return (await node.host.exec(['test', '-e', p])).exitCode === 0;
 }
 
+/** The main PID of a unit in the host, as systemd reports it (`0` when it does not run). */
+export async function unitMainPid(node: RealNode, unit: string): Promise<string> {
+  return (await node.host.execOk(['systemctl', 'show', '-p', 'MainPID', '--value', unit])).stdout.trim();
+}
+
 /** `systemctl is-active` of a unit in the host (the word it prints). */
 export async function unitState(node: RealNode, unit: string): Promise<string> {
   return (await node.host.exec(['systemctl', 'is-active', unit])).stdout.trim();
