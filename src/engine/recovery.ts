@@ -46,6 +46,12 @@ export interface RecoveryReport {
 }
 
 export async function recover(d: RecoveryDeps): Promise<RecoveryReport | null> {
+  const report = await recoverJournal(d);
+  await closeUnjournaled(d, await readJournal(d.stateDir));
+  return report;
+}
+
+async function recoverJournal(d: RecoveryDeps): Promise<RecoveryReport | null> {
   const journal = await readJournal(d.stateDir);
   if (!journal || journal.closed) return takeover(d);
   const log = d.logger.child({ recovery: journal.operationId });
@@ -194,6 +200,56 @@ async function markInterrupted(
         data: { actions: r.actions },
       };
   await d.store.save(op);
+}
+
+/** What recovery did about an operation the journal does not cover, by kind (a verb phrase). */
+const UNJOURNALED_OUTCOME: Record<string, string> = {
+  repair:
+    'left the node as it was (a repair only starts the active machine); agentd checks the node again and repairs it if it still does not serve',
+  drain:
+    'left the node as it was: it stays cordoned, drained as far as the drain got; run agentctl uncordon to undo it',
+  uncordon: 'left the node as it was; run agentctl uncordon again if the node is still cordoned',
+};
+
+/**
+ * Operations that never write the switch-over journal (repair, drain, uncordon) change no
+ * machine assignment, so recovery has nothing to drive; but one that was running when agentd
+ * stopped must not stay `running` in the history forever. Each is marked `interrupted`, with
+ * what recovery did (nothing) and what that means, like a journaled one. So is an update or
+ * reset whose journal closed just before agentd stopped, before its record was saved.
+ */
+async function closeUnjournaled(d: RecoveryDeps, journal: Journal | null): Promise<void> {
+  const finishedAt = new Date(d.clock.now()).toISOString();
+  const activeMachine = (await readNodeState(d.stateDir))?.activeMachine ?? null;
+  for (const op of d.store.list()) {
+    if (op.state !== 'running' && op.state !== 'pending') continue;
+    const interruptedIn = op.phases.find((p) => p.state === 'running')?.name ?? null;
+    // Its journal closed, but agentd stopped before the record said so.
+    const closedJournal = journal?.operationId === op.id && journal.closed ? journal : null;
+    const outcome = closedJournal
+      ? `found its journal closed (${closedJournal.outcome ?? 'no outcome'}) and left the node as it was`
+      : (UNJOURNALED_OUTCOME[op.kind] ?? 'found no journal of it and left the node as it was');
+    op.state = 'interrupted';
+    op.finishedAt = finishedAt;
+    for (const p of op.phases) {
+      if (p.state === 'running') {
+        p.state = 'failed';
+        p.finishedAt = finishedAt;
+        p.error = { code: 'CANCELLED', message: 'agentd stopped during this phase' };
+      } else if (p.state === 'pending') {
+        p.state = 'skipped';
+      }
+    }
+    op.result = {
+      ...(op.result ?? {}),
+      recovery: { interruptedIn, outcome, activeMachine, actions: [] },
+    };
+    d.logger.warn(
+      { operation: op.id, kind: op.kind, interruptedIn },
+      `closed an interrupted ${op.kind}: ${outcome}`,
+    );
+    await d.store.save(op);
+  }
 }
 
 /**

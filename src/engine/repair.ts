@@ -16,6 +16,7 @@ import {
   isAgentError,
 } from '../errors.js';
 import type { MachineDiagnostic } from '../host/machine-diagnostics.js';
+import { failpoint } from '../host/failpoints.js';
 import type { MachineManager } from '../host/machines.js';
 import type { Clock, MachineName } from '../host/types.js';
 import type { NodeStatus, Operation } from './operation.js';
@@ -221,6 +222,7 @@ export class NodeRepair {
     try {
       await rec.phaseStarted('start');
       try {
+        failpoint('repair.start.before');
         const info = await machines.inspect(m, signal);
         result.found = { running: info.running, kubelet: info.kubelet };
         if (!info.running) await machines.start(m, signal);

@@ -70,6 +70,15 @@ describe('node health and repair through the daemon', () => {
     await d.stop();
   });
 
+  it('agentd killed during a repair: the repair is not left running', async () => {
+    // The first repair check runs as agentd turns ready: it may die before /readyz answers.
+    d = await startSimDaemon({ dir, env: { AGENTD_FAILPOINTS: 'repair.start.before' }, waitReady: false });
+    await d.waitExit();
+    expect(d.proc.signalCode, d.logs()).toBe('SIGKILL');
+    expect(d.logs()).toContain('failpoint repair.start.before');
+    logs += d.logs();
+  });
+
   it('a restart with repair on brings the active machine back, recorded as a repair operation', async () => {
     d = await startSimDaemon({ dir });
     const daemon = d;
@@ -79,8 +88,22 @@ describe('node health and repair through the daemon', () => {
       daemon,
     );
     const { operations } = await rpcResult<{ operations: OperationView[] }>(daemon, 'operations.list', {});
-    const repair = operations.find((o) => o.kind === 'repair');
-    expect(repair).toMatchObject({ state: 'succeeded', from: 'kube1', to: 'kube1' });
+    // Newest first: the repair that healed the node, then the one agentd was killed in.
+    const repairs = operations.filter((o) => o.kind === 'repair');
+    expect(repairs.map((o) => o.state)).toEqual(['succeeded', 'interrupted']);
+    expect(repairs[0]).toMatchObject({ from: 'kube1', to: 'kube1' });
+    const killed = repairs[1] as OperationView;
+    expect(killed.phases.map((p) => [p.name, p.state])).toEqual([
+      ['start', 'failed'],
+      ['verify', 'skipped'],
+    ]);
+    expect(killed.result?.recovery).toMatchObject({
+      interruptedIn: 'start',
+      activeMachine: 'kube1',
+      actions: [],
+      outcome: expect.stringContaining('repairs it if it still does not serve'),
+    });
+    expect(killed.error).toBeNull();
     expect(await metricValue(daemon, 'agentd_node_serving')).toBe(1);
     expect(await metricValue(daemon, 'agentd_machine_kubelet_state{machine="kube1",state="active"}')).toBe(1);
     logs += daemon.logs();

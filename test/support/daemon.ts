@@ -43,6 +43,8 @@ export interface TestDaemonOptions {
    * `<dir>/.agentd/` (the daemon's cwd is `<dir>`). `socket`, `pidFile` and `root` are ignored.
    */
   simDefaults?: boolean;
+  /** Wait until /readyz answers (default true); false for a daemon meant to die during startup. */
+  waitReady?: boolean;
 }
 
 export interface HttpAnswer {
@@ -244,7 +246,7 @@ export async function startTestDaemon(options: TestDaemonOptions = {}): Promise<
   proc.stderr?.on('data', (c: Buffer) => (output += c.toString('utf8')));
   const logs = (): string => output;
   try {
-    await waitReady(socket, t, logs);
+    if (options.waitReady !== false) await waitReady(socket, t, logs);
   } catch (err) {
     await release(t);
     throw err;

@@ -44,6 +44,62 @@ describe('recover', () => {
     expect(f.log.calls).toEqual([]);
   });
 
+  it('a closed journal whose operation was never saved as ended: the record is closed, the host untouched', async () => {
+    const f = await createEngineFixture();
+    const op = await interrupted(f, { closed: true, outcome: 'succeeded' });
+    await writeNodeState(f.stateDir, 'kube2', new Date(f.clock.now()));
+    await recover(deps(f));
+    expect(f.log.calls).toEqual([]);
+    expect(f.store.get(op.id)).toMatchObject({
+      state: 'interrupted',
+      result: {
+        recovery: {
+          interruptedIn: 'stop',
+          activeMachine: 'kube2',
+          actions: [],
+          outcome: 'found its journal closed (succeeded) and left the node as it was',
+        },
+      },
+    });
+  });
+
+  it('operations that keep no journal (repair, drain) left running are closed as interrupted', async () => {
+    const f = await createEngineFixture();
+    await writeNodeState(f.stateDir, 'kube1', new Date(f.clock.now()));
+    const repair = f.recorder(['start', 'verify'], 'repair');
+    await repair.start();
+    await repair.phaseStarted('start');
+    const drain = f.recorder(['cordon', 'evict'], 'drain');
+    await drain.start();
+    await drain.phaseStarted('cordon');
+    await drain.phaseEnded('cordon', 'succeeded');
+    await drain.phaseStarted('evict');
+
+    expect(await recover(deps(f))).toBeNull();
+    expect(f.log.calls).toEqual([]);
+    const r = f.store.get(repair.op.id);
+    expect(r).toMatchObject({ state: 'interrupted', error: null, finishedAt: expect.any(String) });
+    expect(r?.phases.map((p) => [p.name, p.state, p.error?.code ?? null])).toEqual([
+      ['start', 'failed', 'CANCELLED'],
+      ['verify', 'skipped', null],
+    ]);
+    expect(r?.result).toMatchObject({
+      recovery: {
+        interruptedIn: 'start',
+        activeMachine: 'kube1',
+        outcome: expect.stringMatching(/repairs it/),
+      },
+    });
+    expect(f.store.get(drain.op.id)).toMatchObject({
+      state: 'interrupted',
+      result: { recovery: { interruptedIn: 'evict', outcome: expect.stringMatching(/agentctl uncordon/) } },
+    });
+    // Ended operations are left alone.
+    const before = structuredClone(f.store.list());
+    await recover(deps(f));
+    expect(f.store.list()).toEqual(before);
+  });
+
   it('uncommitted: the target is removed and the source brought back; the operation is interrupted', async () => {
     const f = await createEngineFixture();
     await f.applied.write('kube1', configAt('1.34.0'));
