@@ -3,11 +3,9 @@
  * target and the node keeps serving on kube1 (`cancelled`); once the switch-over has begun,
  * cancel is refused with PRECONDITION_FAILED and the update completes.
  */
-import { readFile, rm } from 'node:fs/promises';
-import http from 'node:http';
-import type { AddressInfo } from 'node:net';
-import path from 'node:path';
+import { readFile } from 'node:fs/promises';
 import { afterAll, beforeAll, describe, expect, it, onTestFinished } from 'vitest';
+import { holdImagePulls } from '../support/holding-registry.js';
 import {
   JOIN_VERSION,
   NEW_VERSION,
@@ -21,42 +19,6 @@ import {
   type SimNode,
 } from '../support/sim-node.js';
 
-/**
- * A registry in front of the node's mirror that passes everything through except layer and
- * config blob downloads, which it holds until the test ends: an update pulling an image from
- * it stays in provision, deterministically, until it is cancelled.
- */
-async function startHoldingRegistry(
-  mirrorPort: number,
-): Promise<{ hostPort: string; blobRequested: Promise<void> }> {
-  let onBlob!: () => void;
-  const blobRequested = new Promise<void>((resolve) => (onBlob = resolve));
-  const server = http.createServer((req, res) => {
-    if (req.method === 'GET' && /\/blobs\/sha256:/.test(req.url ?? '')) {
-      onBlob();
-      return; // held: never answered
-    }
-    const upstream = http.request(
-      { host: '127.0.0.1', port: mirrorPort, method: req.method, path: req.url, headers: req.headers },
-      (up) => {
-        res.writeHead(up.statusCode ?? 502, up.headers);
-        up.pipe(res);
-      },
-    );
-    upstream.on('error', () => res.destroy());
-    req.pipe(upstream);
-  });
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  onTestFinished(
-    () =>
-      new Promise<void>((resolve) => {
-        server.closeAllConnections();
-        server.close(() => resolve());
-      }),
-  );
-  return { hostPort: `127.0.0.1:${(server.address() as AddressInfo).port}`, blobRequested };
-}
-
 describe('cancel', () => {
   let template: SimNode;
   beforeAll(async () => {
@@ -69,15 +31,10 @@ describe('cancel', () => {
   it('before stop (in provision): cancelled, kube2 removed, the node unchanged on kube1', async () => {
     const node = await cloneSimNode(template);
     await node.start();
-    const mirror = JSON.parse(await readFile(path.join(node.stateDir, 'sim-mirror.json'), 'utf8')) as {
-      port: number;
-    };
-    const registry = await startHoldingRegistry(mirror.port);
-    // The join cached the image's blobs; without the cache the pull has to download them.
-    await rm(path.join(node.stateDir, 'cache', 'blobs'), { recursive: true, force: true });
+    const registry = await holdImagePulls(node);
     const appliedBefore = await readFile(node.appliedConfig('kube1'));
 
-    const op = await node.update({ set: { image: `${registry.hostPort}/agentd/sim-rootfs:v1` } });
+    const op = await node.update({ set: { image: registry.image } });
     await registry.blobRequested; // provision is pulling the rootfs into kube2
     const cancelling = await node.call<Op>('operations.cancel', { id: op.id });
     expect(cancelling.id).toBe(op.id);

@@ -1,0 +1,182 @@
+/**
+ * Ctrl-C and a lost daemon, as the operator meets them (docs/cli.md, exit codes): agentctl runs in
+ * this process with its Ctrl-C handler captured, against a real `--sim` daemon reached through a
+ * unix-socket proxy that sees every request.
+ *
+ * - Ctrl-C before the `update` request is sent: nothing is requested, nothing starts.
+ * - Ctrl-C while the request is in flight: the operation the daemon created is cancelled at once,
+ *   and the node is as it was.
+ * - The daemon dies while agentctl follows: agentctl names the operation and how to check on it.
+ */
+import { mkdtemp, rm } from 'node:fs/promises';
+import net from 'node:net';
+import os from 'node:os';
+import path from 'node:path';
+import { PassThrough } from 'node:stream';
+import { afterAll, beforeAll, describe, expect, it, onTestFinished } from 'vitest';
+import { runCli } from '../../src/cli/main.js';
+import { systemClock } from '../../src/host/clock.js';
+import { holdImagePulls } from '../support/holding-registry.js';
+import {
+  JOIN_VERSION,
+  cloneSimNode,
+  createJoinedTemplate,
+  disposeSimNode,
+  expectSingleMachine,
+  type Op,
+  type SimNode,
+} from '../support/sim-node.js';
+
+interface Proxy {
+  socket: string;
+  /** Method names of the JSON-RPC requests that went through, in order. */
+  methods: string[];
+}
+
+/** A unix-socket proxy to `target` that calls `onRequest(method)` as each RPC request passes. */
+async function startProxy(target: string, onRequest: (method: string) => void): Promise<Proxy> {
+  const dir = await mkdtemp(path.join(os.tmpdir(), 'agentctl-proxy-'));
+  const socket = path.join(dir, 'proxy.sock');
+  const methods: string[] = [];
+  const conns = new Set<net.Socket>();
+  const server = net.createServer((client) => {
+    const upstream = net.connect(target);
+    conns.add(client).add(upstream);
+    client.on('data', (chunk: Buffer) => {
+      for (const m of chunk.toString('utf8').matchAll(/"method":"([^"]+)"/g)) {
+        methods.push(m[1] as string);
+        onRequest(m[1] as string);
+      }
+      upstream.write(chunk);
+    });
+    upstream.pipe(client);
+    const close = (): void => {
+      client.destroy();
+      upstream.destroy();
+    };
+    client.on('error', close).on('close', close);
+    upstream.on('error', close).on('close', close);
+  });
+  await new Promise<void>((resolve) => server.listen(socket, resolve));
+  onTestFinished(async () => {
+    for (const c of conns) c.destroy();
+    await new Promise<void>((resolve) => server.close(() => resolve()));
+    await rm(dir, { recursive: true, force: true });
+  });
+  return { socket, methods };
+}
+
+function sink(): NodeJS.WriteStream & { text: () => string } {
+  let text = '';
+  return {
+    isTTY: false,
+    write(chunk: string) {
+      text += chunk;
+      return true;
+    },
+    text: () => text,
+  } as unknown as NodeJS.WriteStream & { text: () => string };
+}
+
+/** Run agentctl in this process; `interrupt` is its Ctrl-C handler once it installs one. */
+function agentctl(
+  args: string[],
+  onInterruptInstalled: (fire: () => void) => void = () => undefined,
+): Promise<{ code: number; stdout: string; stderr: string }> {
+  const stdout = sink();
+  const stderr = sink();
+  const proc = {
+    stdin: new PassThrough(),
+    clock: systemClock,
+    onInterrupt(handler: () => void) {
+      onInterruptInstalled(handler);
+      return () => undefined;
+    },
+  };
+  return runCli(['node', 'agentctl', ...args], { env: {}, cwd: os.tmpdir(), stdout, stderr, proc }).then(
+    (code) => ({ code, stdout: stdout.text(), stderr: stderr.text() }),
+  );
+}
+
+describe('agentctl and Ctrl-C, and a daemon lost while following', () => {
+  let template: SimNode;
+  beforeAll(async () => {
+    template = await createJoinedTemplate();
+  });
+  afterAll(async () => {
+    await disposeSimNode(template);
+  });
+
+  it('Ctrl-C before the update request is sent: nothing is requested, nothing starts', async () => {
+    const node = await cloneSimNode(template);
+    await node.start();
+    const before = await node.operations();
+    const proxy = await startProxy(node.socket, () => undefined);
+
+    // The Ctrl-C arrives as soon as agentctl takes it over, before the request goes out.
+    const r = await agentctl(['--socket', proxy.socket, 'update', '--kubernetes-version', '1.35.0'], (fire) =>
+      fire(),
+    );
+    expect(r.code, r.stderr).toBe(130);
+    expect(r.stderr).toContain('interrupted before the update was requested; nothing was started');
+    expect(proxy.methods).not.toContain('update');
+    expect(await node.operations()).toEqual(before);
+    await expectSingleMachine(node, { active: 'kube1', version: JOIN_VERSION });
+  });
+
+  it('Ctrl-C while the update request is in flight: the new operation is cancelled at once', async () => {
+    const node = await cloneSimNode(template);
+    await node.start();
+    const registry = await holdImagePulls(node);
+    let fire: (() => void) | undefined;
+    // The Ctrl-C arrives while the daemon is creating the operation: after the request left
+    // agentctl, before the answer (with the operation's id) came back.
+    const proxy = await startProxy(node.socket, (method) => {
+      if (method === 'update') fire?.();
+    });
+
+    const r = await agentctl(
+      ['--socket', proxy.socket, '--json', 'update', '--image', registry.image],
+      (handler) => (fire = handler),
+    );
+    expect(r.code, r.stderr).toBe(130);
+    expect(proxy.methods.slice(0, 3)).toEqual(['update', 'operations.cancel', 'operations.wait']);
+    const printed = JSON.parse(r.stdout) as Op;
+    expect(printed.state).toBe('cancelled');
+    expect(r.stderr).toContain(
+      `interrupted: cancelled update ${printed.id} as it started; nothing was changed`,
+    );
+    const [newest] = await node.operations();
+    expect(newest).toMatchObject({ id: printed.id, kind: 'update', state: 'cancelled' });
+    await expectSingleMachine(node, { active: 'kube1', version: JOIN_VERSION });
+  });
+
+  it('the daemon dies while agentctl follows: the operation id and how to check on it', async () => {
+    const node = await cloneSimNode(template);
+    const daemon = await node.start();
+    const registry = await holdImagePulls(node);
+    // The update stays in provision (its pull is held); then the daemon is killed.
+    void registry.blobRequested.then(() => daemon.kill());
+
+    const r = await agentctl(['--socket', node.socket, '--json', 'update', '--image', registry.image]);
+    expect(r.code, r.stderr).toBe(3);
+    const printed = JSON.parse(r.stdout) as {
+      error: { operation: string; message: string; exitCode: number };
+    };
+    const id = printed.error.operation;
+    expect(id).toMatch(/^op-/);
+    expect(printed.error.exitCode).toBe(3);
+    const resume = `agentctl --socket ${node.socket} ops wait ${id}`;
+    expect(printed.error.message).toContain(
+      `following update ${id} stopped, it may still be running: ${resume}`,
+    );
+    expect(r.stderr).toContain(resume);
+
+    // What the message promises: once agentd is back, that command gives the operation's end
+    // (here recovery closed it: agentd was killed during it).
+    await node.start();
+    const again = await agentctl(['--socket', node.socket, '--json', 'ops', 'wait', id]);
+    expect((JSON.parse(again.stdout) as Op).state).toBe('interrupted');
+    await expectSingleMachine(node, { active: 'kube1', version: JOIN_VERSION });
+  });
+});
