@@ -8,12 +8,12 @@
  */
 import { createHash } from 'node:crypto';
 import { existsSync } from 'node:fs';
-import { mkdir, open, readFile, readdir, rename, rm, stat } from 'node:fs/promises';
+import { mkdir, readFile, readdir, rename, rm, stat } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
-import { setTimeout as delay } from 'node:timers/promises';
 import { fileURLToPath } from 'node:url';
 import { release, type ReleaseResult } from '../../scripts/release/release.js';
+import { buildOnce } from './build-lock.js';
 
 const REPO = fileURLToPath(new URL('../../', import.meta.url));
 const INPUTS = [
@@ -69,43 +69,17 @@ export function ensureRelease(): Promise<ReleaseResult> {
     const base = path.join(os.tmpdir(), 'agentd-test-release');
     const dir = path.join(base, await inputsDigest());
     await mkdir(base, { recursive: true });
-    const lock = `${dir}.lock`;
-    for (let waited = 0; !existsSync(path.join(dir, 'SHA256SUMS')); waited++) {
-      // One builder at a time across test processes: the lock file is created exclusively.
-      const handle = await open(lock, 'wx').catch(() => null);
-      if (handle) {
-        try {
-          await handle.write(String(process.pid));
-          // Another process may have finished between our look and our lock.
-          if (existsSync(path.join(dir, 'SHA256SUMS'))) break;
-          const tmp = `${dir}.tmp-${process.pid}`;
-          await rm(tmp, { recursive: true, force: true });
-          await release({ outDir: tmp, skipBundle: true });
-          await rename(tmp, dir);
-        } finally {
-          await handle.close();
-          await rm(lock, { force: true });
-        }
-        break;
-      }
-      const holder = Number(await readFile(lock, 'utf8').catch(() => ''));
-      // A builder that died leaves its lock: take it over.
-      if (holder > 0 && !isAlive(holder)) await rm(lock, { force: true });
-      if (waited > 600) throw new Error(`waited 10 minutes for ${lock}`);
-      await delay(1_000);
-    }
+    const built = (): boolean => existsSync(path.join(dir, 'SHA256SUMS'));
+    // One builder across the test processes; the others wait and use its artifacts.
+    await buildOnce(dir, built, async () => {
+      const tmp = `${dir}.tmp-${process.pid}`;
+      await rm(tmp, { recursive: true, force: true });
+      await release({ outDir: tmp, skipBundle: true });
+      await rename(tmp, dir);
+    });
     return resultOf(dir, version);
   })().catch((err: unknown) => {
     pending = undefined;
     throw err;
   }));
-}
-
-function isAlive(pid: number): boolean {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch {
-    return false;
-  }
 }

@@ -19,6 +19,7 @@ import path from 'node:path';
 import { pipeline } from 'node:stream/promises';
 import * as tar from 'tar';
 import { hostArch } from '../../../src/provision/provisioner.js';
+import { buildOnce } from '../build-lock.js';
 import { RECIPE_ID, ensureBaseTarball, realHostCacheDir } from './rootfs.js';
 import { runOk } from './run.js';
 
@@ -74,77 +75,84 @@ export function ensureMachineImageLayout(): Promise<string> {
     const layout = path.join(realHostCacheDir(), `machine-images-${RECIPE_ID}-r${IMAGES_REV}-${hostArch()}`);
     if (existsSync(path.join(layout, 'index.json'))) return layout;
     const base = await ensureBaseTarball();
-    const work = await mkdtemp(`${layout}.tmp-`);
-    try {
-      const tmpLayout = path.join(work, 'layout');
-      await mkdir(path.join(tmpLayout, 'blobs', 'sha256'), { recursive: true });
-      const tree = path.join(work, 'tree');
-      await mkdir(tree);
-      await runOk('tar', ['--zstd', '-xpf', base, '--numeric-owner', '--exclude=./dev/*', '-C', tree], {
-        timeoutMs: 300_000,
-      });
-      const baseTar = path.join(work, 'base.tar');
-      await runOk('tar', ['--numeric-owner', '-cf', baseTar, '-C', tree, '.'], { timeoutMs: 300_000 });
-      await rm(tree, { recursive: true, force: true });
-
-      const layerType = 'application/vnd.oci.image.layer.v1.tar';
-      const baseLayer = await addBlobFile(tmpLayout, baseTar, layerType);
-      const extra: Record<MachineImageTag, Descriptor[]> = {
-        v1: [],
-        v2: [
-          await addBlobFile(
-            tmpLayout,
-            await smallLayer(work, 'v2', { 'etc/agentd-test-image': 'v2\n' }),
-            layerType,
-          ),
-        ],
-        noboot: [
-          await addBlobFile(
-            tmpLayout,
-            await smallLayer(work, 'noboot', {
-              'usr/lib/systemd/.wh.systemd': '',
-              'usr/sbin/.wh.init': '',
-            }),
-            layerType,
-          ),
-        ],
-      };
-      const manifests = [];
-      for (const tag of MACHINE_IMAGE_TAGS) {
-        const layers = [baseLayer, ...extra[tag]];
-        const config = await addBlobJson(
-          tmpLayout,
-          {
-            architecture: hostArch(),
-            os: 'linux',
-            config: {},
-            // A layer is uncompressed here, so its diff ID is its digest.
-            rootfs: { type: 'layers', diff_ids: layers.map((l) => l.digest) },
-          },
-          'application/vnd.oci.image.config.v1+json',
-        );
-        const manifest = await addBlobJson(
-          tmpLayout,
-          { schemaVersion: 2, mediaType: 'application/vnd.oci.image.manifest.v1+json', config, layers },
-          'application/vnd.oci.image.manifest.v1+json',
-        );
-        manifests.push({ ...manifest, annotations: { 'org.opencontainers.image.ref.name': tag } });
-      }
-      await writeFile(path.join(tmpLayout, 'oci-layout'), JSON.stringify({ imageLayoutVersion: '1.0.0' }));
-      await writeFile(
-        path.join(tmpLayout, 'index.json'),
-        JSON.stringify({ schemaVersion: 2, mediaType: 'application/vnd.oci.image.index.v1+json', manifests }),
-      );
-      await rename(tmpLayout, layout).catch(async (err: NodeJS.ErrnoException) => {
-        // Another run built it meanwhile: theirs is as good as ours.
-        if (!existsSync(path.join(layout, 'index.json'))) throw err;
-      });
-      return layout;
-    } finally {
-      await rm(work, { recursive: true, force: true });
-    }
+    // One builder across the test processes; the others wait and use its layout.
+    await buildOnce(
+      layout,
+      () => existsSync(path.join(layout, 'index.json')),
+      () => buildLayout(layout, base),
+    );
+    return layout;
   })().catch((err: unknown) => {
     building = undefined;
     throw err;
   }));
+}
+
+/** Build the three tags' layout from the base tarball into `layout`. */
+async function buildLayout(layout: string, base: string): Promise<void> {
+  const work = await mkdtemp(`${layout}.tmp-`);
+  try {
+    const tmpLayout = path.join(work, 'layout');
+    await mkdir(path.join(tmpLayout, 'blobs', 'sha256'), { recursive: true });
+    const tree = path.join(work, 'tree');
+    await mkdir(tree);
+    await runOk('tar', ['--zstd', '-xpf', base, '--numeric-owner', '--exclude=./dev/*', '-C', tree], {
+      timeoutMs: 300_000,
+    });
+    const baseTar = path.join(work, 'base.tar');
+    await runOk('tar', ['--numeric-owner', '-cf', baseTar, '-C', tree, '.'], { timeoutMs: 300_000 });
+    await rm(tree, { recursive: true, force: true });
+
+    const layerType = 'application/vnd.oci.image.layer.v1.tar';
+    const baseLayer = await addBlobFile(tmpLayout, baseTar, layerType);
+    const extra: Record<MachineImageTag, Descriptor[]> = {
+      v1: [],
+      v2: [
+        await addBlobFile(
+          tmpLayout,
+          await smallLayer(work, 'v2', { 'etc/agentd-test-image': 'v2\n' }),
+          layerType,
+        ),
+      ],
+      noboot: [
+        await addBlobFile(
+          tmpLayout,
+          await smallLayer(work, 'noboot', {
+            'usr/lib/systemd/.wh.systemd': '',
+            'usr/sbin/.wh.init': '',
+          }),
+          layerType,
+        ),
+      ],
+    };
+    const manifests = [];
+    for (const tag of MACHINE_IMAGE_TAGS) {
+      const layers = [baseLayer, ...extra[tag]];
+      const config = await addBlobJson(
+        tmpLayout,
+        {
+          architecture: hostArch(),
+          os: 'linux',
+          config: {},
+          // A layer is uncompressed here, so its diff ID is its digest.
+          rootfs: { type: 'layers', diff_ids: layers.map((l) => l.digest) },
+        },
+        'application/vnd.oci.image.config.v1+json',
+      );
+      const manifest = await addBlobJson(
+        tmpLayout,
+        { schemaVersion: 2, mediaType: 'application/vnd.oci.image.manifest.v1+json', config, layers },
+        'application/vnd.oci.image.manifest.v1+json',
+      );
+      manifests.push({ ...manifest, annotations: { 'org.opencontainers.image.ref.name': tag } });
+    }
+    await writeFile(path.join(tmpLayout, 'oci-layout'), JSON.stringify({ imageLayoutVersion: '1.0.0' }));
+    await writeFile(
+      path.join(tmpLayout, 'index.json'),
+      JSON.stringify({ schemaVersion: 2, mediaType: 'application/vnd.oci.image.index.v1+json', manifests }),
+    );
+    await rename(tmpLayout, layout);
+  } finally {
+    await rm(work, { recursive: true, force: true });
+  }
 }

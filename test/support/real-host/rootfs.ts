@@ -9,6 +9,7 @@ import { existsSync } from 'node:fs';
 import { mkdir, rename, rm } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
+import { buildOnce } from '../build-lock.js';
 import { runOk } from './run.js';
 
 /**
@@ -39,16 +40,22 @@ export function ensureBaseTarball(): Promise<string> {
   return (building ??= (async () => {
     const dir = realHostCacheDir();
     const file = path.join(dir, `bookworm-base-${RECIPE_ID}.tar.zst`);
-    if (existsSync(file)) return file;
     await mkdir(dir, { recursive: true });
-    // Built under a name of its own and renamed: concurrent builders never see half a file.
-    const tmp = `${file}.${process.pid}.tmp.tar.zst`;
-    try {
-      await runOk('mmdebstrap', [...RECIPE, tmp], { timeoutMs: 600_000 });
-      await rename(tmp, file);
-    } finally {
-      await rm(tmp, { force: true });
-    }
+    // One mmdebstrap across the test processes; built under a name of its own and renamed, so
+    // no reader ever sees half a file.
+    await buildOnce(
+      file,
+      () => existsSync(file),
+      async () => {
+        const tmp = `${file}.${process.pid}.tmp.tar.zst`;
+        try {
+          await runOk('mmdebstrap', [...RECIPE, tmp], { timeoutMs: 600_000 });
+          await rename(tmp, file);
+        } finally {
+          await rm(tmp, { force: true });
+        }
+      },
+    );
     return file;
   })().catch((err: unknown) => {
     building = undefined;
