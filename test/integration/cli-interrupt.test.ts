@@ -26,6 +26,7 @@ import {
   type Op,
   type SimNode,
 } from '../support/sim-node.js';
+import { recordingStream } from '../support/cli.js';
 
 interface Proxy {
   socket: string;
@@ -66,25 +67,13 @@ async function startProxy(target: string, onRequest: (method: string) => void): 
   return { socket, methods };
 }
 
-function sink(): NodeJS.WriteStream & { text: () => string } {
-  let text = '';
-  return {
-    isTTY: false,
-    write(chunk: string) {
-      text += chunk;
-      return true;
-    },
-    text: () => text,
-  } as unknown as NodeJS.WriteStream & { text: () => string };
-}
-
 /** Run agentctl in this process; `interrupt` is its Ctrl-C handler once it installs one. */
 function agentctl(
   args: string[],
   onInterruptInstalled: (fire: () => void) => void = () => undefined,
 ): Promise<{ code: number; stdout: string; stderr: string }> {
-  const stdout = sink();
-  const stderr = sink();
+  const stdout = recordingStream();
+  const stderr = recordingStream();
   const proc = {
     stdin: new PassThrough(),
     clock: systemClock,

@@ -48,3 +48,16 @@ export async function runAgentctl(args: string[], options: RunAgentctlOptions = 
   clearTimeout(timer);
   return { code, stdout, stderr, timedOut };
 }
+
+/** A stand-in for process.stdout/stderr that records what is written (for agentctl run in-process). */
+export function recordingStream(isTTY = false): NodeJS.WriteStream & { text: () => string } {
+  let text = '';
+  return {
+    isTTY,
+    write(chunk: string) {
+      text += chunk;
+      return true;
+    },
+    text: () => text,
+  } as unknown as NodeJS.WriteStream & { text: () => string };
+}

@@ -5,6 +5,7 @@ import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { PassThrough } from 'node:stream';
 import { runCli } from '../../../src/cli/main.js';
 import { systemClock } from '../../../src/host/clock.js';
+import { recordingStream } from '../../support/cli.js';
 
 let dir: string;
 beforeEach(async () => {
@@ -14,21 +15,9 @@ afterEach(async () => {
   await rm(dir, { recursive: true, force: true });
 });
 
-function stream(): NodeJS.WriteStream & { text: () => string } {
-  let text = '';
-  return {
-    isTTY: false,
-    write(chunk: string) {
-      text += chunk;
-      return true;
-    },
-    text: () => text,
-  } as unknown as NodeJS.WriteStream & { text: () => string };
-}
-
 async function cli(...args: string[]) {
-  const stdout = stream();
-  const stderr = stream();
+  const stdout = recordingStream();
+  const stderr = recordingStream();
   // Never the test runner's own stdin: on a developer's terminal a prompt would wait for an answer.
   const proc = { stdin: new PassThrough(), clock: systemClock, onInterrupt: () => () => undefined };
   const code = await runCli(['node', 'agentctl', ...args], { env: {}, cwd: dir, stdout, stderr, proc });
@@ -78,8 +67,8 @@ describe('runCli exit codes', () => {
 
   it('AGENTD_SOCKET picks the socket', async () => {
     const socket = path.join(dir, 'env.sock');
-    const stdout = stream();
-    const stderr = stream();
+    const stdout = recordingStream();
+    const stderr = recordingStream();
     const code = await runCli(['node', 'agentctl', 'status'], {
       env: { AGENTD_SOCKET: socket },
       cwd: dir,

@@ -9,23 +9,11 @@ import {
   table,
   toneOf,
 } from '../../../src/cli/output.js';
-
-/** A stand-in for process.stdout/stderr that records what was written. */
-function fakeStream(isTTY: boolean): NodeJS.WriteStream & { text: () => string } {
-  let text = '';
-  return {
-    isTTY,
-    write(chunk: string) {
-      text += chunk;
-      return true;
-    },
-    text: () => text,
-  } as unknown as NodeJS.WriteStream & { text: () => string };
-}
+import { recordingStream } from '../../support/cli.js';
 
 function output(o: { json?: boolean; colorFlag?: boolean; env?: NodeJS.ProcessEnv; tty?: boolean }) {
-  const stdout = fakeStream(o.tty ?? true);
-  const stderr = fakeStream(o.tty ?? true);
+  const stdout = recordingStream(o.tty ?? true);
+  const stderr = recordingStream(o.tty ?? true);
   const out = createOutput({
     json: o.json ?? false,
     colorFlag: o.colorFlag ?? true,
@@ -146,7 +134,7 @@ describe('formatAge', () => {
 
 describe('the progress side (stderr)', () => {
   function streams(stdoutTty: boolean, stderrTty: boolean) {
-    return { stdout: fakeStream(stdoutTty), stderr: fakeStream(stderrTty) };
+    return { stdout: recordingStream(stdoutTty), stderr: recordingStream(stderrTty) };
   }
 
   it('is live and colored when stderr is a terminal, even with --json or a piped stdout', () => {
