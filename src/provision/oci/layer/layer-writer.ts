@@ -22,8 +22,8 @@ import { readdir, rm } from 'node:fs/promises';
 import path from 'node:path';
 import { UnsafeArchiveError } from '../../../errors.js';
 import { writeAll, writeAllSync } from '../write-all.js';
-import { MAX_PATH_BYTES, baseOf, joinRel, normalizeEntryPath, parentOf } from './entry-path.js';
-import type { TarEntry } from './tar-reader.js';
+import { MAX_PATH_BYTES, baseOf, joinRel, normalizeEntryPath, parentOf } from '../../tar/entry-path.js';
+import type { TarEntry } from '../../tar/tar-reader.js';
 
 /** What a layer did to the tree. */
 export interface ApplyStats {
