@@ -2,9 +2,13 @@ import { describe, expect, it } from 'vitest';
 import { EntryPolicy } from '../../../../src/provision/tar/entry-policy.js';
 import type { TarEntry, TarEntryKind } from '../../../../src/provision/tar/tar-reader.js';
 
+async function* noBody(): AsyncGenerator<Buffer> {
+  // no content
+}
+
 function entry(path: string, kind: TarEntryKind = 'file', linkname = ''): TarEntry {
   const typeflag = { file: '0', hardlink: '1', symlink: '2', directory: '5' }[kind as string] ?? 'S';
-  return { path, kind, typeflag, mode: 0o644, uid: 0, gid: 0, size: 0, mtime: 0, linkname, body: [] };
+  return { path, kind, typeflag, mode: 0o644, uid: 0, gid: 0, size: 0, mtime: 0, linkname, body: noBody() };
 }
 
 function refusal(policy: EntryPolicy, e: TarEntry): string {
