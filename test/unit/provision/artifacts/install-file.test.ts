@@ -8,8 +8,7 @@ import { defaultOpenWrite } from '../../../../src/provision/artifacts/file-io.js
 import { installFromCache } from '../../../../src/provision/artifacts/install-file.js';
 import { resolveArtifacts } from '../../../../src/provision/artifacts/resolve.js';
 import type { ArtifactName, ArtifactSpec } from '../../../../src/provision/artifacts/types.js';
-import { createTarGz, type TarEntry } from '../../../../src/sim/mirror/artifact-tar.js';
-import { buildTarGz } from '../../../../src/sim/mirror/tar-build.js';
+import { buildTarGz, type TarBuildEntry } from '../../../../src/sim/mirror/tar-build.js';
 import { OUTSIDE_SECRET, maliciousLayers } from '../../../support/malicious-layers.js';
 import { makeAgentConfig } from '../../../support/agent-config.js';
 import { tempDirs, walkFiles } from './helpers.js';
@@ -30,8 +29,8 @@ async function cacheFile(bytes: Buffer): Promise<{ file: string; sha256: string 
   return { file, sha256 };
 }
 
-async function install(name: ArtifactName, entries: TarEntry[], rootfs: string): Promise<void> {
-  const { file, sha256 } = await cacheFile(createTarGz(entries));
+async function install(name: ArtifactName, entries: TarBuildEntry[], rootfs: string): Promise<void> {
+  const { file, sha256 } = await cacheFile(buildTarGz(entries));
   await installFromCache(spec(name), file, sha256, rootfs, deps);
 }
 
@@ -50,13 +49,13 @@ describe('installFromCache: archives', () => {
     await install(
       'containerd',
       [
-        { path: 'bin/', type: 'dir' },
-        { path: 'bin/containerd', data: 'c', mode: 0o700 },
-        { path: 'bin/ctr', data: 'first' },
-        { path: 'bin/ctr', data: 'second' },
-        { path: 'bin/nested/evil', data: 'x' },
-        { path: 'bin/link', type: 'symlink', linkpath: '/etc/shadow' },
-        { path: 'README.md', data: 'docs' },
+        { path: 'bin/', type: 'directory' },
+        { path: 'bin/containerd', content: 'c', mode: 0o700 },
+        { path: 'bin/ctr', content: 'first' },
+        { path: 'bin/ctr', content: 'second' },
+        { path: 'bin/nested/evil', content: 'x' },
+        { path: 'bin/link', type: 'symlink', linkTarget: '/etc/shadow' },
+        { path: 'README.md', content: 'docs' },
       ],
       rootfs,
     );
@@ -70,7 +69,7 @@ describe('installFromCache: archives', () => {
     const plugins = ['bridge', 'host-local', 'loopback', 'portmap'];
     await install(
       'cni-plugins',
-      [{ path: './', type: 'dir' }, ...plugins.map((p) => ({ path: `./${p}`, data: p }))],
+      [{ path: './', type: 'directory' }, ...plugins.map((p) => ({ path: `./${p}`, content: p }))],
       rootfs,
     );
     expect(await walkFiles(rootfs)).toEqual(plugins.map((p) => `opt/cni/bin/${p}`));
@@ -88,8 +87,8 @@ describe('installFromCache: archives', () => {
       install(
         'containerd',
         [
-          { path: 'bin/containerd', data: 'ok' },
-          { path: bad, data: 'evil' },
+          { path: 'bin/containerd', content: 'ok' },
+          { path: bad, content: 'evil' },
         ],
         rootfs,
       ),
@@ -102,7 +101,7 @@ describe('installFromCache: archives', () => {
 
   it('an archive without a required file is DOWNLOAD_FAILED naming it', async () => {
     const rootfs = await dirs.make('agentd-rootfs-');
-    const err = await failure(install('crictl', [{ path: 'critest', data: 'x' }], rootfs));
+    const err = await failure(install('crictl', [{ path: 'critest', content: 'x' }], rootfs));
     expect(err.code).toBe('DOWNLOAD_FAILED');
     expect(err.message).toContain('crictl');
     expect(await walkFiles(rootfs)).toEqual([]);
@@ -110,7 +109,7 @@ describe('installFromCache: archives', () => {
 
   it('a cache file that is not the digest it is filed under is CHECKSUM_MISMATCH', async () => {
     const rootfs = await dirs.make('agentd-rootfs-');
-    const { file, sha256 } = await cacheFile(createTarGz([{ path: 'crictl', data: 'x' }]));
+    const { file, sha256 } = await cacheFile(buildTarGz([{ path: 'crictl', content: 'x' }]));
     await writeFile(file, 'not a tarball at all');
     const err = await failure(installFromCache(spec('crictl'), file, sha256, rootfs, deps));
     expect(err.code).toBe('CHECKSUM_MISMATCH');
@@ -146,8 +145,8 @@ describe('installFromCache: hostile archives (the same cases as image layers)', 
     await install(
       'containerd',
       [
-        { path: 'bin/containerd', data: 'c' },
-        { path: 'bin/.wh.containerd', data: 'x' },
+        { path: 'bin/containerd', content: 'c' },
+        { path: 'bin/.wh.containerd', content: 'x' },
       ],
       rootfs,
     );
