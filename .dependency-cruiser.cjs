@@ -72,6 +72,28 @@ module.exports = {
       to: { path: '^src/daemon/sim-wiring\\.ts$', dependencyTypesNot: ['dynamic-import'] },
     },
     {
+      name: 'kube-client-lazy',
+      comment:
+        '@kubernetes/client-node loads only once credentials may exist: src/kube/runtime.ts (the session) and src/watcher/watcher.ts (the supervisor) are imported with import() or for types only.',
+      severity: 'error',
+      from: { path: '^src/(kube/session|watcher/supervisor)\\.ts$' },
+      to: {
+        path: '^src/(kube/(runtime|client|index)|watcher/(watcher|index))\\.ts$',
+        dependencyTypesNot: ['dynamic-import', 'type-only'],
+      },
+    },
+    {
+      name: 'kube-wiring-no-kube-client',
+      comment:
+        'The daemon reaches the Kubernetes client only through the session and the supervisor: it imports src/kube and src/watcher for types, or their session and supervisor modules.',
+      severity: 'error',
+      from: { path: '^src/daemon/' },
+      to: {
+        path: '^src/(kube|watcher)/(?!(session|supervisor)\\.ts$)',
+        dependencyTypesNot: ['type-only'],
+      },
+    },
+    {
       name: 'no-src-to-tests',
       severity: 'error',
       from: { path: '^src/' },

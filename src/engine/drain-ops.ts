@@ -1,27 +1,19 @@
 /**
  * The `drain` and `uncordon` operations (docs/api.md), and the drain seam the update's drain and
  * uncordon phases use. Both run on `NodeDrainOps`, this node's cordon/drain bound to the
- * Kubernetes clients of the moment (see `src/daemon/kube-wiring.ts`).
+ * Kubernetes clients of the moment (see `src/kube/session.ts`).
  */
 import { AgentError, CancelledError, PreconditionFailedError, isAgentError } from '../errors.js';
-import type { CordonResult, DrainOptions, DrainResult, UncordonResult } from '../kube/index.js';
+import type { DrainOptions, DrainResult } from '../kube/index.js';
+import type { NodeOps } from '../kube/session.js';
 import type { OperationRecorder } from './operation-recorder.js';
 import type { NodeDrainer, UpdateOutcome } from './update.js';
 
 export const DRAIN_PHASES = ['drain'] as const;
 export const UNCORDON_PHASES = ['uncordon'] as const;
 
-/** Cordon, drain and uncordon of this node. Every method throws when `unavailableReason()` is set. */
-export interface NodeDrainOps {
-  /** Why the node cannot be drained now (no credentials, no node name), or null when it can. */
-  unavailableReason(): string | null;
-  /** Whether the node is cordoned, as last seen; null when unknown. */
-  cordoned(): boolean | null;
-  cordon(): Promise<CordonResult>;
-  drain(options: DrainOptions): Promise<DrainResult>;
-  /** Undo agentd's own cordon; with `force` also an administrator's. */
-  uncordon(options?: { force?: boolean }): Promise<UncordonResult>;
-}
+/** Cordon, drain and uncordon of this node, bound to the Kubernetes session (`src/kube/session.ts`). */
+export type NodeDrainOps = NodeOps;
 
 /** A `drain` request as the RPC method passes it. */
 export interface DrainRequest {

@@ -338,28 +338,25 @@ export class Engine {
   }
 
   #refreshIfStale(): void {
-    if (this.#stale && !this.#slot.current) {
-      this.#stale = false;
-      void this.refreshNode();
-    }
+    if (this.#slot.current) return;
+    if (this.#o.clock.now() - this.#readAt < this.#maxAgeMs) return;
+    this.#readAt = Infinity; // one refresh at a time; the read sets it again
+    void this.refreshNode();
   }
 
-  /**
-   * Set `statusMaxAgeMs` after each read of the node, by an unref'd timer: a status poll then
-   * checks a flag instead of reading the clock (it runs on every call).
-   */
-  #stale = false;
-  #staleTimer: NodeJS.Timeout | undefined;
+  /** When the node was last read, on the injected clock (Infinity: not yet, or a read is under way). */
+  #readAt = Infinity;
 
-  #armStaleTimer(): void {
-    clearTimeout(this.#staleTimer);
-    this.#stale = false;
-    this.#staleTimer = setTimeout(() => {
-      this.#stale = true;
-      // An old snapshot is an input too: the next `status` is answered afresh and refreshes it.
-      this.#version.bump();
-    }, this.#o.statusMaxAgeMs ?? 5000);
-    this.#staleTimer.unref();
+  get #maxAgeMs(): number {
+    return this.#o.statusMaxAgeMs ?? 5000;
+  }
+
+  /** A read of the node is done: the snapshot is new, and gets old `statusMaxAgeMs` from now. */
+  #noteRead(): void {
+    this.#readAt = this.#o.clock.now();
+    // An old snapshot is an input too: the version moves on then, so the next `status` is
+    // answered afresh and refreshes it.
+    this.#version.expireAfter(this.#maxAgeMs, this.#o.clock);
   }
 
   /**
@@ -589,7 +586,6 @@ export class Engine {
     await this.#slot.drain(graceMs);
     await this.#repairLoop;
     await this.#snap.settled();
-    clearTimeout(this.#staleTimer);
   }
 
   async #recordNoop(req: UpdateRequest, source: MachineName | null): Promise<Operation> {
@@ -607,6 +603,6 @@ export class Engine {
 
   /** Re-read the node from disk and the host. Concurrent callers share one refresh. */
   refreshNode(): Promise<void> {
-    return this.#snap.refresh().finally(() => this.#armStaleTimer());
+    return this.#snap.refresh().finally(() => this.#noteRead());
   }
 }

@@ -16,7 +16,7 @@ export interface DaemonInfo {
   shutdownGraceMs?: number;
 }
 
-/** Status of the Machine CR watcher (`src/watcher`, wired in `src/daemon/kube-wiring.ts`). */
+/** Status of the Machine CR watcher (`src/watcher`, supervised by `src/watcher/supervisor.ts`). */
 export interface WatcherStatus {
   /** The watcher runs (it may still be failing: see `connected` and `lastError`). */
   enabled: boolean;

@@ -1,8 +1,7 @@
 /** `agentctl preflight`: run the checks of an update without changing anything; exit 1 when one fails. */
-import { readConfigFile } from '../config-file.js';
 import type { CliContext } from '../context.js';
-import { CliError, CliExit, EXIT } from '../exit-codes.js';
-import { withFlagNames } from './update.js';
+import { CliExit, EXIT } from '../exit-codes.js';
+import { targetParams, withFlagNames } from './update.js';
 import { table } from '../output.js';
 
 export async function runPreflight(
@@ -10,24 +9,12 @@ export async function runPreflight(
   flags: { config?: string; kubernetesVersion?: string; image?: string },
 ): Promise<void> {
   // The same target flags as update, and the same rule: a config file or flags, not both.
-  const set: Record<string, string> = {};
-  if (flags.kubernetesVersion !== undefined) set.kubernetesVersion = flags.kubernetesVersion;
-  if (flags.image !== undefined) set.image = flags.image;
-  if (flags.config !== undefined && Object.keys(set).length > 0) {
-    throw new CliError(
-      EXIT.USAGE,
-      '--config cannot be combined with --kubernetes-version or --image: put those in the config file',
-    );
-  }
-  const config = flags.config !== undefined ? await readConfigFile(flags.config, ctx.cwd) : undefined;
+  const params = await targetParams(ctx, flags);
   let result: { ok: boolean; checks: { name: string; ok: boolean; message: string }[] };
   try {
-    result = await ctx.callUntyped('preflight', {
-      ...(config ? { config } : {}),
-      ...(Object.keys(set).length > 0 ? { set } : {}),
-    });
+    result = await ctx.callUntyped('preflight', params);
   } catch (err) {
-    throw withFlagNames(err, config !== undefined);
+    throw withFlagNames(err, params.config !== undefined);
   }
   const p = ctx.out.paint.bind(ctx.out);
   ctx.out.result(result, () =>

@@ -29,7 +29,14 @@ const FLAG_OF: Record<string, string> = {
   set: '--kubernetes-version/--image',
 };
 
-async function buildParams(ctx: CliContext, flags: UpdateFlags): Promise<Record<string, unknown>> {
+/**
+ * The target of `update` and `preflight` as params: `config` (read from the --config file) or
+ * `set` (from --kubernetes-version/--image), never both.
+ */
+export async function targetParams(
+  ctx: CliContext,
+  flags: Pick<UpdateFlags, 'config' | 'kubernetesVersion' | 'image'>,
+): Promise<{ config?: unknown; set?: Record<string, string> }> {
   const set: Record<string, string> = {};
   if (flags.kubernetesVersion !== undefined) set.kubernetesVersion = flags.kubernetesVersion;
   if (flags.image !== undefined) set.image = flags.image;
@@ -42,6 +49,12 @@ async function buildParams(ctx: CliContext, flags: UpdateFlags): Promise<Record<
   return {
     ...(flags.config !== undefined ? { config: await readConfigFile(flags.config, ctx.cwd) } : {}),
     ...(Object.keys(set).length > 0 ? { set } : {}),
+  };
+}
+
+async function buildParams(ctx: CliContext, flags: UpdateFlags): Promise<Record<string, unknown>> {
+  return {
+    ...(await targetParams(ctx, flags)),
     force: Boolean(flags.force),
     drain: Boolean(flags.drain),
     dryRun: Boolean(flags.dryRun),

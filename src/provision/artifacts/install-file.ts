@@ -9,7 +9,8 @@ import { createReadStream } from 'node:fs';
 import { chmod, mkdtemp, realpath, rename } from 'node:fs/promises';
 import path from 'node:path';
 import type { Writable } from 'node:stream';
-import { Parser, type ReadEntry } from 'tar';
+import { pipeline } from 'node:stream/promises';
+import { createGunzip } from 'node:zlib';
 import { ChecksumMismatchError, DownloadFailedError, noSpaceOr, UnsafeArchiveError } from '../../errors.js';
 import {
   destroyQuietly,
@@ -20,6 +21,10 @@ import {
   tempNameFor,
   writeChunk,
 } from './file-io.js';
+import { baseOf, parentOf } from '../tar/entry-path.js';
+import { EntryPolicy } from '../tar/entry-policy.js';
+import type { EntryAction } from '../tar/entry-policy.js';
+import { readTarEntries } from '../tar/tar-reader.js';
 import type { ArchiveInstall, ArtifactSpec, FileInstall, OpenWrite } from './types.js';
 
 export interface InstallDeps {
@@ -83,22 +88,21 @@ async function installFile(
   }
 }
 
-/** Why an archive entry path is refused, or null when it is acceptable. */
-export function unsafeEntryReason(entryPath: string): string | null {
-  if (entryPath.startsWith('/')) return 'absolute paths are not allowed';
-  if (entryPath.split('/').includes('..')) return "paths containing '..' are not allowed";
-  return null;
-}
-
 /** The base name under which an entry is installed, or null when the plan does not take it. */
-function selectEntry(entry: ReadEntry, plan: ArchiveInstall): string | null {
-  if (entry.type !== 'File' && entry.type !== 'OldFile' && entry.type !== 'ContiguousFile') return null;
-  const rel = entry.path.replace(/^(\.\/)+/, '');
-  const dir = path.posix.dirname(rel);
-  const base = path.posix.basename(rel);
-  if ((dir === '.' ? '' : dir) !== plan.dir) return null;
+function selectEntry(action: EntryAction, plan: ArchiveInstall): string | null {
+  if (action.kind !== 'file') return null;
+  const dir = parentOf(action.rel);
+  const base = baseOf(action.rel);
+  if (dir !== plan.dir) return null;
   if (plan.names && !plan.names.includes(base)) return null;
   return base;
+}
+
+/** The policy's refusal, saying which artifact and download it came from. */
+function withContext(err: unknown, what: string, url: string): unknown {
+  if (!(err instanceof UnsafeArchiveError)) return err;
+  const { entry, reason } = err.data as { entry: string; reason: string };
+  return new UnsafeArchiveError(entry, `${reason} (${what} from ${url})`);
 }
 
 async function installArchive(
@@ -113,40 +117,40 @@ async function installArchive(
   const destDir = await ensureDirInRootfs(rootfsDir, plan.destDir);
   // The temp dir is in the rootfs so the final renames stay on one filesystem.
   const tmpDir = await mkdtemp(path.join(await realpath(rootfsDir), '.agentd-unpack-'));
-  const writes: Promise<void>[] = [];
   try {
     const selected = new Map<string, string>();
-    let unsafe: UnsafeArchiveError | undefined;
-    const parser = new Parser({
-      strict: true,
-      // Called with the raw header path, before anything is written.
-      filter: (entryPath, entry) => {
-        const reason = unsafeEntryReason(entryPath);
-        if (reason !== null) unsafe ??= new UnsafeArchiveError(entryPath, `${reason} (${what} from ${url})`);
-        return !unsafe && selectEntry(entry as ReadEntry, plan) !== null;
-      },
-    });
-    parser.on('entry', (entry: ReadEntry) => {
-      const base = selectEntry(entry, plan) ?? '';
-      // Flat, numbered temp names: a later entry with the same name wins, like tar.
-      const file = path.join(tmpDir, `${writes.length}`);
-      selected.set(base, file);
-      const write = pumpEntry(entry, openForWrite(deps.openWrite, file, plan.mode, true));
-      write.catch(() => undefined);
-      writes.push(write);
-    });
-    let hex: string;
+    const policy = new EntryPolicy({ layer: false });
+    let written = 0;
+    const hash = createHash('sha256');
+    async function* hashing(source: AsyncIterable<Buffer>): AsyncGenerator<Buffer> {
+      for await (const chunk of source) {
+        hash.update(chunk);
+        yield chunk;
+      }
+    }
+    // Every entry passes the policy, taken or not: one refused entry refuses the archive.
+    const unpack = async (tarStream: AsyncIterable<Buffer>): Promise<void> => {
+      for await (const entry of readTarEntries(tarStream)) {
+        const base = selectEntry(policy.check(entry), plan);
+        if (base === null) continue; // its body is skipped by the reader
+        // Flat, numbered temp names: a later entry with the same name wins, like tar.
+        const file = path.join(tmpDir, `${written++}`);
+        await writeEntry(entry.body, openForWrite(deps.openWrite, file, plan.mode, true));
+        selected.set(base, file);
+      }
+    };
     try {
-      hex = await feedArchive(parser, cached, deps.signal);
-      await Promise.all(writes);
+      await pipeline(createReadStream(cached, { highWaterMark: 1 << 20 }), hashing, createGunzip(), unpack, {
+        signal: deps.signal,
+      });
     } catch (err) {
       if (deps.signal.aborted) throw err;
-      // A damaged cache entry makes tar fail before the digest is known: report the mismatch.
+      // A damaged cache entry makes the archive unreadable before the digest is known: report the mismatch.
       const got = await hashFile(cached);
-      throw got === sha256 ? err : mismatch(what, cached, sha256, got);
+      throw got === sha256 ? withContext(err, what, url) : mismatch(what, cached, sha256, got);
     }
+    const hex = hash.digest('hex');
     if (hex !== sha256) throw mismatch(what, cached, sha256, hex);
-    if (unsafe) throw unsafe;
     for (const name of plan.required) {
       if (!selected.has(name)) {
         throw new DownloadFailedError(
@@ -162,59 +166,19 @@ async function installArchive(
       await rename(file, path.join(destDir, base));
     }
   } finally {
-    // Why wait: a write still in flight could recreate a file after the temp dir is removed.
-    await Promise.allSettled(writes);
     await removeQuietly(tmpDir);
   }
 }
 
-/** Copy one archive entry into `out`, pausing the entry while `out` is full. */
-function pumpEntry(entry: ReadEntry, out: Writable): Promise<void> {
-  return new Promise<void>((resolve, reject) => {
-    let failed = false;
-    out.on('error', (err) => {
-      failed = true;
-      // Let the parser go on (discarding this entry) so it can finish or fail by itself.
-      entry.resume();
-      reject(err);
-    });
-    entry.on('data', (chunk: Buffer) => {
-      if (failed) return;
-      if (!out.write(chunk)) {
-        entry.pause();
-        out.once('drain', () => entry.resume());
-      }
-    });
-    entry.on('end', () => {
-      if (failed) return;
-      endWritable(out).then(resolve, (err: unknown) => {
-        failed = true;
-        reject(err instanceof Error ? err : new Error(String(err)));
-      });
-    });
-  }).catch(async (err: unknown) => {
+/** Copy one entry's body into `out` and close it; `out` is destroyed when anything fails. */
+async function writeEntry(body: AsyncIterable<Buffer>, out: Writable): Promise<void> {
+  try {
+    for await (const chunk of body) await writeChunk(out, chunk);
+    await endWritable(out);
+  } catch (err) {
     await destroyQuietly(out);
     throw err;
-  });
-}
-
-/** Stream the cache file into tar's parser while hashing it; resolves with the digest once parsed. */
-async function feedArchive(parser: Parser, cached: string, signal: AbortSignal): Promise<string> {
-  const done = new Promise<void>((resolve, reject) => {
-    parser.on('end', resolve);
-    parser.on('error', reject);
-  });
-  done.catch(() => undefined);
-  const hash = createHash('sha256');
-  for await (const chunk of createReadStream(cached, { highWaterMark: 1 << 20, signal })) {
-    hash.update(chunk as Buffer);
-    if (!parser.write(chunk as Buffer)) {
-      await Promise.race([done, new Promise<void>((resolve) => parser.once('drain', resolve))]);
-    }
   }
-  parser.end();
-  await done;
-  return hash.digest('hex');
 }
 
 async function hashFile(file: string): Promise<string> {

@@ -4,7 +4,7 @@
  * deterministic per (artifact, version, arch) and memoised.
  */
 import { createHash } from 'node:crypto';
-import { createTarGz, type TarEntry } from './artifact-tar.js';
+import { buildTarGz, type TarBuildEntry } from './tar-build.js';
 
 export const KUBE_BINARIES = ['kubelet', 'kubectl', 'kube-proxy', 'kubeadm'] as const;
 export const CONTAINERD_BINARIES = [
@@ -140,8 +140,8 @@ export function stubScript(
   ].join('\n');
 }
 
-function exe(path: string, name: string, version: string, arch: MirrorArch): TarEntry {
-  return { path, data: stubScript(name, version, arch), mode: 0o755 };
+function exe(path: string, name: string, version: string, arch: MirrorArch): TarBuildEntry {
+  return { path, content: stubScript(name, version, arch), mode: 0o755 };
 }
 
 function build(asset: MirrorAsset, behaviour: StubBehaviour): Buffer {
@@ -152,15 +152,15 @@ function build(asset: MirrorAsset, behaviour: StubBehaviour): Buffer {
     case 'runc':
       return Buffer.from(stubScript('runc', version, arch));
     case 'crictl':
-      return createTarGz([exe('crictl', 'crictl', version, arch)]);
+      return buildTarGz([exe('crictl', 'crictl', version, arch)]);
     case 'containerd':
-      return createTarGz([
-        { path: 'bin/', type: 'dir' },
+      return buildTarGz([
+        { path: 'bin/', type: 'directory' },
         ...CONTAINERD_BINARIES.map((b) => exe(`bin/${b}`, b, version, arch)),
       ]);
     case 'cni':
-      return createTarGz([
-        { path: './', type: 'dir' },
+      return buildTarGz([
+        { path: './', type: 'directory' },
         ...CNI_PLUGINS.map((p) => exe(`./${p}`, p, version, arch)),
       ]);
   }

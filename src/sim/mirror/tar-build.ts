@@ -1,6 +1,8 @@
 /**
- * Building tar archives by hand from a list of entries. Names are written exactly as given (no
- * normalization), so tests can also build hostile archives; long names go into pax headers.
+ * Building tar archives by hand from a list of entries: the mirror's artifact tarballs and
+ * image layers, and the tests' archives. Deterministic (same entries, same bytes, so checksums
+ * are stable). Names are written exactly as given (no normalization), so tests can also build
+ * hostile archives; long names go into pax headers.
  */
 import { gzipSync } from 'node:zlib';
 

@@ -266,24 +266,30 @@ describe('Engine: cancel', () => {
 });
 
 describe('Engine.statusVersion', () => {
-  it('moves on once the snapshot is older than statusMaxAgeMs, and the next status re-reads the node', async () => {
+  it('moves on once the snapshot is older than statusMaxAgeMs on the injected clock, and the next status re-reads the node', async () => {
     const f = await createEngineFixture();
-    const engine = createEngine(f, { statusMaxAgeMs: 30 });
+    const engine = createEngine(f, { statusMaxAgeMs: 5000 });
     await engine.start();
-    const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
     const fresh = engine.statusVersion.value;
     engine.status();
-    await sleep(5);
+    f.clock.advance(4999);
     // No refresh while the snapshot is young.
     expect(engine.statusVersion.value).toBe(fresh);
-    await sleep(60);
+    const inspect = vi.spyOn(f.machines, 'inspect');
+    engine.status();
+    expect(inspect).not.toHaveBeenCalled();
+    f.clock.advance(1);
     const old = engine.statusVersion.value;
     expect(old).toBeGreaterThan(fresh);
-    // The first status after the age starts a refresh; the version moves on once it is done.
+    // The first status after the age starts one refresh; the version moves on once it is done.
     engine.status();
-    const deadline = Date.now() + 2000;
-    while (engine.statusVersion.value === old && Date.now() < deadline) await sleep(5);
-    expect(engine.statusVersion.value).toBeGreaterThan(old);
+    engine.status();
+    await vi.waitFor(() => expect(engine.statusVersion.value).toBeGreaterThan(old));
+    expect(inspect).toHaveBeenCalled();
+    // The new snapshot is young again: nothing moves until the clock does.
+    const renewed = engine.statusVersion.value;
+    f.clock.advance(4999);
+    expect(engine.statusVersion.value).toBe(renewed);
     await engine.shutdown(0);
   });
 

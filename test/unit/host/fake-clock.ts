@@ -4,6 +4,8 @@ import type { Clock } from '../../../src/host/types.js';
 export interface FakeClock extends Clock {
   /** Every sleep requested, in order (ms). */
   readonly sleeps: number[];
+  /** Move time forward without sleeping (timeouts and ages measured on this clock). */
+  advance(ms: number): void;
 }
 
 export function createFakeClock(start = 1_700_000_000_000): FakeClock {
@@ -12,6 +14,9 @@ export function createFakeClock(start = 1_700_000_000_000): FakeClock {
   return {
     sleeps,
     now: () => now,
+    advance(ms: number) {
+      now += ms;
+    },
     async sleep(ms: number, signal?: AbortSignal): Promise<void> {
       if (signal?.aborted) throw signal.reason ?? new Error('aborted');
       sleeps.push(ms);

@@ -20,7 +20,7 @@ import {
 import { layerCompression, sniffCompression } from '../media-types.js';
 import { LayerWriter } from './layer-writer.js';
 import type { ApplyStats } from './layer-writer.js';
-import { readTarEntries } from './tar-reader.js';
+import { readTarEntries } from '../../tar/tar-reader.js';
 
 export type { ApplyStats } from './layer-writer.js';
 

@@ -1,13 +1,13 @@
 /**
- * Applies tar entries to a target directory without ever writing outside it:
- * - names are normalized by `normalizeEntryPath` (absolute and `..` rejected);
+ * Applies tar entries to a target directory without ever writing outside it. Every entry first
+ * passes the archive entry policy (`EntryPolicy` in src/provision/tar: names, types, links,
+ * whiteouts); on disk, in addition:
  * - every parent component is checked with `lstat` and must be a real directory: a symlinked
- *   parent is REJECTED, whether the image shipped it or an earlier entry planted it, so nothing
+ *   parent is REJECTED, whether the image shipped it or an earlier layer planted it, so nothing
  *   is ever written through a symlink (real layers record real paths, so they never need to);
  * - files are created with `O_CREAT|O_EXCL|O_NOFOLLOW` after removing what was there, so an
  *   existing link is replaced, never written through;
- * - hardlinks must point at an existing non-directory inside the tree; device and fifo
- *   entries are refused (a rootfs image does not need them);
+ * - hardlinks must point at an existing non-directory inside the tree;
  * - OCI whiteouts (`.wh.<name>`, `.wh..wh..opq`) only remove what lower layers left.
  * The checks rely on this writer being the only one changing the tree while it runs.
  *
@@ -22,8 +22,10 @@ import { readdir, rm } from 'node:fs/promises';
 import path from 'node:path';
 import { UnsafeArchiveError } from '../../../errors.js';
 import { writeAll, writeAllSync } from '../write-all.js';
-import { MAX_PATH_BYTES, baseOf, joinRel, normalizeEntryPath, parentOf } from './entry-path.js';
-import type { TarEntry } from './tar-reader.js';
+import { joinRel, parentOf } from '../../tar/entry-path.js';
+import { EntryPolicy } from '../../tar/entry-policy.js';
+import type { EntryAction } from '../../tar/entry-policy.js';
+import type { TarEntry } from '../../tar/tar-reader.js';
 
 /** What a layer did to the tree. */
 export interface ApplyStats {
@@ -54,8 +56,9 @@ interface DirMeta {
 
 const CREATE_FILE = constants.O_WRONLY | constants.O_CREAT | constants.O_EXCL | constants.O_NOFOLLOW;
 const OPEN_DIR = constants.O_RDONLY | constants.O_DIRECTORY | constants.O_NOFOLLOW;
-const OPAQUE = '.wh..wh..opq';
 const WRITE_BATCH_BYTES = 1024 * 1024;
+
+type WhiteoutAction = Extract<EntryAction, { kind: 'whiteout' | 'opaque' | 'none' }>;
 
 function errno(err: unknown): string | undefined {
   return (err as NodeJS.ErrnoException | null)?.code;
@@ -77,6 +80,7 @@ export class LayerWriter {
   };
   readonly #root: string;
   readonly #options: LayerWriterOptions;
+  readonly #policy = new EntryPolicy({ layer: true });
   /** Paths this layer wrote: whiteouts and opaque markers must not remove them. */
   readonly #created = new Set<string>();
   /** Paths verified to be real directories (a cache of the lstat walk; '' is the root). */
@@ -93,26 +97,19 @@ export class LayerWriter {
   /** Apply one entry (reading its body). Throws UNSAFE_ARCHIVE for anything not allowed. */
   async apply(entry: TarEntry): Promise<void> {
     this.stats.entries++;
-    const rel = normalizeEntryPath(entry.path);
-    const base = baseOf(rel);
-    if (base.startsWith('.wh.')) return this.#whiteout(entry, rel, base);
-    if (entry.kind === 'char-device' || entry.kind === 'block-device' || entry.kind === 'fifo') {
-      throw new UnsafeArchiveError(entry.path, `${entry.kind} entries are not allowed in a rootfs layer`);
+    const action = this.#policy.check(entry);
+    switch (action.kind) {
+      case 'whiteout':
+      case 'opaque':
+      case 'none':
+        return this.#whiteout(action, entry.path);
     }
-    if (entry.kind === 'other') {
-      throw new UnsafeArchiveError(entry.path, `unsupported entry type ${JSON.stringify(entry.typeflag)}`);
-    }
-    if (rel === '') {
-      // `./` heads many archives; the target root's own mode and owner stay the caller's
-      if (entry.kind === 'directory') return;
-      throw new UnsafeArchiveError(
-        entry.path,
-        `a ${entry.kind} entry cannot replace the target directory itself`,
-      );
-    }
+    const { rel } = action;
+    // `./` heads many archives; the target root's own mode and owner stay the caller's
+    if (rel === '') return;
     await this.#ensureDir(parentOf(rel), entry.path, true);
     const abs = path.join(this.#root, rel);
-    switch (entry.kind) {
+    switch (action.kind) {
       case 'directory':
         await this.#directory(entry, rel, abs);
         break;
@@ -123,7 +120,7 @@ export class LayerWriter {
         await this.#symlink(entry, rel, abs);
         break;
       case 'hardlink':
-        await this.#hardlink(entry, rel, abs);
+        await this.#hardlink(entry, rel, abs, action.targetRel);
         break;
     }
     this.#created.add(rel);
@@ -256,27 +253,18 @@ export class LayerWriter {
   }
 
   async #symlink(entry: TarEntry, rel: string, abs: string): Promise<void> {
-    const target = entry.linkname;
-    if (target === '' || target.includes('\0') || Buffer.byteLength(target) > MAX_PATH_BYTES) {
-      throw new UnsafeArchiveError(
-        entry.path,
-        `symlink target ${JSON.stringify(target.slice(0, 64))} is empty, has a NUL byte or is too long`,
-      );
-    }
     // The link itself may point anywhere (absolute targets are normal in a rootfs): it is never followed here.
-    await this.#createReplacing(rel, () => fs.symlinkSync(target, abs));
+    await this.#createReplacing(rel, () => fs.symlinkSync(entry.linkname, abs));
     if (this.#options.preserveOwnership) fs.lchownSync(abs, entry.uid, entry.gid);
     fs.lutimesSync(abs, entry.mtime, entry.mtime);
     this.stats.symlinks++;
   }
 
-  async #hardlink(entry: TarEntry, rel: string, abs: string): Promise<void> {
-    const targetRel = normalizeEntryPath(entry.linkname, entry.path);
+  async #hardlink(entry: TarEntry, rel: string, abs: string, targetRel: string): Promise<void> {
     const missing = new UnsafeArchiveError(
       entry.path,
       `hardlink target ${JSON.stringify(entry.linkname)} does not exist in the tree`,
     );
-    if (targetRel === '') throw new UnsafeArchiveError(entry.path, 'hardlink to the target directory itself');
     if (!(await this.#ensureDir(parentOf(targetRel), entry.path, false))) throw missing;
     const targetAbs = path.join(this.#root, targetRel);
     const st = lstatOrUndefined(targetAbs);
@@ -290,21 +278,16 @@ export class LayerWriter {
     this.stats.hardlinks++;
   }
 
-  async #whiteout(entry: TarEntry, rel: string, base: string): Promise<void> {
+  async #whiteout(action: WhiteoutAction, entryName: string): Promise<void> {
     this.stats.whiteouts++;
-    const dir = parentOf(rel);
-    if (base === OPAQUE) {
-      if (await this.#ensureDir(dir, entry.path, false)) await this.#emptyExceptCreated(dir);
+    if (action.kind === 'none') return; // other AUFS metadata (hardlink dirs): nothing to apply
+    if (action.kind === 'opaque') {
+      if (await this.#ensureDir(action.dir, entryName, false)) await this.#emptyExceptCreated(action.dir);
       return;
     }
-    if (base.startsWith('.wh..wh.')) return; // other AUFS metadata (hardlink dirs): nothing to apply
-    const name = base.slice('.wh.'.length);
-    if (name === '' || name === '.' || name === '..')
-      throw new UnsafeArchiveError(entry.path, 'whiteout names no file');
-    const victim = joinRel(dir, name);
-    if (!(await this.#ensureDir(dir, entry.path, false))) return;
+    if (!(await this.#ensureDir(parentOf(action.victim), entryName, false))) return;
     // a whiteout hides lower layers only, never what this layer itself wrote
-    if (!this.#created.has(victim)) await this.#clear(victim);
+    if (!this.#created.has(action.victim)) await this.#clear(action.victim);
   }
 
   /** The opaque-directory rule: remove what lower layers left in `dir`, keep this layer's entries. */

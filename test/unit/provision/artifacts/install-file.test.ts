@@ -1,14 +1,15 @@
 import { createHash } from 'node:crypto';
-import { mkdir, readFile, stat, symlink, writeFile } from 'node:fs/promises';
+import { mkdir, readFile, readdir, stat, symlink, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { agentConfigSchema } from '../../../../src/config/agent-config.js';
 import type { AgentError } from '../../../../src/errors.js';
 import { defaultOpenWrite } from '../../../../src/provision/artifacts/file-io.js';
-import { installFromCache, unsafeEntryReason } from '../../../../src/provision/artifacts/install-file.js';
+import { installFromCache } from '../../../../src/provision/artifacts/install-file.js';
 import { resolveArtifacts } from '../../../../src/provision/artifacts/resolve.js';
 import type { ArtifactName, ArtifactSpec } from '../../../../src/provision/artifacts/types.js';
-import { createTarGz, type TarEntry } from '../../../../src/sim/mirror/artifact-tar.js';
+import { buildTarGz, type TarBuildEntry } from '../../../../src/sim/mirror/tar-build.js';
+import { OUTSIDE_SECRET, maliciousLayers } from '../../../support/malicious-layers.js';
 import { makeAgentConfig } from '../../../support/agent-config.js';
 import { tempDirs, walkFiles } from './helpers.js';
 
@@ -28,8 +29,8 @@ async function cacheFile(bytes: Buffer): Promise<{ file: string; sha256: string 
   return { file, sha256 };
 }
 
-async function install(name: ArtifactName, entries: TarEntry[], rootfs: string): Promise<void> {
-  const { file, sha256 } = await cacheFile(createTarGz(entries));
+async function install(name: ArtifactName, entries: TarBuildEntry[], rootfs: string): Promise<void> {
+  const { file, sha256 } = await cacheFile(buildTarGz(entries));
   await installFromCache(spec(name), file, sha256, rootfs, deps);
 }
 
@@ -42,29 +43,19 @@ async function failure(promise: Promise<unknown>): Promise<AgentError> {
   throw new Error('expected the install to fail');
 }
 
-describe('unsafeEntryReason', () => {
-  it('refuses absolute paths and any .. component', () => {
-    expect(unsafeEntryReason('/etc/passwd')).toContain('absolute');
-    expect(unsafeEntryReason('../x')).toContain('..');
-    expect(unsafeEntryReason('bin/../../x')).toContain('..');
-    expect(unsafeEntryReason('./bin/ctr')).toBeNull();
-    expect(unsafeEntryReason('bin/..hidden')).toBeNull();
-  });
-});
-
 describe('installFromCache: archives', () => {
   it('takes only regular files from the expected directory', async () => {
     const rootfs = await dirs.make('agentd-rootfs-');
     await install(
       'containerd',
       [
-        { path: 'bin/', type: 'dir' },
-        { path: 'bin/containerd', data: 'c', mode: 0o700 },
-        { path: 'bin/ctr', data: 'first' },
-        { path: 'bin/ctr', data: 'second' },
-        { path: 'bin/nested/evil', data: 'x' },
-        { path: 'bin/link', type: 'symlink', linkpath: '/etc/shadow' },
-        { path: 'README.md', data: 'docs' },
+        { path: 'bin/', type: 'directory' },
+        { path: 'bin/containerd', content: 'c', mode: 0o700 },
+        { path: 'bin/ctr', content: 'first' },
+        { path: 'bin/ctr', content: 'second' },
+        { path: 'bin/nested/evil', content: 'x' },
+        { path: 'bin/link', type: 'symlink', linkTarget: '/etc/shadow' },
+        { path: 'README.md', content: 'docs' },
       ],
       rootfs,
     );
@@ -78,15 +69,15 @@ describe('installFromCache: archives', () => {
     const plugins = ['bridge', 'host-local', 'loopback', 'portmap'];
     await install(
       'cni-plugins',
-      [{ path: './', type: 'dir' }, ...plugins.map((p) => ({ path: `./${p}`, data: p }))],
+      [{ path: './', type: 'directory' }, ...plugins.map((p) => ({ path: `./${p}`, content: p }))],
       rootfs,
     );
     expect(await walkFiles(rootfs)).toEqual(plugins.map((p) => `opt/cni/bin/${p}`));
   });
 
   it.each([
-    ['../escape', "'..'"],
-    ['bin/../../escape', "'..'"],
+    ['../escape', '".."'],
+    ['bin/../../escape', '".."'],
     ['/etc/escape', 'absolute'],
   ])('rejects the whole archive when an entry is %s, leaving nothing behind', async (bad, why) => {
     const parent = await dirs.make('agentd-parent-');
@@ -96,8 +87,8 @@ describe('installFromCache: archives', () => {
       install(
         'containerd',
         [
-          { path: 'bin/containerd', data: 'ok' },
-          { path: bad, data: 'evil' },
+          { path: 'bin/containerd', content: 'ok' },
+          { path: bad, content: 'evil' },
         ],
         rootfs,
       ),
@@ -110,7 +101,7 @@ describe('installFromCache: archives', () => {
 
   it('an archive without a required file is DOWNLOAD_FAILED naming it', async () => {
     const rootfs = await dirs.make('agentd-rootfs-');
-    const err = await failure(install('crictl', [{ path: 'critest', data: 'x' }], rootfs));
+    const err = await failure(install('crictl', [{ path: 'critest', content: 'x' }], rootfs));
     expect(err.code).toBe('DOWNLOAD_FAILED');
     expect(err.message).toContain('crictl');
     expect(await walkFiles(rootfs)).toEqual([]);
@@ -118,11 +109,48 @@ describe('installFromCache: archives', () => {
 
   it('a cache file that is not the digest it is filed under is CHECKSUM_MISMATCH', async () => {
     const rootfs = await dirs.make('agentd-rootfs-');
-    const { file, sha256 } = await cacheFile(createTarGz([{ path: 'crictl', data: 'x' }]));
+    const { file, sha256 } = await cacheFile(buildTarGz([{ path: 'crictl', content: 'x' }]));
     await writeFile(file, 'not a tarball at all');
     const err = await failure(installFromCache(spec('crictl'), file, sha256, rootfs, deps));
     expect(err.code).toBe('CHECKSUM_MISMATCH');
     expect(await walkFiles(rootfs)).toEqual([]);
+  });
+});
+
+describe('installFromCache: hostile archives (the same cases as image layers)', () => {
+  // One entry policy serves layers and artifacts: every hostile layer is refused as an artifact
+  // tarball too, whether or not the installer would have taken the entry, and nothing is written.
+  for (const hostile of maliciousLayers('/placeholder')) {
+    it(`refuses ${hostile.name}: ${hostile.attack}`, async () => {
+      const sandbox = await dirs.make('agentd-sandbox-');
+      const rootfs = path.join(sandbox, 'rootfs');
+      const outside = path.join(sandbox, 'outside');
+      await mkdir(rootfs);
+      await mkdir(outside);
+      await writeFile(path.join(outside, 'secret'), OUTSIDE_SECRET);
+      const entries = maliciousLayers(outside).find((l) => l.name === hostile.name)!.entries;
+      const bytes = buildTarGz([{ path: 'bin/containerd', content: 'ok' }, ...entries]);
+      const { file, sha256 } = await cacheFile(bytes);
+      const err = await failure(installFromCache(spec('containerd'), file, sha256, rootfs, deps));
+      expect(err.code).toBe('UNSAFE_ARCHIVE');
+      expect(await readdir(outside)).toEqual(['secret']);
+      expect(await readFile(path.join(outside, 'secret'), 'utf8')).toBe(OUTSIDE_SECRET);
+      expect((await readdir(sandbox)).sort()).toEqual(['outside', 'rootfs']);
+      expect(await walkFiles(rootfs)).toEqual([]);
+    });
+  }
+
+  it('treats .wh. names as ordinary files (whiteouts belong to image layers)', async () => {
+    const rootfs = await dirs.make('agentd-rootfs-');
+    await install(
+      'containerd',
+      [
+        { path: 'bin/containerd', content: 'c' },
+        { path: 'bin/.wh.containerd', content: 'x' },
+      ],
+      rootfs,
+    );
+    expect(await walkFiles(rootfs)).toEqual(['usr/local/bin/.wh.containerd', 'usr/local/bin/containerd']);
   });
 });
 

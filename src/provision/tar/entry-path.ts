@@ -3,7 +3,7 @@
  * (not stripped), as is any `..` component; `.` and empty components are dropped, so `./etc/`
  * and `etc` are the same entry. Names are limited to 4096 bytes and 255 bytes per component.
  */
-import { UnsafeArchiveError } from '../../../errors.js';
+import { UnsafeArchiveError } from '../../errors.js';
 
 export const MAX_PATH_BYTES = 4096;
 export const MAX_COMPONENT_BYTES = 255;

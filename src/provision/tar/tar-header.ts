@@ -3,7 +3,7 @@
  * pax extended-header records. Malformed input is UNSAFE_ARCHIVE: a layer that cannot be read
  * exactly is not applied.
  */
-import { UnsafeArchiveError } from '../../../errors.js';
+import { UnsafeArchiveError } from '../../errors.js';
 
 export const BLOCK = 512;
 

@@ -4,7 +4,7 @@
  * consumer's async work per entry applies natural backpressure; nothing is buffered whole.
  * Handles ustar, GNU long names (`L`/`K`) and pax headers (`x`/`g`).
  */
-import { UnsafeArchiveError } from '../../../errors.js';
+import { UnsafeArchiveError } from '../../errors.js';
 import { BLOCK, isZeroBlock, parseHeader, parsePax } from './tar-header.js';
 
 /** The kinds of entries a tar can hold (after the metadata headers are folded in). */

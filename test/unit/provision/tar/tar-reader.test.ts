@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
-import { readTarEntries } from '../../../../../src/provision/oci/layer/tar-reader.js';
-import { normalizeEntryPath } from '../../../../../src/provision/oci/layer/entry-path.js';
-import { buildTar } from '../../../../../src/sim/mirror/tar-build.js';
+import { readTarEntries } from '../../../../src/provision/tar/tar-reader.js';
+import { normalizeEntryPath } from '../../../../src/provision/tar/entry-path.js';
+import { buildTar } from '../../../../src/sim/mirror/tar-build.js';
 
 async function* chunked(data: Buffer, size: number): AsyncGenerator<Buffer> {
   for (let i = 0; i < data.length; i += size) yield data.subarray(i, i + size);

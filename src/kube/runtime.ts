@@ -1,0 +1,9 @@
+/**
+ * Everything of the Kubernetes side that loads @kubernetes/client-node, behind one module that
+ * the session (`session.ts`) imports only once credentials may exist: a host without a cluster
+ * connection (and every `--sim` try-out) never pays for it (~60 MiB of RSS, ~150 ms of startup).
+ */
+export { createKubeClients } from './client.js';
+export { createNodeDrainer } from './drain.js';
+export { createMachineApi } from './machine.js';
+export { createMachineWatch } from './watch.js';

@@ -1,0 +1,243 @@
+/**
+ * The daemon's Kubernetes session: which credentials to use (`--kubeconfig`, else the applied
+ * config's API server + CA + bootstrap token, else in-cluster), the client code loaded lazily and
+ * clients built once per set of credentials, and this node's cordon/drain/uncordon bound to them.
+ * Kubernetes being broken (no CRD, a rejected token, an unreachable server) never throws out of
+ * here except from the calls that need it: only a `--kubeconfig` that cannot be loaded is a
+ * start-up error (`validate`).
+ */
+import type { Logger } from 'pino';
+import type { AgentConfig } from '../config/agent-config.js';
+import type { DaemonConfig } from '../config/daemon-config.js';
+import { PreconditionFailedError, describeError } from '../errors.js';
+import type { Clock } from '../host/types.js';
+import type { KubeClients, KubeClientsUnavailable, createKubeClients } from './client.js';
+import type { CordonResult, DrainOptions, DrainResult, UncordonResult } from './drain.js';
+import type * as KubeRuntimeModule from './runtime.js';
+
+/** The lazily loaded client code (`src/kube/runtime.ts`). */
+export type KubeRuntime = typeof KubeRuntimeModule;
+
+/** Cordon, drain and uncordon of this node. Every method throws when `unavailableReason()` is set. */
+export interface NodeOps {
+  /** Why the node cannot be drained now (no credentials, no node name), or null when it can. */
+  unavailableReason(): string | null;
+  /** Whether the node is cordoned, as last seen; null when unknown. */
+  cordoned(): boolean | null;
+  cordon(): Promise<CordonResult>;
+  drain(options: DrainOptions): Promise<DrainResult>;
+  /** Undo agentd's own cordon; with `force` also an administrator's. */
+  uncordon(options?: { force?: boolean }): Promise<UncordonResult>;
+}
+
+export interface KubeSessionOptions {
+  config: Pick<DaemonConfig, 'kubeconfig' | 'machineName' | 'watch' | 'crdGroup' | 'host'>;
+  /** The active machine's applied config, unredacted, as last read. */
+  appliedConfig: () => AgentConfig | null;
+  logger: Logger;
+  clock: Clock;
+  env?: NodeJS.ProcessEnv;
+  /** Replace the client factory (tests). */
+  createClients?: typeof createKubeClients;
+  /** Called whenever the cordon as last seen changes (`status` shows it). */
+  onCordonChange?: () => void;
+}
+
+/** The session's clients with what they were built for, once Kubernetes is available. */
+export interface KubeConnection {
+  runtime: KubeRuntime;
+  clients: KubeClients;
+  /** The Machine CR's name (`--machine-name`, else the applied config's `MachineName`). */
+  machineName: string;
+}
+
+export interface KubeSession {
+  /** Whether any credential source may exist (decided without loading the client library). */
+  mightHaveCredentials(): boolean;
+  /** Why Kubernetes cannot be used now (no credentials, no node name), or null when it can. */
+  unavailableReason(): string | null;
+  /** The Machine CR's name, or null when none is known yet. */
+  machineName(): string | null;
+  /** Load the client code, when a credential source may exist (before that, nothing of it is loaded). */
+  load(): Promise<void>;
+  /** `load`, then the clients of the moment; PRECONDITION_FAILED saying why when Kubernetes is not available. */
+  connect(): Promise<KubeConnection>;
+  /** This node's cordon/drain/uncordon. */
+  readonly nodeOps: NodeOps;
+  /** Ask the API server whether the node is cordoned (best effort). */
+  refreshCordoned(): Promise<void>;
+  /** Throws INVALID_CONFIG when `--kubeconfig` cannot be loaded (called before serving). */
+  validate(): Promise<void>;
+}
+
+export function createKubeSession(o: KubeSessionOptions): KubeSession {
+  const { config, clock, logger } = o;
+  let runtime: KubeRuntime | null = null;
+  let loading: Promise<KubeRuntime> | null = null;
+  /** Load the Kubernetes client code (once); nothing of it is loaded before this. */
+  const loadRuntime = (): Promise<KubeRuntime> =>
+    (loading ??= import('./runtime.js').then((m) => (runtime = m)));
+  let memo: { key: string; value: KubeClients | KubeClientsUnavailable } | null = null;
+
+  const simWithoutKube = (): boolean =>
+    config.host === 'sim' && config.kubeconfig === null && config.watch !== true;
+  const mightHaveCredentials = (): boolean =>
+    !simWithoutKube() &&
+    (config.kubeconfig !== null ||
+      o.appliedConfig() !== null ||
+      Boolean((o.env ?? process.env).KUBERNETES_SERVICE_HOST));
+
+  /** The clients for the credentials of the moment (they change when the applied config does). */
+  function clients(): KubeClients | KubeClientsUnavailable {
+    // The simulated host's applied config names a placeholder API server: use Kubernetes there
+    // only with --kubeconfig, or with an explicit --watch.
+    if (simWithoutKube()) {
+      return {
+        source: null,
+        reason:
+          'the simulated host uses Kubernetes only with --kubeconfig (or --watch to use the applied config credentials)',
+      };
+    }
+    if (runtime === null) {
+      if (!mightHaveCredentials()) {
+        return {
+          source: null,
+          reason:
+            'no Kubernetes credentials: no --kubeconfig, no applied config (the node has not joined yet), and KUBERNETES_SERVICE_HOST is not set',
+        };
+      }
+      void loadRuntime().catch((err: unknown) => logger.error({ err }, 'loading the Kubernetes client'));
+      return { source: null, reason: 'the Kubernetes client is still loading; retry in a moment' };
+    }
+    const makeClients = o.createClients ?? runtime.createKubeClients;
+    const applied = config.kubeconfig === null ? o.appliedConfig() : null;
+    const a = applied?.Kubelet;
+    const key =
+      config.kubeconfig ??
+      (a ? JSON.stringify([a.ApiServer, applied?.Cluster.CaCertBase64, a.Auth]) : 'in-cluster');
+    if (memo?.key !== key) {
+      memo = {
+        key,
+        value: makeClients({
+          kubeconfigPath: config.kubeconfig ?? undefined,
+          appliedConfig: applied,
+          inCluster: config.host !== 'sim',
+          crdGroup: config.crdGroup,
+          env: o.env,
+          rateLimit: { clock },
+        }),
+      };
+      if (memo.value.source !== null) {
+        logger.info({ source: memo.value.source, server: memo.value.server }, 'Kubernetes credentials');
+      }
+    }
+    return memo.value;
+  }
+
+  const machineName = (): string | null => config.machineName ?? o.appliedConfig()?.MachineName ?? null;
+
+  function unavailableReason(): string | null {
+    let c: KubeClients | KubeClientsUnavailable;
+    try {
+      c = clients();
+    } catch (err) {
+      return describeError(err);
+    }
+    if (c.source === null) return c.reason;
+    if (machineName() === null) return 'no node name: pass --machine-name, or join the node first';
+    return null;
+  }
+
+  async function load(): Promise<void> {
+    if (mightHaveCredentials()) await loadRuntime();
+  }
+
+  async function connect(): Promise<KubeConnection> {
+    await load();
+    const why = unavailableReason();
+    if (why !== null) throw new PreconditionFailedError(`the Kubernetes API is not available: ${why}`);
+    return {
+      runtime: runtime as KubeRuntime,
+      clients: clients() as KubeClients,
+      machineName: machineName() as string,
+    };
+  }
+
+  // ---- cordon / drain / uncordon ----------------------------------------------------------
+
+  let cordonState: boolean | null = null;
+  /** The cordon as last seen; `status` shows it. */
+  const setCordoned = (value: boolean | null): void => {
+    cordonState = value;
+    o.onCordonChange?.();
+  };
+
+  /** The Node is the one the Machine's `spec.kubernetes.nodeRef` names, else named like the Machine. */
+  async function bound() {
+    const { runtime: rt, clients: c, machineName: name } = await connect();
+    let node = name;
+    try {
+      const machine = await rt
+        .createMachineApi({ custom: c.custom, group: c.crdGroup, clock })
+        .getMachine(name);
+      node = machine?.spec.kubernetes?.nodeRef?.name ?? name;
+    } catch {
+      // No CRD or no permission: the Node is named like the Machine.
+    }
+    return { drainer: rt.createNodeDrainer({ core: c.core, clock }), core: c.core, node };
+  }
+
+  async function refreshCordoned(): Promise<void> {
+    try {
+      const { core, node } = await bound();
+      const read = (await core.readNode({ name: node })) as { spec?: { unschedulable?: boolean } };
+      setCordoned(read.spec?.unschedulable === true);
+    } catch {
+      // Best effort: the state stays as last seen.
+    }
+  }
+
+  const nodeOps: NodeOps = {
+    unavailableReason,
+    cordoned: () => cordonState,
+    async cordon() {
+      const { drainer, node } = await bound();
+      const r = await drainer.cordon(node);
+      setCordoned(true);
+      return r;
+    },
+    async drain(options) {
+      const { drainer, node } = await bound();
+      try {
+        const r = await drainer.drainNode(node, options);
+        if (r.cordon !== null) setCordoned(options.dryRun ? r.cordon.alreadyCordoned : true);
+        return r;
+      } catch (err) {
+        // A refused drain took its cordon back, a timed-out one did not: ask the node.
+        await refreshCordoned();
+        throw err;
+      }
+    },
+    async uncordon(options = {}) {
+      const { drainer, node } = await bound();
+      const r = await drainer.uncordon(node, options);
+      setCordoned(r.outcome === 'cordoned-by-other');
+      return r;
+    },
+  };
+
+  return {
+    mightHaveCredentials,
+    unavailableReason,
+    machineName,
+    connect,
+    nodeOps,
+    refreshCordoned,
+    load,
+    async validate() {
+      // Load the client code only when a credential source may exist, before the daemon is ready.
+      await load();
+      if (config.kubeconfig !== null) clients();
+    },
+  };
+}
