@@ -65,6 +65,8 @@ export type ConfigMapWatchEvent =
 export interface FleetObjects {
   readonly namespace: string;
   getLease(name: string): Promise<LeaseRecord | null>;
+  /** Every Lease of the namespace (the slots; the namespace holds only agentd's objects). */
+  listLeases(): Promise<LeaseRecord[]>;
   createLease(name: string, spec: LeaseSpecWrite): Promise<LeaseRecord>;
   replaceLease(name: string, resourceVersion: string, spec: LeaseSpecWrite): Promise<LeaseRecord>;
   getConfigMap(name: string): Promise<ConfigMapRecord | null>;
@@ -157,6 +159,10 @@ export function createFleetObjects(o: {
     getLease: async (name) =>
       notFoundIsNull(`get Lease ${namespace}/${name}`, async () =>
         toLease(await coordination.readNamespacedLease({ name, namespace })),
+      ),
+    listLeases: async () =>
+      call(`list Leases in ${namespace}`, async () =>
+        (await coordination.listNamespacedLease({ namespace })).items.map(toLease),
       ),
     createLease: async (name, spec) =>
       call(`create Lease ${namespace}/${name}`, async () =>
