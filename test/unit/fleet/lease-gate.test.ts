@@ -161,7 +161,13 @@ describe('the fleet lease gate', () => {
       operationId: 'o1',
       message: 'VERIFY_FAILED: kubelet inactive',
     });
-    const failures = JSON.parse(String(kube.getConfigMap(NS, 'agentd-fleet-state')?.data?.['failures.json']));
+    const failures = JSON.parse(
+      String(
+        (kube.getConfigMap(NS, 'agentd-fleet-state') as { data?: Record<string, string> }).data?.[
+          'failures.json'
+        ],
+      ),
+    ) as unknown;
     expect(failures).toEqual([
       expect.objectContaining({
         node: 'n1',
