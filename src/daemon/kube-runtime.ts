@@ -5,3 +5,4 @@
  */
 export { createKubeClients, createMachineApi, createMachineWatch, createNodeDrainer } from '../kube/index.js';
 export { createMachineWatcher } from '../watcher/index.js';
+export { createFleetRuntime } from '../fleet/index.js';

@@ -334,7 +334,11 @@ export function createLeaseGate(o: LeaseGateOptions): LeaseGate {
         const ps = o.policy.state();
         let decision: Decision;
         if (!ps.synced) {
-          decision = { wait: 'WaitingForSlot', message: 'reading the fleet policy', retryInMs: 1000 };
+          decision = {
+            wait: 'WaitingForSlot',
+            message: `reading the fleet policy${ps.error !== null ? `: ${ps.error}` : ''}`,
+            retryInMs: 1000,
+          };
         } else if (ps.policy === null) {
           if (waiting !== null) onWait(null);
           return null;

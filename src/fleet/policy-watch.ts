@@ -150,12 +150,24 @@ export function createPolicyWatch(o: PolicyWatchOptions): PolicyWatch {
           stopController.signal.addEventListener('abort', () => resolve(null), { once: true });
         });
         failed = await ended;
+        if (failed === null && state.error !== null && state.errorField === null && !state.present) {
+          set({ ...state, error: null });
+        }
       } finally {
         stopWatch?.();
         stopWatch = null;
       }
       if (stopped) return;
       if (failed !== null) {
+        const why = describeError(failed);
+        const forbidden = (failed as { data?: { reason?: unknown } }).data?.reason === 'Forbidden';
+        if (forbidden && !state.present) {
+          // RBAC without the fleet rights (deploy/rbac.yaml older than the gate): no policy can be
+          // read, so there is none: no gate, as without the ConfigMap. Said in status and the log.
+          set({ ...state, synced: true, policy: null, error: why, errorField: null });
+        } else if (!state.synced) {
+          set({ ...state, error: why });
+        }
         const delay = backoff.next();
         logger.warn(
           { err: describeError(failed), retryInMs: delay },
