@@ -5,4 +5,4 @@
  */
 export { createKubeClients, createMachineApi, createMachineWatch, createNodeDrainer } from '../kube/index.js';
 export { createMachineWatcher } from '../watcher/index.js';
-export { createFleetRuntime } from '../fleet/index.js';
+export { createFleetRuntime, FLEET_NAMESPACE } from '../fleet/index.js';

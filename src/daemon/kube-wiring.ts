@@ -21,6 +21,8 @@ import { createRpcClient } from '../rpc/client.js';
 import type { Dispatcher } from '../rpc/dispatcher.js';
 import { createInProcessTransport } from '../rpc/in-process-transport.js';
 import type { WatcherStatus } from '../rpc/services.js';
+import type { FleetGate } from '../engine/update.js';
+import type { FleetRuntime, FleetRuntimeOptions } from '../fleet/index.js';
 import type { MachineWatcher, MachineWatcherOptions } from '../watcher/index.js';
 import type * as KubeRuntimeModule from './kube-runtime.js';
 
@@ -44,6 +46,8 @@ export interface KubeWiringOptions {
   onStatusChange?: () => void;
   /** Watcher tuning (tests, benchmarks). */
   watcher?: Pick<MachineWatcherOptions, 'backoff' | 'reconcile' | 'onReconciled'>;
+  /** Fleet gate timing (tests, the fleet simulation); the namespace is agentd-system. */
+  fleet?: FleetRuntimeOptions['timing'];
 }
 
 export interface KubeWiring {
@@ -51,6 +55,10 @@ export interface KubeWiring {
   readonly nodeOps: NodeDrainOps;
   /** The update's drain seam, or null when there are no credentials (then `drain: true` is refused). */
   updateDrainer(): NodeDrainer | null;
+  /** The update's fleet gate (docs/fleet.md), or null without credentials: no gate. */
+  fleetGate(): FleetGate | null;
+  /** The fleet's status and pause/resume, or why they are not available. */
+  fleet(): FleetRuntime['control'] | { unavailable: string };
   /** Throws INVALID_CONFIG when `--kubeconfig` cannot be loaded (called before serving). */
   validate(): Promise<void>;
   /** After ready: start the watcher when it should run; look again whenever an operation ends. */
@@ -209,6 +217,33 @@ export function createKubeWiring(o: KubeWiringOptions): KubeWiring {
     },
   };
 
+  // ---- the fleet gate (docs/fleet.md) -----------------------------------------------------
+
+  let fleetRt: { key: string; value: FleetRuntime } | null = null;
+  /** The fleet runtime for the credentials and node name of the moment (its policy watch runs). */
+  function fleetRuntime(): FleetRuntime | null {
+    if (runtime === null || stopped || unavailableReason() !== null) return null;
+    const node = machineName() as string;
+    const key = `${memo?.key ?? ''}\n${node}`;
+    if (fleetRt?.key !== key) {
+      const old = fleetRt?.value;
+      if (old) void old.stop();
+      const value = runtime.createFleetRuntime({
+        clients: clients() as KubeClients,
+        namespace: runtime.FLEET_NAMESPACE,
+        node,
+        clock,
+        logger,
+        metrics,
+        onChange: changed,
+        timing: o.fleet,
+      });
+      fleetRt = { key, value };
+      value.start();
+    }
+    return fleetRt.value;
+  }
+
   // ---- the watcher ------------------------------------------------------------------------
 
   let watcher: MachineWatcher | null = null;
@@ -290,6 +325,12 @@ export function createKubeWiring(o: KubeWiringOptions): KubeWiring {
   return {
     nodeOps,
     updateDrainer: () => (unavailableReason() === null ? createUpdateDrainer(nodeOps) : null),
+    fleetGate: () => fleetRuntime()?.gate ?? null,
+    fleet() {
+      const rt = fleetRuntime();
+      if (rt !== null) return rt.control;
+      return { unavailable: unavailableReason() ?? 'the Kubernetes client is not loaded' };
+    },
     async validate() {
       // Load the client code only when a credential source may exist, before the daemon is ready.
       if (mightHaveCredentials()) await loadRuntime();
@@ -298,14 +339,18 @@ export function createKubeWiring(o: KubeWiringOptions): KubeWiring {
     start(d) {
       dispatcher = d;
       unsubscribe = o.events.subscribe((_seq, event) => {
-        if (event.type === 'operation' && FINAL_STATES.has(event.operation.state) && watcher === null)
-          recheck();
+        if (event.type === 'operation' && FINAL_STATES.has(event.operation.state)) {
+          if (watcher === null) recheck();
+          fleetRuntime(); // a join may have brought credentials
+        }
       });
       // Say at once why the watcher cannot run when that is known without I/O (the first look
       // re-reads the node first), so the first status after ready does not say "not ready".
       const why = whyNoWatcher();
       if (why !== null) noteWhyOff(why);
       recheck();
+      // Read the fleet policy from the start, so the first update finds it known.
+      fleetRuntime();
     },
     watcherStatus() {
       if (watcher !== null) return watcher.status();
@@ -325,6 +370,7 @@ export function createKubeWiring(o: KubeWiringOptions): KubeWiring {
       unsubscribe?.();
       await checking;
       await watcher?.stop();
+      await fleetRt?.value.stop();
     },
   };
 }

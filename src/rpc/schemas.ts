@@ -53,7 +53,8 @@ export const operationSchema = z
       })
       .optional()
       .meta({
-        description: 'Present only while the operation waits: in the slot phase, for the fleet gate (docs/fleet.md).',
+        description:
+          'Present only while the operation waits: in the slot phase, for the fleet gate (docs/fleet.md).',
       }),
   })
   .meta({
