@@ -6,9 +6,9 @@
  * agent sends: the measured side of the load model in docs/fleet.md.
  */
 import { setTimeout as delay } from 'node:timers/promises';
+import { CoordinationV1Api, CoreV1Api } from '@kubernetes/client-node';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import pino from 'pino';
-import { createKubeClients } from '../../src/kube/client.js';
 import type { KubeClients } from '../../src/kube/client.js';
 import { createFleetRuntime, type FleetRuntime } from '../../src/fleet/index.js';
 import { systemClock } from '../../src/host/clock.js';
@@ -50,15 +50,7 @@ describe('fleet simulation: 20 agents, one API server', () => {
     agents = [];
     for (let i = 0; i < NODES; i += 1) {
       const name = `node-${String(i).padStart(2, '0')}`;
-      const c = createKubeClients({
-        kubeconfigPath: undefined,
-        crdGroup: 'unbounded-cloud.io',
-        appliedConfig: null,
-        inCluster: false,
-      });
-      expect(c.source).toBeNull(); // no credentials from the environment: build them from the fake
       const kc = kube.kubeConfig();
-      const { CoreV1Api, CoordinationV1Api } = await import('@kubernetes/client-node');
       const clients: Pick<KubeClients, 'kc' | 'core' | 'coordination'> = {
         kc,
         core: kc.makeApiClient(CoreV1Api),
