@@ -337,7 +337,7 @@ export function createLeaseGate(o: LeaseGateOptions): LeaseGate {
           decision = {
             wait: 'WaitingForSlot',
             message: `reading the fleet policy${ps.error !== null ? `: ${ps.error}` : ''}`,
-            retryInMs: 1000,
+            retryInMs: 200,
           };
         } else if (ps.policy === null) {
           if (waiting !== null) onWait(null);
