@@ -221,7 +221,18 @@ export async function runUpdate(
     if (d.fleet && !plan.ignoreFleet) {
       const gate = d.fleet;
       await phase('slot', async () => {
-        slot = await gate.acquire({ signal, operationId: rec.op.id, onWait: (w) => void rec.setWait(w) });
+        slot = await gate.acquire({
+          signal,
+          operationId: rec.op.id,
+          onWait: (w) => {
+            // Showing the wait is best effort: a failed write never fails the update.
+            rec
+              .setWait(w)
+              .catch((err: unknown) =>
+                rec.logger.warn({ err: describeError(err) }, 'recording the fleet wait'),
+              );
+          },
+        });
         if (slot === null) return 'skipped'; // no fleet policy: no gate
         result.fleet = { slot: slot.name };
       });

@@ -160,10 +160,11 @@ export function createPolicyWatch(o: PolicyWatchOptions): PolicyWatch {
       if (stopped) return;
       if (failed !== null) {
         const why = describeError(failed);
-        const forbidden = (failed as { data?: { reason?: unknown } }).data?.reason === 'Forbidden';
-        if (forbidden && !state.present) {
-          // RBAC without the fleet rights (deploy/rbac.yaml older than the gate): no policy can be
-          // read, so there is none: no gate, as without the ConfigMap. Said in status and the log.
+        const reason = (failed as { data?: { reason?: unknown } }).data?.reason;
+        if ((reason === 'Forbidden' || reason === 'Unauthorized') && !state.present) {
+          // Credentials the API server rejects, or RBAC without the fleet rights (deploy/rbac.yaml
+          // older than the gate): no policy can be read, so there is none: no gate, as without
+          // credentials or the ConfigMap. Said in status and the log.
           set({ ...state, synced: true, policy: null, error: why, errorField: null });
         } else if (!state.synced) {
           set({ ...state, error: why });
