@@ -88,7 +88,7 @@ describe('runUpdate: the fleet gate (slot phase)', () => {
       { source: 'kube1', target: 'kube2', config: NEW, drain: false },
       new AbortController().signal,
     );
-    await expect.poll(() => rec.op.wait).toEqual(WAIT);
+    await expect.poll(() => rec.op.wait, { timeout: 10_000 }).toEqual(WAIT);
     expect(rec.op.phases.find((p) => p.name === 'slot')?.state).toBe('running');
     expect(f.log.calls).not.toContain('stop kube1');
     g.grant();
@@ -107,7 +107,7 @@ describe('runUpdate: the fleet gate (slot phase)', () => {
       { source: 'kube1', target: 'kube2', config: NEW, drain: false },
       ac.signal,
     );
-    await expect.poll(() => rec.op.wait?.reason).toBe('OutsideWindow');
+    await expect.poll(() => rec.op.wait?.reason, { timeout: 10_000 }).toBe('OutsideWindow');
     ac.abort();
     const outcome = await running;
     expect(outcome.state).toBe('cancelled');
