@@ -25,6 +25,10 @@ export function defineNodeCommands(program: Command, ctxOf: ContextOf, io: Progr
         .option('--image <ref>', 'change the OCI rootfs image of the applied config')
         .option('--force', 'provision a fresh machine even when nothing changed (repave)')
         .option('--drain', 'cordon and drain the node before the switch-over; uncordon after')
+        .option(
+          '--ignore-fleet',
+          'do not wait in the fleet gate (no slot, window, pause or halt check; docs/fleet.md)',
+        )
         .option('--dry-run', 'print the plan; change nothing')
         .option('--detach', 'print the operation id and return at once instead of following'),
     ),

@@ -9,6 +9,7 @@ import { createCliContext, defaultCliProcess } from './context.js';
 import { createOutput } from './output.js';
 import { defaultSocket } from './paths.js';
 import { defineAdminCommands } from './program-admin.js';
+import { defineFleetCommands } from './program-fleet.js';
 import { defineNodeCommands } from './program-node.js';
 import { globalOptions, globalValues, type ContextOf, type ProgramIo } from './program-options.js';
 import { defineOpsCommands } from './program-ops.js';
@@ -50,6 +51,7 @@ export function buildProgram(io: ProgramIo): Command {
   // In the order `agentctl help` lists them: the node, then operations and config, then the daemon.
   defineNodeCommands(program, ctxOf, io);
   defineOpsCommands(program, ctxOf);
+  defineFleetCommands(program, ctxOf);
   defineAdminCommands(program, ctxOf, io);
   return program;
 }

@@ -173,6 +173,10 @@ async function startServing(
     get drainer() {
       return kubeWiring.updateDrainer();
     },
+    // Likewise the fleet gate: none without credentials; with them, the policy decides.
+    get fleet() {
+      return kubeWiring.fleetGate();
+    },
   });
   const info = (): DaemonInfo => ({
     version: VERSION,
@@ -190,6 +194,7 @@ async function startServing(
     engine,
     daemonInfo: info,
     watcherStatus,
+    fleet: () => kubeWiring.fleet(),
     statusVersion,
     openrpc: () => (openrpc ??= buildOpenRpcDocument(METHOD_LIST, VERSION)),
   };

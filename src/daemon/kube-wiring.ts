@@ -7,6 +7,7 @@
  * `--kubeconfig` that cannot be loaded is a start-up error.
  */
 import type { Logger } from 'pino';
+import { describeError } from '../errors.js';
 import type { DaemonConfig } from '../config/daemon-config.js';
 import type { AgentConfig } from '../config/agent-config.js';
 import { createUpdateDrainer } from '../engine/drain-ops.js';
@@ -20,8 +21,14 @@ import { createKubeSession } from '../kube/session.js';
 import type { Metrics } from '../metrics/metrics.js';
 import type { Dispatcher } from '../rpc/dispatcher.js';
 import type { WatcherStatus } from '../rpc/services.js';
+import type { FleetGate } from '../engine/update.js';
+import type * as FleetIndex from '../fleet/index.js';
+import type { FleetRuntime, FleetRuntimeOptions } from '../fleet/index.js';
 import type { MachineWatcherOptions } from '../watcher/index.js';
 import { createWatcherSupervisor } from '../watcher/supervisor.js';
+
+/** The fleet gate's code: it loads @kubernetes/client-node, so it is imported with the session's. */
+type FleetModule = typeof FleetIndex;
 
 export interface KubeWiringOptions {
   config: Pick<DaemonConfig, 'kubeconfig' | 'machineName' | 'watch' | 'crdGroup' | 'host'>;
@@ -41,6 +48,8 @@ export interface KubeWiringOptions {
   onStatusChange?: () => void;
   /** Watcher tuning (tests, benchmarks). */
   watcher?: Pick<MachineWatcherOptions, 'backoff' | 'reconcile' | 'onReconciled'>;
+  /** Fleet gate timing (tests, the fleet simulation); the namespace is agentd-system. */
+  fleet?: FleetRuntimeOptions['timing'];
 }
 
 export interface KubeWiring {
@@ -48,6 +57,10 @@ export interface KubeWiring {
   readonly nodeOps: NodeDrainOps;
   /** The update's drain seam, or null when there are no credentials (then `drain: true` is refused). */
   updateDrainer(): NodeDrainer | null;
+  /** The update's fleet gate (docs/fleet.md), or null without credentials: no gate. */
+  fleetGate(): FleetGate | null;
+  /** The fleet's status and pause/resume, or why they are not available. */
+  fleet(): FleetRuntime['control'] | { unavailable: string };
   /** Throws INVALID_CONFIG when `--kubeconfig` cannot be loaded (called before serving). */
   validate(): Promise<void>;
   /** After ready: start the watcher when it should run; look again whenever an operation ends. */
@@ -85,12 +98,77 @@ export function createKubeWiring(o: KubeWiringOptions): KubeWiring {
     onStatusChange: changed,
     watcher: o.watcher,
   });
+
+  // ---- the fleet gate (docs/fleet.md) -----------------------------------------------------
+
+  let fleetModule: FleetModule | null = null;
+  let fleetLoading: Promise<FleetModule> | null = null;
+  const loadFleet = (): Promise<FleetModule> =>
+    (fleetLoading ??= import('../fleet/index.js').then((m) => (fleetModule = m)));
+  let fleetRt: { clients: object; node: string; value: FleetRuntime } | null = null;
+  let stopped = false;
+
+  /** The fleet runtime for the credentials and node name of the moment (its policy watch runs). */
+  function fleetRuntime(): FleetRuntime | null {
+    if (stopped) return null;
+    const conn = session.current();
+    if (conn === null) return null;
+    if (fleetModule === null) {
+      // Credentials came after start (a join): load the gate's code, then start its policy watch.
+      void loadFleet()
+        .then(() => fleetRuntime())
+        .catch((err: unknown) => logger.error({ err: describeError(err) }, 'loading the fleet gate'));
+      return null;
+    }
+    if (fleetRt?.clients !== conn.clients || fleetRt.node !== conn.machineName) {
+      const old = fleetRt?.value;
+      if (old) void old.stop();
+      const value = fleetModule.createFleetRuntime({
+        clients: conn.clients,
+        namespace: fleetModule.FLEET_NAMESPACE,
+        node: conn.machineName,
+        clock: o.clock,
+        logger,
+        metrics: o.metrics,
+        onChange: changed,
+        timing: o.fleet,
+      });
+      fleetRt = { clients: conn.clients, node: conn.machineName, value };
+      value.start();
+    }
+    return fleetRt.value;
+  }
+
+  const unsubscribe = o.events.subscribe((_seq, event) => {
+    // A join may have brought credentials: read the fleet policy from then on.
+    if (event.type === 'operation' && FINAL_STATES.has(event.operation.state)) fleetRuntime();
+  });
+
   return {
     nodeOps: session.nodeOps,
     updateDrainer: () => (session.unavailableReason() === null ? createUpdateDrainer(session.nodeOps) : null),
-    validate: () => session.validate(),
-    start: (dispatcher) => supervisor.start(dispatcher),
+    fleetGate: () => fleetRuntime()?.gate ?? null,
+    fleet() {
+      const rt = fleetRuntime();
+      if (rt !== null) return rt.control;
+      return { unavailable: session.unavailableReason() ?? 'the Kubernetes client is not loaded' };
+    },
+    async validate() {
+      await session.validate();
+      // Before ready, so the first update finds the gate's code (and so its policy) loaded.
+      if (session.mightHaveCredentials()) await loadFleet();
+    },
+    start(dispatcher) {
+      supervisor.start(dispatcher);
+      // Read the fleet policy from the start, so the first update finds it known.
+      fleetRuntime();
+    },
     watcherStatus: () => supervisor.status(),
-    stop: () => supervisor.stop(),
+    async stop() {
+      stopped = true;
+      unsubscribe();
+      await supervisor.stop();
+      await fleetRt?.value.stop();
+    },
   };
 }

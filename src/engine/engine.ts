@@ -38,6 +38,7 @@ import {
   UPDATE_PHASES,
   preflightFailureCode,
   runUpdate,
+  type FleetGate,
   type NodeDrainer,
   type UpdateDeps,
 } from './update.js';
@@ -56,6 +57,8 @@ export interface EngineOptions {
   metrics: Metrics;
   events: EventBus;
   drainer?: NodeDrainer | null;
+  /** The fleet gate of the update's `slot` phase (docs/fleet.md); null or absent: skipped. */
+  fleet?: FleetGate | null;
   /** This node's cordon/drain/uncordon for the `drain` and `uncordon` operations. */
   nodeOps?: NodeDrainOps | null;
   /** The base config on a node that has not joined (`--sim` generates one), or null. */
@@ -84,6 +87,8 @@ export interface UpdateRequest {
   set?: GoalSet;
   force?: boolean;
   drain?: boolean;
+  /** Do not pass the fleet gate (`agentctl update --ignore-fleet`). */
+  ignoreFleet?: boolean;
   dryRun?: boolean;
   wait?: boolean;
   idempotencyKey?: string;
@@ -208,6 +213,7 @@ export class Engine {
       clock: o.clock,
       metrics: o.metrics,
       drainer: o.drainer ?? null,
+      fleet: o.fleet ?? null,
       verifyTimeoutMs: o.verifyTimeoutMs,
       diagnostics: o.diagnostics ?? null,
       // A new journal carries a pending uncordon on, so a crash during it does not lose it.
@@ -478,6 +484,7 @@ export class Engine {
         changes,
         changed,
         drain: Boolean(req.drain),
+        fleet: Boolean(this.#o.fleet) && !req.ignoreFleet,
         now: new Date(this.#o.clock.now()).toISOString(),
         paths: this.#o.paths,
         provisioner: this.#o.provisioner,
@@ -499,7 +506,13 @@ export class Engine {
     const op = this.#slot.create('update', req, source, target, UPDATE_PHASES);
     op.result = { changes };
     return this.#slot.launch(op, (rec, signal, hooks) =>
-      runUpdate(this.#deps, rec, { source, target, config: goal, drain: Boolean(req.drain) }, signal, hooks),
+      runUpdate(
+        this.#deps,
+        rec,
+        { source, target, config: goal, drain: Boolean(req.drain), ignoreFleet: Boolean(req.ignoreFleet) },
+        signal,
+        hooks,
+      ),
     );
   }
 

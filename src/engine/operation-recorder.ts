@@ -7,7 +7,7 @@ import { isAgentError, describeError } from '../errors.js';
 import type { Clock, ProgressEvent } from '../host/types.js';
 import type { Metrics } from '../metrics/metrics.js';
 import type { EventBus } from './events.js';
-import type { ErrorInfo, Operation, OperationState, PhaseState } from './operation.js';
+import type { ErrorInfo, Operation, OperationState, OperationWait, PhaseState } from './operation.js';
 import type { OperationStore } from './operation-store.js';
 
 /** An error as recorded in an operation. */
@@ -89,11 +89,25 @@ export class OperationRecorder {
     await this.#persist();
   }
 
+  /** What the operation waits for (null: it no longer waits); persisted and published. */
+  async setWait(wait: OperationWait | null): Promise<void> {
+    if (wait === null) {
+      if (this.op.wait === undefined) return;
+      delete this.op.wait;
+    } else {
+      this.op.wait = { ...wait };
+      this.#logger.info({ phase: this.#currentPhase, wait: wait.reason, message: wait.message }, 'waiting');
+    }
+    await this.#persist();
+  }
+
   async phaseEnded(
     name: string,
     state: Exclude<PhaseState, 'pending' | 'running'>,
     err?: unknown,
   ): Promise<void> {
+    // A phase that ends no longer waits.
+    delete this.op.wait;
     const p = this.#phase(name);
     p.state = state;
     p.finishedAt = this.#now();

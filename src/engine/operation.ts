@@ -43,6 +43,15 @@ export interface PhaseRecord {
   error: ErrorInfo | null;
 }
 
+/** Why the update waits, e.g. in the fleet gate (docs/fleet.md): the Machine condition's reason. */
+export const WAIT_REASONS = ['WaitingForSlot', 'OutsideWindow', 'Paused', 'Halted'] as const;
+export interface OperationWait {
+  reason: (typeof WAIT_REASONS)[number];
+  message: string;
+  /** When it began to wait for this reason (ISO). */
+  since: string;
+}
+
 export interface Operation {
   id: string;
   kind: OperationKind;
@@ -58,6 +67,8 @@ export interface Operation {
   phases: PhaseRecord[];
   result: Record<string, unknown> | null;
   error: ErrorInfo | null;
+  /** Set only while the operation waits (the fleet gate's `slot` phase). */
+  wait?: OperationWait;
 }
 
 /** Summary of the applied config of the active machine, as `status` reports it. */

@@ -17,6 +17,8 @@ export interface DryRunInput {
   changes: ConfigChange[];
   changed: boolean;
   drain: boolean;
+  /** The update would pass the fleet gate (the `slot` phase): a gate is wired and not ignored. */
+  fleet: boolean;
   now: string;
   paths: HostPaths;
   provisioner: Pick<Provisioner, 'plannedFiles'>;
@@ -29,6 +31,7 @@ export function buildDryRun(op: Operation, d: DryRunInput): Operation {
   op.finishedAt = d.now;
   const skipped = new Set([
     ...(d.drain ? [] : ['drain', 'uncordon']),
+    ...(d.fleet ? [] : ['slot']),
     ...(d.source ? [] : ['stop', 'cleanup']),
   ]);
   op.phases = op.phases.map((p) => ({ ...p, state: skipped.has(p.name) ? 'skipped' : 'pending' }));

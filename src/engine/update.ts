@@ -22,7 +22,7 @@ import type { AppliedConfigStore } from './applied-config-store.js';
 import { writeNodeState } from './node-state.js';
 import type { OperationRecorder } from './operation-recorder.js';
 import { toErrorInfo } from './operation-recorder.js';
-import type { OperationState } from './operation.js';
+import type { OperationState, OperationWait } from './operation.js';
 import type { Provisioner } from '../provision/provisioner-contract.js';
 import { failpoint } from '../host/failpoints.js';
 import { JournalWriter } from './switch-journal.js';
@@ -32,6 +32,7 @@ export const UPDATE_PHASES = [
   'preflight',
   'provision',
   'stage',
+  'slot',
   'drain',
   'stop',
   'start',
@@ -50,6 +51,28 @@ export interface NodeDrainer {
   uncordon(): Promise<void>;
 }
 
+/** Why an update waits in the fleet gate (docs/fleet.md); the operation's `wait` shows it. */
+export type FleetWait = OperationWait;
+
+/** A fleet slot this node holds while it updates. */
+export interface FleetSlot {
+  readonly name: string;
+  /** Why the slot was lost while held (taken over after expiry), else null. */
+  lostReason(): string | null;
+  /** Record the outcome (a failure counts toward the halt) and free the slot. */
+  release(outcome: { state: OperationState; operationId: string; message: string | null }): Promise<void>;
+}
+
+/** The fleet gate (the Kubernetes part, src/fleet); absent without cluster credentials. */
+export interface FleetGate {
+  /** Wait for a slot; null when there is no fleet policy (no gate). Rejects CANCELLED on abort. */
+  acquire(o: {
+    signal: AbortSignal;
+    operationId: string;
+    onWait: (wait: FleetWait | null) => void;
+  }): Promise<FleetSlot | null>;
+}
+
 export interface UpdateDeps {
   stateDir: string;
   machines: MachineManager;
@@ -58,6 +81,8 @@ export interface UpdateDeps {
   clock: Clock;
   metrics: Metrics;
   drainer: NodeDrainer | null;
+  /** The fleet gate of the `slot` phase; null: the phase is skipped (no Kubernetes). */
+  fleet?: FleetGate | null;
   verifyTimeoutMs?: number;
   /** An earlier interrupted operation's uncordon is still pending: carried into this journal. */
   uncordonPending?: boolean;
@@ -70,6 +95,8 @@ export interface UpdatePlan {
   target: MachineName;
   config: AgentConfig;
   drain: boolean;
+  /** `--ignore-fleet`: do not pass the fleet gate. */
+  ignoreFleet?: boolean;
 }
 
 /** Raised out of a phase: which phase failed, with the original error as cause. */
@@ -122,21 +149,41 @@ export async function runUpdate(
   };
   const result: Record<string, unknown> = { changed: true, from: source, to: target };
   let downStartedAt: number | null = null;
+  let slot: FleetSlot | null = null;
+  /** Free the fleet slot with the outcome; never fails the update (a warning at most). */
+  const releaseSlot = async (outcome: UpdateOutcome): Promise<void> => {
+    if (slot === null) return;
+    const held = slot;
+    slot = null;
+    const lost = held.lostReason();
+    if (lost !== null) ((result.warnings ??= []) as string[]).push(`fleet slot lost while held: ${lost}`);
+    try {
+      await held.release({
+        state: outcome.state,
+        operationId: rec.op.id,
+        message: outcome.error === undefined ? null : describeError(outcome.error),
+      });
+    } catch (err) {
+      rec.logger.warn({ err: describeError(err), slot: held.name }, 'releasing the fleet slot failed');
+    }
+  };
 
-  const phase = async (name: UpdatePhase, fn: () => Promise<void>): Promise<void> => {
+  // `fn` may say the phase had nothing to do ('skipped'), e.g. the slot phase without a fleet policy.
+  const phase = async (name: UpdatePhase, fn: () => Promise<unknown>): Promise<void> => {
     if (signal.aborted)
       throw new PhaseFailure(name, new CancelledError(`update ${name}`, { cause: signal.reason }));
     await journal.set({ phase: name, phaseState: 'running' });
     await rec.phaseStarted(name);
     failpoint(`update.${name}.before`);
+    let ended: unknown;
     try {
-      await fn();
+      ended = await fn();
     } catch (err) {
       const cancelled = signal.aborted && !journal.state.sourceStopped;
       await rec.phaseEnded(name, cancelled ? 'cancelled' : 'failed', err);
       throw new PhaseFailure(name, cancelled ? new CancelledError(`update ${name}`, { cause: err }) : err);
     }
-    await rec.phaseEnded(name, 'succeeded');
+    await rec.phaseEnded(name, ended === 'skipped' ? 'skipped' : 'succeeded');
     await journal.set({ phaseState: 'done' });
     failpoint(`update.${name}.after`);
   };
@@ -171,6 +218,27 @@ export async function runUpdate(
       result.cacheHits = r.cacheHits;
     });
     await phase('stage', () => provisioner.stage(target, config, ctx));
+    if (d.fleet && !plan.ignoreFleet) {
+      const gate = d.fleet;
+      await phase('slot', async () => {
+        slot = await gate.acquire({
+          signal,
+          operationId: rec.op.id,
+          onWait: (w) => {
+            // Showing the wait is best effort: a failed write never fails the update.
+            rec
+              .setWait(w)
+              .catch((err: unknown) =>
+                rec.logger.warn({ err: describeError(err) }, 'recording the fleet wait'),
+              );
+          },
+        });
+        if (slot === null) return 'skipped'; // no fleet policy: no gate
+        result.fleet = { slot: slot.name };
+      });
+    } else {
+      await skip('slot');
+    }
     if (plan.drain && d.drainer) {
       const drainer = d.drainer;
       await phase('drain', async () => {
@@ -233,6 +301,7 @@ export async function runUpdate(
   } catch (failure) {
     const f = failure instanceof PhaseFailure ? failure : new PhaseFailure('preflight', failure);
     const outcome = await handleFailure(d, rec, plan, journal, f, result);
+    await releaseSlot(outcome);
     await journal.close(outcome.state);
     return outcome;
   }
@@ -267,6 +336,7 @@ export async function runUpdate(
     await skip('uncordon');
   }
   if (warnings.length > 0) result.warnings = warnings;
+  await releaseSlot({ state: 'succeeded', result });
   await journal.close('succeeded');
   return { state: 'succeeded', result };
 }

@@ -7,7 +7,7 @@
 import { existsSync } from 'node:fs';
 import { isIPv6 } from 'node:net';
 import path from 'node:path';
-import { CoreV1Api, CustomObjectsApi, KubeConfig } from '@kubernetes/client-node';
+import { CoordinationV1Api, CoreV1Api, CustomObjectsApi, KubeConfig } from '@kubernetes/client-node';
 import type { AgentConfig } from '../config/agent-config.js';
 import { describeError, InvalidConfigError } from '../errors.js';
 import { createRateLimiter, limitKubeRequests } from './rate-limit.js';
@@ -38,6 +38,8 @@ export interface KubeClients {
   kc: KubeConfig;
   custom: CustomObjectsApi;
   core: CoreV1Api;
+  /** Leases: the fleet gate's slots (docs/fleet.md). */
+  coordination: CoordinationV1Api;
   source: KubeCredentialSource;
   /** The API server URL (safe to log). */
   server: string;
@@ -169,6 +171,7 @@ export function createKubeClients(options: CreateKubeClientsOptions): KubeClient
     kc,
     custom: kc.makeApiClient(CustomObjectsApi),
     core: kc.makeApiClient(CoreV1Api),
+    coordination: kc.makeApiClient(CoordinationV1Api),
     source,
     server: kc.getCurrentCluster()?.server ?? '',
     crdGroup: options.crdGroup,

@@ -44,3 +44,11 @@ export {
   parseKubeObject,
 } from './schemas.js';
 export type { Machine, MachineCondition, MachinePhase, MachineSpec, MachineStatus } from './schemas.js';
+export { createFleetObjects, isAlreadyExists, isWriteConflict } from './fleet-objects.js';
+export type {
+  ConfigMapRecord,
+  ConfigMapWatchEvent,
+  FleetObjects,
+  LeaseRecord,
+  LeaseSpecWrite,
+} from './fleet-objects.js';

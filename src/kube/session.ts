@@ -62,6 +62,8 @@ export interface KubeSession {
   load(): Promise<void>;
   /** `load`, then the clients of the moment; PRECONDITION_FAILED saying why when Kubernetes is not available. */
   connect(): Promise<KubeConnection>;
+  /** The clients of the moment, or null when Kubernetes is not available or its code not loaded yet. */
+  current(): KubeConnection | null;
   /** This node's cordon/drain/uncordon. */
   readonly nodeOps: NodeOps;
   /** Ask the API server whether the node is cordoned (best effort). */
@@ -156,11 +158,12 @@ export function createKubeSession(o: KubeSessionOptions): KubeSession {
     await load();
     const why = unavailableReason();
     if (why !== null) throw new PreconditionFailedError(`the Kubernetes API is not available: ${why}`);
-    return {
-      runtime: runtime as KubeRuntime,
-      clients: clients() as KubeClients,
-      machineName: machineName() as string,
-    };
+    return current() as KubeConnection;
+  }
+
+  function current(): KubeConnection | null {
+    if (runtime === null || unavailableReason() !== null) return null;
+    return { runtime, clients: clients() as KubeClients, machineName: machineName() as string };
   }
 
   // ---- cordon / drain / uncordon ----------------------------------------------------------
@@ -231,6 +234,7 @@ export function createKubeSession(o: KubeSessionOptions): KubeSession {
     unavailableReason,
     machineName,
     connect,
+    current,
     nodeOps,
     refreshCordoned,
     load,

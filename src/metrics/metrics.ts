@@ -137,6 +137,44 @@ export function createMetrics(options: { version: string; collectDefaults?: bool
       labelNames: ['type'],
       registers: r,
     }),
+    fleetSlotWait: new Histogram({
+      name: 'agentd_fleet_slot_wait_seconds',
+      help: 'Time an update waited in the fleet gate (slot phase) until it held a slot, by result (acquired, cancelled, failed).',
+      labelNames: ['result'],
+      buckets: [1, 5, 15, 30, 60, 120, 300, 600, 1800, 3600, 7200, 21600],
+      registers: r,
+    }),
+    fleetGateDecisions: new Counter({
+      name: 'agentd_fleet_gate_decisions_total',
+      help: 'Fleet gate decisions by result (acquired, wait) and reason (Acquired, WaitingForSlot, OutsideWindow, Paused, Halted).',
+      labelNames: ['result', 'reason'],
+      registers: r,
+    }),
+    fleetWindowOpen: new Gauge({
+      name: 'agentd_fleet_window_open',
+      help: '1 when a maintenance window of the fleet policy is open now (or the policy has none), else 0.',
+      registers: r,
+    }),
+    fleetPaused: new Gauge({
+      name: 'agentd_fleet_paused',
+      help: '1 when the fleet policy says paused: true.',
+      registers: r,
+    }),
+    fleetHalted: new Gauge({
+      name: 'agentd_fleet_halted',
+      help: '1 when the recorded failures reached maxFailures: no agent takes a slot until `agentctl fleet resume`.',
+      registers: r,
+    }),
+    fleetPolicyErrors: new Counter({
+      name: 'agentd_fleet_policy_errors_total',
+      help: 'Fleet policies read from the agentd-fleet ConfigMap that did not validate (the last good one holds).',
+      registers: r,
+    }),
+    fleetSlotLost: new Counter({
+      name: 'agentd_fleet_slot_lost_total',
+      help: 'Slots this agent held and found taken by another holder (or could not renew before the lease expired).',
+      registers: r,
+    }),
     watchRestarts: new Counter({
       name: 'agentd_watch_restarts_total',
       help: 'Machine CR watch restarts by reason (error, gone, closed).',

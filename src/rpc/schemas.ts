@@ -3,7 +3,7 @@
  * types for the OpenRPC document and for the typed client.
  */
 import { z } from 'zod';
-import { OPERATION_KINDS, OPERATION_STATES, PHASE_STATES } from '../engine/operation.js';
+import { OPERATION_KINDS, OPERATION_STATES, PHASE_STATES, WAIT_REASONS } from '../engine/operation.js';
 import { MACHINE_NAMES } from '../host/types.js';
 
 export const machineNameSchema = z.enum(MACHINE_NAMES).meta({ description: 'A machine slot.' });
@@ -42,6 +42,20 @@ export const operationSchema = z
     phases: z.array(phaseSchema),
     result: z.record(z.string(), z.unknown()).nullable(),
     error: errorInfoSchema.nullable(),
+    wait: z
+      .object({
+        reason: z.enum(WAIT_REASONS).meta({
+          description:
+            'WaitingForSlot (all fleet slots held), OutsideWindow (no maintenance window open), Paused (the fleet policy is paused), Halted (recorded failures reached maxFailures).',
+        }),
+        message: z.string(),
+        since: z.string().meta({ description: 'When the operation began to wait for this reason.' }),
+      })
+      .optional()
+      .meta({
+        description:
+          'Present only while the operation waits: in the slot phase, for the fleet gate (docs/fleet.md).',
+      }),
   })
   .meta({
     id: 'Operation',

@@ -1,3 +1,5 @@
+import type { z } from 'zod';
+import type { fleetStatusSchema } from './fleet-schemas.js';
 import type { Engine } from '../engine/engine.js';
 import type { StatusVersion } from '../engine/status-version.js';
 
@@ -33,11 +35,20 @@ export interface WatcherStatus {
   lastErrorCode: string | null;
 }
 
+/** The fleet gate's status, pause and resume (src/fleet, wired in src/daemon). */
+export interface FleetService {
+  status(): Promise<z.input<typeof fleetStatusSchema>>;
+  pause(): Promise<z.input<typeof fleetStatusSchema>>;
+  resume(): Promise<{ status: z.input<typeof fleetStatusSchema>; clearedFailures: number }>;
+}
+
 /** Everything a method handler may reach. */
 export interface RpcServices {
   engine: Engine;
   daemonInfo(): DaemonInfo;
   watcherStatus(): WatcherStatus | null;
+  /** The fleet gate, or why it is not available (no credentials); absent without Kubernetes wiring. */
+  fleet?: () => FleetService | { unavailable: string };
   /**
    * The version of everything `status` shows (daemon state, engine, Kubernetes, watcher): the
    * `status` answer is serialized once per version.

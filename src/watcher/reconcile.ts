@@ -16,6 +16,7 @@ import type { MachineDecision } from './machine-goal.js';
 import { MESSAGE_PREFIX, clip, nodeUpdatedCondition, statusMutation } from './machine-status-writes.js';
 import type { WantedStatus } from './machine-status-writes.js';
 import { childLogger } from '../log.js';
+import { reportWaits } from './wait-reporter.js';
 
 type Operation = MethodTypes['update']['result'];
 
@@ -52,6 +53,8 @@ export interface ReconcilerOptions {
   busyWaitSeconds?: number;
   /** Attempts in all of an update that an earlier daemon's shutdown or crash ended (default 3). */
   maxAttempts?: number;
+  /** How often a running update is looked at for a wait to show on the Machine (default 2 s). */
+  waitPollMs?: number;
 }
 
 export interface Reconciler {
@@ -218,9 +221,15 @@ export function createReconciler(o: ReconcilerOptions): Reconciler {
     );
 
     let op: Operation;
+    // While it waits (the fleet gate), the Machine's condition says why.
+    const stopReporting = reportWaits(
+      { rpc, clock, logger, key: d.idempotencyKey, summary, write, pollMs: o.waitPollMs },
+      signal,
+    );
     try {
       op = await callUpdate(d, `Machine ${name}: ${summary}`, signal);
     } catch (err) {
+      await stopReporting();
       if (!(err instanceof RpcError)) throw err;
       if (err.appCode === 'BUSY') return { outcome: 'busy', requeueAfterMs: busyRequeueMs };
       if (RETRYABLE_RPC_CODES.has(err.appCode)) throw err;
@@ -228,6 +237,7 @@ export function createReconciler(o: ReconcilerOptions): Reconciler {
       await reportFailure(d.idempotencyKey, `update refused (${err.appCode}): ${err.message}`, signal);
       return { outcome: 'failed' };
     }
+    await stopReporting();
 
     if (op.state !== 'succeeded') {
       const why = op.error ? `${op.error.code}: ${op.error.message}` : 'no error recorded';

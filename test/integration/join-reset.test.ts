@@ -34,6 +34,7 @@ const JOIN_PHASES = {
   preflight: 'succeeded',
   provision: 'succeeded',
   stage: 'succeeded',
+  slot: 'skipped',
   drain: 'skipped',
   stop: 'skipped',
   start: 'succeeded',

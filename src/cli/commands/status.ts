@@ -55,6 +55,8 @@ export function renderStatus(s: Status, ctx: CliContext, now: number): string {
       ? `operation ${op.id}  ${op.kind}  ${p(op.state, toneOf(op.state))}  phase ${op.phases.find((ph) => ph.state === 'running')?.name ?? '-'}`
       : 'operation none',
   );
+  if (op?.wait)
+    lines.push(`  waiting  ${p(op.wait.reason, 'warn')}: ${op.wait.message} (since ${op.wait.since})`);
   const last = s.lastOperation;
   if (last) {
     const when = last.finishedAt ? `${formatAge(now - Date.parse(last.finishedAt))} ago` : '';

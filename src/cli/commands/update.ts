@@ -18,6 +18,7 @@ export interface UpdateFlags {
   image?: string;
   force?: boolean;
   drain?: boolean;
+  ignoreFleet?: boolean;
   dryRun?: boolean;
   detach?: boolean;
 }
@@ -57,6 +58,8 @@ async function buildParams(ctx: CliContext, flags: UpdateFlags): Promise<Record<
     ...(await targetParams(ctx, flags)),
     force: Boolean(flags.force),
     drain: Boolean(flags.drain),
+    // Sent only when set, so the flag-less call stays what older daemons accept.
+    ...(flags.ignoreFleet ? { ignoreFleet: true } : {}),
     dryRun: Boolean(flags.dryRun),
     wait: false,
   };

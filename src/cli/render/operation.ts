@@ -23,6 +23,8 @@ export function renderOperation(op: Operation, paint: Paint, now: number): strin
     `${op.kind} ${op.id}  ${paint(op.state, toneOf(op.state))}  ${routeOf(op) ? `${routeOf(op)}  ` : ''}took ${took(op, now)}`,
     `requested by ${op.requestedBy} at ${op.createdAt}${op.reason ? `  reason: ${op.reason}` : ''}`,
   ];
+  if (op.wait)
+    lines.push(`waiting: ${paint(op.wait.reason, 'warn')}: ${op.wait.message} (since ${op.wait.since})`);
   if (op.phases.length > 0) {
     lines.push('');
     lines.push(

@@ -6,6 +6,7 @@ import type { z } from 'zod';
 import type { MethodDescriptor } from '../method.js';
 import { configGet } from './config-get.js';
 import { drain } from './drain.js';
+import { fleetPause, fleetResume, fleetStatus } from './fleet.js';
 import { operationsCancel, operationsGet, operationsList, operationsWait } from './operations.js';
 import { preflight } from './preflight.js';
 import { reset } from './reset.js';
@@ -26,6 +27,9 @@ export const METHODS = {
   'operations.wait': operationsWait,
   'operations.cancel': operationsCancel,
   'config.get': configGet,
+  'fleet.status': fleetStatus,
+  'fleet.pause': fleetPause,
+  'fleet.resume': fleetResume,
   'rpc.discover': rpcDiscover,
 } as const;
 

@@ -28,6 +28,10 @@ export const updateParams = z
       .boolean()
       .default(false)
       .meta({ description: 'Cordon and drain the node before the switch-over; uncordon after.' }),
+    ignoreFleet: z.boolean().default(false).meta({
+      description:
+        'Do not pass the fleet gate (no slot, window, pause or halt check: the slot phase is skipped; docs/fleet.md).',
+    }),
     dryRun: z.boolean().default(false).meta({ description: 'Return the plan; change nothing.' }),
     wait: z.boolean().default(false).meta({ description: 'Answer only when the operation has ended.' }),
     idempotencyKey: z.string().min(1).max(256).optional().meta({
@@ -56,6 +60,7 @@ export const update = defineMethod({
       set: p.set,
       force: p.force,
       drain: p.drain,
+      ignoreFleet: p.ignoreFleet,
       dryRun: p.dryRun,
       wait: p.wait,
       idempotencyKey: p.idempotencyKey,

@@ -30,11 +30,26 @@ export class TokenAuth {
   authorize(identity: Identity, info: RequestInfo): void {
     if (identity.role === 'admin') return;
     const resource = info.subresource === undefined ? info.resource : `${info.resource}/${info.subresource}`;
+    const name = requestedName(info);
     const allowed = identity.role.rules.some(
       (rule) =>
         (rule.verbs.includes('*') || rule.verbs.includes(info.verb)) &&
-        (rule.resources.includes('*') || rule.resources.includes(resource)),
+        (rule.resources.includes('*') || rule.resources.includes(resource)) &&
+        (rule.apiGroups === undefined ||
+          rule.apiGroups.includes('*') ||
+          rule.apiGroups.includes(info.group)) &&
+        (rule.namespace === undefined || rule.namespace === info.namespace) &&
+        (rule.resourceNames === undefined || (name !== undefined && rule.resourceNames.includes(name))),
     );
     if (!allowed) throw forbidden(identity.user, info.verb, info.group, resource, info.name, info.namespace);
   }
+}
+
+/** The object name RBAC authorizes on: the URL's, or a list/watch's `metadata.name=` field selector. */
+function requestedName(info: RequestInfo): string | undefined {
+  if (info.name !== undefined) return info.name;
+  if (info.verb !== 'list' && info.verb !== 'watch') return undefined;
+  const selector = info.query.get('fieldSelector') ?? '';
+  const m = /^metadata\.name=([^,]+)$/.exec(selector);
+  return m?.[1];
 }

@@ -72,6 +72,34 @@ export const PDBS: ResourceDef = {
   fieldSelectors: CR_FIELDS,
 };
 
+export const CONFIGMAPS: ResourceDef = {
+  key: 'configmaps',
+  group: '',
+  version: 'v1',
+  resource: 'configmaps',
+  kind: 'ConfigMap',
+  listKind: 'ConfigMapList',
+  namespaced: true,
+  statusSubresource: false,
+  trackGeneration: false,
+  custom: false,
+  fieldSelectors: CR_FIELDS,
+};
+
+export const LEASES: ResourceDef = {
+  key: 'leases.coordination.k8s.io',
+  group: 'coordination.k8s.io',
+  version: 'v1',
+  resource: 'leases',
+  kind: 'Lease',
+  listKind: 'LeaseList',
+  namespaced: true,
+  statusSubresource: false,
+  trackGeneration: false,
+  custom: false,
+  fieldSelectors: CR_FIELDS,
+};
+
 export function apiVersionOf(def: ResourceDef): string {
   return def.group ? `${def.group}/${def.version}` : def.version;
 }

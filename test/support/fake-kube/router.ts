@@ -3,7 +3,16 @@ import type { ServerResponse } from 'node:http';
 import type { Crud } from './crud.js';
 import { deletePod, evictPod } from './eviction.js';
 import type { EvictionOptions } from './eviction.js';
-import { MACHINE_GROUPS, MACHINE_VERSION, machineDef, NODES, PDBS, PODS } from './resources.js';
+import {
+  CONFIGMAPS,
+  LEASES,
+  MACHINE_GROUPS,
+  MACHINE_VERSION,
+  machineDef,
+  NODES,
+  PDBS,
+  PODS,
+} from './resources.js';
 import type { MachineGroup } from './resources.js';
 import { methodNotAllowed, resourceNotFound } from './status.js';
 import type { ObjectStore } from './store.js';
@@ -36,7 +45,11 @@ export function resolveDef(ctx: RouterContext, info: RequestInfo): ResourceDef {
   if (isMachineGroup(info.group) && info.version === MACHINE_VERSION && info.resource === 'machines') {
     if (ctx.installedGroups.has(info.group)) def = machineDef(info.group);
   } else if (info.group === '' && info.version === 'v1') {
-    def = info.resource === 'nodes' ? NODES : info.resource === 'pods' ? PODS : undefined;
+    def = ({ nodes: NODES, pods: PODS, configmaps: CONFIGMAPS } as Record<string, ResourceDef>)[
+      info.resource
+    ];
+  } else if (info.group === 'coordination.k8s.io' && info.version === 'v1' && info.resource === 'leases') {
+    def = LEASES;
   } else if (info.group === 'policy' && info.version === 'v1' && info.resource === 'poddisruptionbudgets') {
     def = PDBS;
   }

@@ -13,7 +13,8 @@ import { Faults } from './faults.js';
 import { validateMachine } from './machine-validation.js';
 import { handleRequest } from './handle-request.js';
 import type { LoggedRequest } from './handle-request.js';
-import { MACHINE_GROUPS, machineDef, NODES, PDBS, PODS } from './resources.js';
+import { CONFIGMAPS, LEASES, MACHINE_GROUPS, machineDef, NODES, PDBS, PODS } from './resources.js';
+import { validateConfigMap, validateLease } from './lease-validation.js';
 import type { MachineGroup } from './resources.js';
 import type { RouterContext } from './router.js';
 import { makeNode, makePdb, makePod } from './seeds.js';
@@ -64,7 +65,11 @@ export class FakeKube {
     this.store = new ObjectStore(options.watchHistoryLimit ?? 1000);
     this.crud = new Crud(
       this.store,
-      new Map(MACHINE_GROUPS.map((g) => [machineDef(g).key, validateMachine])),
+      new Map([
+        ...MACHINE_GROUPS.map((g) => [machineDef(g).key, validateMachine] as const),
+        [LEASES.key, validateLease] as const,
+        [CONFIGMAPS.key, validateConfigMap] as const,
+      ]),
     );
     this.hub = new WatchHub(this.store);
     this.installedGroups = new Set(MACHINE_GROUPS.filter((g) => options.crdInstalled?.[g] ?? true));
@@ -170,6 +175,33 @@ export class FakeKube {
   setCrdInstalled(group: MachineGroup, installed: boolean): void {
     if (installed) this.installedGroups.add(group);
     else this.installedGroups.delete(group);
+  }
+
+  // ---- ConfigMaps and Leases (the fleet gate) ----------------------------------------------------
+
+  /** Create or replace a ConfigMap behind agentd's back (an operator's kubectl apply). */
+  putConfigMap(namespace: string, name: string, data: Record<string, string>): KubeObject {
+    const current = this.store.get(CONFIGMAPS.key, namespace, name);
+    const body = { apiVersion: 'v1', kind: 'ConfigMap', metadata: { name, namespace }, data };
+    return current === undefined
+      ? this.crud.create(CONFIGMAPS, namespace, body)
+      : this.crud.update(CONFIGMAPS, namespace, name, body);
+  }
+
+  getConfigMap(namespace: string, name: string): KubeObject | undefined {
+    return this.store.get(CONFIGMAPS.key, namespace, name);
+  }
+
+  deleteConfigMap(namespace: string, name: string): void {
+    this.crud.delete(CONFIGMAPS, namespace, name);
+  }
+
+  getLease(namespace: string, name: string): KubeObject | undefined {
+    return this.store.get(LEASES.key, namespace, name);
+  }
+
+  listLeases(namespace: string): KubeObject[] {
+    return this.store.list(LEASES.key, namespace);
   }
 
   // ---- Nodes, pods, PDBs ------------------------------------------------------------------------

@@ -63,6 +63,15 @@ export interface FakeRule {
   verbs: string[];
   /** Resource names with an optional subresource: `machines`, `machines/status`, `pods/eviction`. */
   resources: string[];
+  /** API groups (`''` is core); absent: any group (the older, looser rules of these tests). */
+  apiGroups?: string[];
+  /**
+   * Object names, as RBAC's resourceNames: a request matches only when it names one of them
+   * (a list or watch names one through `fieldSelector=metadata.name=<name>`; a create never does).
+   */
+  resourceNames?: string[];
+  /** The namespace a Role's rule applies in; absent: a ClusterRole's rule, every namespace. */
+  namespace?: string;
 }
 
 /** What a token may do: everything (`'admin'`) or only what its rules allow. */

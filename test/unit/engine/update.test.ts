@@ -65,6 +65,7 @@ describe('runUpdate: success', () => {
     expect(Object.fromEntries(rec.op.phases.map((p) => [p.name, p.state]))).toEqual({
       preflight: 'succeeded',
       provision: 'succeeded',
+      slot: 'skipped',
       stage: 'succeeded',
       drain: 'skipped',
       stop: 'skipped',

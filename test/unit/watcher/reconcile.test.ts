@@ -52,6 +52,29 @@ describe('reconcile', () => {
     await kube.close();
   });
 
+  it('says on the Machine why the update waits in the fleet gate, then goes on', async () => {
+    kube.patchMachineSpecAsOtherWriter(NAME, { operations: { repaveCounter: 1 } });
+    let release: () => void = () => {};
+    api.onUpdate = async (params) => {
+      const key = String(params.idempotencyKey);
+      api.running = {
+        ...stubOp({ idempotencyKey: key, state: 'running' }),
+        wait: { reason: 'OutsideWindow', message: 'next window at 01:00', since: 'now' },
+      } as never;
+      await new Promise<void>((resolve) => (release = resolve));
+      api.running = null;
+      return stubOp({ idempotencyKey: key });
+    };
+    const done = reconciler.reconcile(signal);
+    await expect
+      .poll(() => nodeUpdated(kube.getMachine(NAME)), { timeout: 5000 })
+      .toMatchObject({ status: 'False', reason: 'OutsideWindow', message: 'next window at 01:00' });
+    expect(kube.getMachine(NAME)?.status?.phase).toBe('Provisioning');
+    release();
+    expect(await done).toMatchObject({ outcome: 'updated' });
+    expect(nodeUpdated(kube.getMachine(NAME))).toMatchObject({ status: 'True', reason: 'Succeeded' });
+  });
+
   it('writes nothing and calls no update when the Machine asks for what runs', async () => {
     expect(await reconciler.reconcile(signal)).toEqual({ outcome: 'in-sync' });
     expect(api.updates()).toEqual([]);

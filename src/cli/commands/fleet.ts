@@ -1,0 +1,73 @@
+/** `agentctl fleet status|pause|resume`: the fleet gate as this node sees it, and the operator's switches. */
+import type { CliContext } from '../context.js';
+import { table, type Output } from '../output.js';
+import type { MethodTypes } from '../../rpc/methods/index.js';
+
+type FleetStatus = MethodTypes['fleet.status']['result'];
+
+/** The human rendering of `fleet.status` (also printed after pause and resume). */
+export function renderFleetStatus(s: FleetStatus, out: Pick<Output, 'paint'>): string {
+  const lines: string[] = [];
+  if (!s.present) {
+    lines.push(`fleet      no policy (ConfigMap ${s.namespace}/agentd-fleet absent): updates are not gated`);
+  } else {
+    const state = s.halted
+      ? out.paint('halted', 'bad')
+      : s.paused
+        ? out.paint('paused', 'warn')
+        : out.paint('rolling', 'good');
+    lines.push(`fleet      ${state}  (namespace ${s.namespace}, this node ${s.node})`);
+  }
+  if (s.policyError !== null) lines.push(`policy     ${out.paint('not applied', 'bad')}: ${s.policyError}`);
+  const p = s.policy;
+  if (p !== null) {
+    lines.push(
+      `policy     maxConcurrent ${p.maxConcurrent}, maxFailures ${p.maxFailures}, settleSeconds ${p.settleSeconds}`,
+    );
+    const windows =
+      p.windows.length === 0
+        ? 'always open (no windows)'
+        : `${s.windowOpen ? out.paint('open', 'good') : out.paint('closed', 'warn')}${s.windowOpen || s.nextWindowOpen === null ? '' : `, next opens ${s.nextWindowOpen}`}; ${p.windows.map((w) => `${w.days.join(',')} ${w.start}-${w.end} ${w.timeZone}`).join('; ')}`;
+    lines.push(`windows    ${windows}`);
+  }
+  if (s.slots.length > 0) {
+    lines.push('slots');
+    lines.push(
+      table([
+        ['  NAME', 'HOLDER', 'EXPIRES'],
+        ...s.slots.map((l) => [
+          `  ${l.name}`,
+          l.holder ?? '-',
+          l.expiresAt === null ? '-' : `${l.expiresAt}${l.expired ? ' (expired)' : ''}`,
+        ]),
+      ]),
+    );
+  }
+  lines.push(`failures   ${s.failures.length}${p !== null ? ` of maxFailures ${p.maxFailures}` : ''}`);
+  for (const f of s.failures.slice(-10))
+    lines.push(`  ${f.at}  ${f.node}  ${f.operation} ${f.state}: ${f.message}`);
+  for (const e of s.errors) lines.push(`${out.paint('error', 'bad')}      ${e}`);
+  return lines.join('\n');
+}
+
+export async function runFleetStatus(ctx: CliContext): Promise<void> {
+  const s = await ctx.call('fleet.status');
+  ctx.out.result(s, () => renderFleetStatus(s, ctx.out));
+}
+
+export async function runFleetPause(ctx: CliContext): Promise<void> {
+  const s = await ctx.call('fleet.pause');
+  ctx.out.result(
+    s,
+    () => `paused: running updates finish, no new one takes a slot\n${renderFleetStatus(s, ctx.out)}`,
+  );
+}
+
+export async function runFleetResume(ctx: CliContext): Promise<void> {
+  const r = await ctx.call('fleet.resume');
+  ctx.out.result(
+    r,
+    () =>
+      `resumed: ${r.clearedFailures} recorded failure(s) cleared, paused: false\n${renderFleetStatus(r.status, ctx.out)}`,
+  );
+}

@@ -1,0 +1,150 @@
+/**
+ * What operators see and steer from any node (docs/fleet.md, "Operating the fleet"): the fleet
+ * status (policy, slots, windows, pause, halt, failures), pause and resume. `paused` lives in the
+ * policy ConfigMap itself: pause and resume edit its `policy.yaml` in place (comments and other
+ * keys kept) with the resourceVersion read, so the same object an operator applies is the one
+ * place the pause is visible. Resume also clears the recorded failures, ending a halt.
+ */
+import { isMap, parseDocument } from 'yaml';
+import { InvalidConfigError, describeError } from '../errors.js';
+import type { Clock } from '../host/types.js';
+import { isAlreadyExists, isWriteConflict, type FleetObjects } from '../kube/index.js';
+import { CONFLICT_BACKOFF, backoffDelay } from '../retry/backoff.js';
+import type { FleetFailure, FleetState } from './fleet-state.js';
+import type { LeaseGate, SlotView } from './lease-gate.js';
+import type { FleetPolicySource } from './policy-watch.js';
+import { POLICY_CONFIGMAP, POLICY_KEY, parsePolicy, type FleetPolicy } from './policy.js';
+import { anyWindowOpen, nextWindowOpen } from './windows.js';
+
+export interface FleetStatus {
+  namespace: string;
+  /** This agent's holder identity (its node name). */
+  node: string;
+  /** The policy ConfigMap has been read at least once. */
+  synced: boolean;
+  /** The `agentd-fleet` ConfigMap exists: updates pass the gate. */
+  present: boolean;
+  /** The policy in force (null: no gate). */
+  policy: FleetPolicy | null;
+  /** Why the ConfigMap's content is not in force (the last good policy holds). */
+  policyError: string | null;
+  policyErrorField: string | null;
+  paused: boolean;
+  halted: boolean;
+  windowOpen: boolean;
+  nextWindowOpen: string | null;
+  slots: SlotView[];
+  failures: FleetFailure[];
+  /** What could not be read (slots, failures); the rest is still shown. */
+  errors: string[];
+}
+
+export interface FleetControl {
+  status(): Promise<FleetStatus>;
+  /** Set `paused: true` in the policy (creating the ConfigMap when there is none). */
+  pause(): Promise<FleetStatus>;
+  /** Set `paused: false` and clear the recorded failures; returns how many were cleared. */
+  resume(): Promise<{ status: FleetStatus; clearedFailures: number }>;
+}
+
+const MAX_ATTEMPTS = 10;
+
+export function createFleetControl(o: {
+  objects: Pick<FleetObjects, 'getConfigMap' | 'createConfigMap' | 'replaceConfigMap' | 'namespace'>;
+  policy: FleetPolicySource;
+  state: Pick<FleetState, 'failures' | 'clear'>;
+  gate: Pick<LeaseGate, 'slots'>;
+  node: string;
+  clock: Clock;
+}): FleetControl {
+  const { objects, clock } = o;
+
+  /** Edit `paused` in the policy text; null when nothing changes. */
+  function withPaused(text: string, paused: boolean): string | null {
+    const doc = parseDocument(text);
+    if (doc.errors.length > 0 || !(isMap(doc.contents) || doc.contents === null)) {
+      throw new InvalidConfigError(
+        `ConfigMap ${objects.namespace}/${POLICY_CONFIGMAP} ${POLICY_KEY} is not a YAML mapping (${doc.errors[0]?.message ?? 'not a mapping'}); fix it before pausing or resuming`,
+        { data: { field: POLICY_KEY } },
+      );
+    }
+    if (doc.get('paused') === paused) return null;
+    doc.set('paused', paused);
+    const next = doc.toString();
+    parsePolicy(next); // the edit itself must not be what makes the policy invalid
+    return next;
+  }
+
+  async function setPaused(paused: boolean): Promise<void> {
+    for (let attempt = 1; ; attempt += 1) {
+      const cm = await objects.getConfigMap(POLICY_CONFIGMAP);
+      try {
+        if (cm === null) {
+          if (!paused) return; // no policy: nothing is paused
+          await objects.createConfigMap(POLICY_CONFIGMAP, { [POLICY_KEY]: 'paused: true\n' });
+          return;
+        }
+        const next = withPaused(cm.data[POLICY_KEY] ?? '', paused);
+        if (next === null) return;
+        await objects.replaceConfigMap(POLICY_CONFIGMAP, cm.resourceVersion, {
+          ...cm.data,
+          [POLICY_KEY]: next,
+        });
+        return;
+      } catch (err) {
+        if (!(isWriteConflict(err) || isAlreadyExists(err)) || attempt >= MAX_ATTEMPTS) throw err;
+        await clock.sleep(backoffDelay(attempt, CONFLICT_BACKOFF));
+      }
+    }
+  }
+
+  async function status(): Promise<FleetStatus> {
+    const ps = o.policy.state();
+    const policy = ps.policy;
+    const errors: string[] = [];
+    const now = clock.now();
+    const [slots, failures] = await Promise.all([
+      o.gate.slots().catch((err: unknown) => {
+        errors.push(`slots: ${describeError(err)}`);
+        return [];
+      }),
+      o.state.failures().catch((err: unknown) => {
+        errors.push(`failures: ${describeError(err)}`);
+        return [];
+      }),
+    ]);
+    const windows = policy?.windows ?? [];
+    const next = policy === null ? null : nextWindowOpen(windows, now);
+    return {
+      namespace: objects.namespace,
+      node: o.node,
+      synced: ps.synced,
+      present: ps.present,
+      policy,
+      policyError: ps.error,
+      policyErrorField: ps.errorField,
+      paused: policy?.paused ?? false,
+      halted: policy !== null && failures.length >= policy.maxFailures,
+      windowOpen: anyWindowOpen(windows, now),
+      nextWindowOpen: next === null ? null : new Date(next).toISOString(),
+      slots,
+      failures,
+      errors,
+    };
+  }
+
+  return {
+    status,
+    async pause() {
+      await setPaused(true);
+      // What the API now holds; this agent's watch may not have seen the write yet.
+      return { ...(await status()), paused: true };
+    },
+    async resume() {
+      const cleared = await o.state.clear();
+      await setPaused(false);
+      const s = await status();
+      return { status: { ...s, paused: false, halted: false, failures: [] }, clearedFailures: cleared };
+    },
+  };
+}

@@ -1,0 +1,194 @@
+/**
+ * Every agent's view of the fleet policy (docs/fleet.md, "The policy"): a list+watch of the one
+ * ConfigMap `agentd-fleet`, restarted with backoff when it ends. A policy that does not validate
+ * is reported (status, metric, log, naming the field) and never half-applied: the last good one
+ * holds; with no good one yet, the defaults hold (a ConfigMap exists, so the fleet is gated).
+ * No ConfigMap: no policy, no gate.
+ */
+import type { Logger } from 'pino';
+import { describeError } from '../errors.js';
+import type { Clock } from '../host/types.js';
+import type { ConfigMapRecord, FleetObjects } from '../kube/index.js';
+import type { Metrics } from '../metrics/metrics.js';
+import { Backoff, WATCH_BACKOFF, type BackoffPolicy } from '../retry/backoff.js';
+import { POLICY_CONFIGMAP, POLICY_KEY, PolicyError, parsePolicy, type FleetPolicy } from './policy.js';
+
+/** What the agent knows of the policy; `fleet.status` shows it. */
+export interface PolicyState {
+  /** The first list answered: until then nothing is known and the gate waits. */
+  synced: boolean;
+  /** The ConfigMap exists. */
+  present: boolean;
+  /** The policy in force (null: no ConfigMap, no gate). */
+  policy: FleetPolicy | null;
+  /** Why the ConfigMap's current content is not in force; null when it is. */
+  error: string | null;
+  /** The offending field of `error`. */
+  errorField: string | null;
+  resourceVersion: string | null;
+}
+
+export interface FleetPolicySource {
+  /** The policy in force, or null when there is no `agentd-fleet` ConfigMap (no gate). */
+  current(): FleetPolicy | null;
+  state(): PolicyState;
+}
+
+export interface PolicyWatch extends FleetPolicySource {
+  start(): void;
+  stop(): Promise<void>;
+}
+
+export interface PolicyWatchOptions {
+  objects: Pick<FleetObjects, 'watchConfigMap' | 'namespace'>;
+  clock: Clock;
+  logger: Logger;
+  metrics: Metrics;
+  backoff?: BackoffPolicy;
+  /** Called after every change of the state (status version bump). */
+  onChange?: () => void;
+}
+
+/** The defaults: what holds while a present ConfigMap has never validated. */
+const DEFAULT_POLICY = parsePolicy('');
+
+export function createPolicyWatch(o: PolicyWatchOptions): PolicyWatch {
+  const logger = o.logger.child({ component: 'fleet-policy' });
+  let state: PolicyState = {
+    synced: false,
+    present: false,
+    policy: null,
+    error: null,
+    errorField: null,
+    resourceVersion: null,
+  };
+  let lastGood: FleetPolicy | null = null;
+  let stopped = false;
+  const stopController = new AbortController();
+  let loop: Promise<void> | null = null;
+  let stopWatch: (() => void) | null = null;
+
+  const set = (next: PolicyState): void => {
+    state = next;
+    o.metrics.fleetPaused.set(next.policy?.paused ? 1 : 0);
+    o.onChange?.();
+  };
+
+  function apply(cm: ConfigMapRecord | null): void {
+    if (cm === null) {
+      if (state.present) logger.info('the fleet policy ConfigMap is gone: no fleet gate');
+      lastGood = null;
+      set({
+        synced: true,
+        present: false,
+        policy: null,
+        error: null,
+        errorField: null,
+        resourceVersion: null,
+      });
+      return;
+    }
+    if (cm.resourceVersion === state.resourceVersion && state.synced) return;
+    const text = cm.data[POLICY_KEY];
+    try {
+      if (text === undefined) {
+        throw new PolicyError(`${POLICY_CONFIGMAP}: no data key ${POLICY_KEY}`, POLICY_KEY);
+      }
+      const policy = parsePolicy(text);
+      lastGood = policy;
+      logger.info({ policy, resourceVersion: cm.resourceVersion }, 'fleet policy in force');
+      set({
+        synced: true,
+        present: true,
+        policy,
+        error: null,
+        errorField: null,
+        resourceVersion: cm.resourceVersion,
+      });
+    } catch (err) {
+      const field = err instanceof PolicyError ? err.field : POLICY_KEY;
+      const message = describeError(err);
+      o.metrics.fleetPolicyErrors.inc();
+      logger.warn(
+        { field, error: message, keeping: lastGood ? 'the last good policy' : 'the default policy' },
+        'the fleet policy does not validate; it is not applied',
+      );
+      set({
+        synced: true,
+        present: true,
+        policy: lastGood ?? DEFAULT_POLICY,
+        error: message,
+        errorField: field,
+        resourceVersion: cm.resourceVersion,
+      });
+    }
+  }
+
+  async function run(): Promise<void> {
+    const backoff = new Backoff(o.backoff ?? WATCH_BACKOFF);
+    while (!stopped) {
+      let failed: unknown = null;
+      try {
+        const ended = new Promise<unknown>((resolve) => {
+          void o.objects
+            .watchConfigMap(
+              POLICY_CONFIGMAP,
+              (cm) => {
+                apply(cm);
+                backoff.reset();
+              },
+              (e) => apply(e.type === 'DELETED' ? null : e.configMap),
+              (err) => resolve(err),
+            )
+            .then(
+              (stop) => {
+                stopWatch = stop;
+                if (stopped) stop();
+              },
+              (err: unknown) => resolve(err ?? new Error('watch failed')),
+            );
+          stopController.signal.addEventListener('abort', () => resolve(null), { once: true });
+        });
+        failed = await ended;
+        if (failed === null && state.error !== null && state.errorField === null && !state.present) {
+          set({ ...state, error: null });
+        }
+      } finally {
+        stopWatch?.();
+        stopWatch = null;
+      }
+      if (stopped) return;
+      if (failed !== null) {
+        const why = describeError(failed);
+        const reason = (failed as { data?: { reason?: unknown } }).data?.reason;
+        if ((reason === 'Forbidden' || reason === 'Unauthorized') && !state.present) {
+          // Credentials the API server rejects, or RBAC without the fleet rights (deploy/rbac.yaml
+          // older than the gate): no policy can be read, so there is none: no gate, as without
+          // credentials or the ConfigMap. Said in status and the log.
+          set({ ...state, synced: true, policy: null, error: why, errorField: null });
+        } else if (!state.synced) {
+          set({ ...state, error: why });
+        }
+        const delay = backoff.next();
+        logger.warn(
+          { err: describeError(failed), retryInMs: delay },
+          `watch of ConfigMap ${o.objects.namespace}/${POLICY_CONFIGMAP} failed`,
+        );
+        await o.clock.sleep(delay, stopController.signal).catch(() => undefined);
+      }
+    }
+  }
+
+  return {
+    current: () => state.policy,
+    state: () => state,
+    start() {
+      loop ??= run();
+    },
+    async stop() {
+      stopped = true;
+      stopController.abort();
+      await loop;
+    },
+  };
+}

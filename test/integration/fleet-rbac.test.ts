@@ -1,0 +1,121 @@
+/**
+ * deploy/rbac.yaml is enough for the fleet gate and no more: the fake API server enforces the
+ * manifests' ClusterRole and Role for a node's token, agentd's fleet paths (policy watch, slots,
+ * failures, status, pause, resume) run with it without one 403, and verbs the gate does not need
+ * are refused with 403.
+ */
+import { CoordinationV1Api, CoreV1Api } from '@kubernetes/client-node';
+import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import pino from 'pino';
+import { createFleetRuntime, type FleetRuntime } from '../../src/fleet/index.js';
+import { systemClock } from '../../src/host/clock.js';
+import { createMetrics } from '../../src/metrics/metrics.js';
+import { startFakeKube, type FakeKube } from '../support/fake-kube.js';
+import { rolesOfDeployRbac } from '../support/rbac-rules.js';
+
+const NS = 'agentd-system';
+const TOKEN = 'abcdef.0123456789abcdef';
+
+async function statusOf(p: Promise<unknown>): Promise<number> {
+  try {
+    await p;
+    return 200;
+  } catch (err) {
+    return (err as { code?: number }).code ?? -1;
+  }
+}
+
+describe('the fleet gate under deploy/rbac.yaml', () => {
+  let kube: FakeKube;
+  let fleet: FleetRuntime;
+  let core: CoreV1Api;
+  let coordination: CoordinationV1Api;
+
+  beforeEach(async () => {
+    kube = await startFakeKube({ tokens: { [TOKEN]: await rolesOfDeployRbac() } });
+    const kc = kube.kubeConfig(TOKEN);
+    core = kc.makeApiClient(CoreV1Api);
+    coordination = kc.makeApiClient(CoordinationV1Api);
+    fleet = createFleetRuntime({
+      clients: { kc, core, coordination },
+      namespace: NS,
+      node: 'worker-01',
+      clock: systemClock,
+      logger: pino({ level: 'silent' }),
+      metrics: createMetrics({ version: 't', collectDefaults: false }),
+      timing: { leaseDurationSeconds: 1, renewIntervalMs: 100, pollIntervalMs: 100 },
+    });
+  });
+  afterEach(async () => {
+    await fleet.stop();
+    await kube.close();
+  });
+
+  it('runs every fleet path with the rights of the manifests, without one 403', async () => {
+    fleet.start();
+    await expect.poll(() => fleet.policy.state().synced).toBe(true);
+    expect(fleet.policy.state().error).toBeNull();
+    await kube.whenWatching();
+    kube.putConfigMap(NS, 'agentd-fleet', { 'policy.yaml': 'maxConcurrent: 2\nmaxFailures: 5' });
+    await expect.poll(() => fleet.policy.current()?.maxConcurrent).toBe(2);
+
+    const signal = AbortSignal.timeout(10_000);
+    const first = await fleet.gate.acquire({ signal, operationId: 'o1', onWait: () => {} });
+    await new Promise((r) => setTimeout(r, 250)); // a renewal or two
+    await first?.release({ state: 'rolled_back', operationId: 'o1', message: 'VERIFY_FAILED' });
+    const second = await fleet.gate.acquire({ signal, operationId: 'o2', onWait: () => {} });
+    await second?.release({ state: 'failed', operationId: 'o2', message: 'x' });
+
+    const status = await fleet.control.status();
+    expect(status.errors).toEqual([]);
+    expect(status.failures).toHaveLength(2);
+    expect((await fleet.control.pause()).paused).toBe(true);
+    expect((await fleet.control.resume()).clearedFailures).toBe(2);
+
+    const denied = kube.requests.filter((r) => r.status === 403);
+    expect(denied).toEqual([]);
+    // Each kind of request was made under the restricted token.
+    for (const [resource, verb] of [
+      ['configmaps', 'list'],
+      ['configmaps', 'watch'],
+      ['configmaps', 'get'],
+      ['configmaps', 'create'],
+      ['configmaps', 'update'],
+      ['leases', 'list'],
+      ['leases', 'update'],
+    ] as const) {
+      expect(kube.countRequests({ resource, verb }), `${verb} ${resource}`).toBeGreaterThan(0);
+    }
+  });
+
+  it('refuses what the gate does not need with 403', async () => {
+    kube.putConfigMap(NS, 'other', { a: 'b' });
+    kube.putConfigMap('default', 'agentd-fleet', { 'policy.yaml': '{}' });
+    const spec = { holderIdentity: 'x', leaseDurationSeconds: 60 };
+    const lease = (name: string) => ({ metadata: { name, namespace: NS }, spec });
+    expect(
+      await statusOf(coordination.createNamespacedLease({ namespace: NS, body: lease('agentd-slot-0') })),
+    ).toBe(200);
+    expect(await statusOf(coordination.deleteNamespacedLease({ name: 'agentd-slot-0', namespace: NS }))).toBe(
+      403,
+    );
+    expect(await statusOf(coordination.readNamespacedLease({ name: 'agentd-slot-10', namespace: NS }))).toBe(
+      403,
+    );
+    expect(await statusOf(coordination.readNamespacedLease({ name: 'kube-scheduler', namespace: NS }))).toBe(
+      403,
+    );
+    expect(await statusOf(coordination.listNamespacedLease({ namespace: 'kube-node-lease' }))).toBe(403);
+    expect(await statusOf(core.readNamespacedConfigMap({ name: 'other', namespace: NS }))).toBe(403);
+    expect(await statusOf(core.listNamespacedConfigMap({ namespace: NS }))).toBe(403);
+    expect(await statusOf(core.readNamespacedConfigMap({ name: 'agentd-fleet', namespace: 'default' }))).toBe(
+      403,
+    );
+    expect(await statusOf(core.deleteNamespacedConfigMap({ name: 'agentd-fleet', namespace: NS }))).toBe(403);
+    expect(
+      await statusOf(
+        core.patchNamespacedConfigMap({ name: 'agentd-fleet-state', namespace: NS, body: { data: {} } }),
+      ),
+    ).toBe(403);
+  });
+});

@@ -1,0 +1,254 @@
+import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
+import { CoordinationV1Api, CoreV1Api } from '@kubernetes/client-node';
+import pino from 'pino';
+import { createFleetObjects, type FleetObjects } from '../../../src/kube/fleet-objects.js';
+import { createFleetState } from '../../../src/fleet/fleet-state.js';
+import { createLeaseGate, type GateWait, type LeaseGate } from '../../../src/fleet/lease-gate.js';
+import type { FleetPolicySource } from '../../../src/fleet/policy-watch.js';
+import { parsePolicy, type FleetPolicy } from '../../../src/fleet/policy.js';
+import { createMetrics } from '../../../src/metrics/metrics.js';
+import { startFakeKube, type FakeKube } from '../../support/fake-kube.js';
+import { createManualClock, type ManualClock } from '../../support/manual-clock.js';
+
+const NS = 'agentd-system';
+const logger = pino({ level: 'silent' });
+
+function source(policy: FleetPolicy | null): FleetPolicySource & { set(p: FleetPolicy | null): void } {
+  let p = policy;
+  return {
+    set: (next) => {
+      p = next;
+    },
+    current: () => p,
+    state: () => ({
+      synced: true,
+      present: p !== null,
+      policy: p,
+      error: null,
+      errorField: null,
+      resourceVersion: null,
+    }),
+  };
+}
+
+describe('the fleet lease gate', () => {
+  let kube: FakeKube;
+  let objects: FleetObjects;
+  let clock: ManualClock;
+  const gates: LeaseGate[] = [];
+
+  beforeEach(async () => {
+    kube = await startFakeKube();
+    const kc = kube.kubeConfig();
+    objects = createFleetObjects({
+      kc,
+      core: kc.makeApiClient(CoreV1Api),
+      coordination: kc.makeApiClient(CoordinationV1Api),
+      namespace: NS,
+    });
+    clock = createManualClock();
+  });
+  afterEach(async () => {
+    for (const g of gates.splice(0)) g.stop();
+    await kube.close();
+  });
+
+  function gate(
+    node: string,
+    policy: FleetPolicySource,
+    metrics = createMetrics({ version: 't', collectDefaults: false }),
+  ) {
+    const g = createLeaseGate({
+      objects,
+      policy,
+      state: createFleetState({ objects, clock }),
+      node,
+      clock,
+      logger,
+      metrics,
+      leaseDurationSeconds: 60,
+      renewIntervalMs: 20_000,
+      pollIntervalMs: 10_000,
+      random: () => 0,
+    });
+    gates.push(g);
+    return g;
+  }
+
+  const holderOf = (i: number): unknown => kube.getLease(NS, `agentd-slot-${i}`)?.spec?.holderIdentity;
+
+  it('is no gate at all without a policy: no Lease is read or written', async () => {
+    const g = gate('n1', source(null));
+    const onWait = vi.fn();
+    expect(await g.acquire({ signal: new AbortController().signal, operationId: 'op', onWait })).toBeNull();
+    expect(onWait).not.toHaveBeenCalled();
+    expect(kube.countRequests({ resource: 'leases' })).toBe(0);
+  });
+
+  it('lets maxConcurrent nodes hold a slot; the next waits for a release', async () => {
+    const p = source(parsePolicy('maxConcurrent: 2'));
+    const a = await gate('a', p).acquire({
+      signal: AbortSignal.timeout(5000),
+      operationId: 'oa',
+      onWait: () => {},
+    });
+    const b = await gate('b', p).acquire({
+      signal: AbortSignal.timeout(5000),
+      operationId: 'ob',
+      onWait: () => {},
+    });
+    expect(new Set([holderOf(0), holderOf(1)])).toEqual(new Set(['a', 'b']));
+    const waits: Array<GateWait | null> = [];
+    const c = gate('c', p).acquire({
+      signal: new AbortController().signal,
+      operationId: 'oc',
+      onWait: (w) => waits.push(w),
+    });
+    await vi.waitFor(() => expect(waits[0]?.reason).toBe('WaitingForSlot'));
+    await a?.release({ state: 'succeeded', operationId: 'oa', message: null });
+    await vi.waitFor(async () => {
+      await clock.advance(10_000);
+      expect(new Set([holderOf(0), holderOf(1)])).toEqual(new Set(['b', 'c']));
+    });
+    const held = await c;
+    expect(held?.name).toMatch(/^agentd-slot-[01]$/);
+    expect(waits.at(-1)).toBeNull();
+    await b?.release({ state: 'succeeded', operationId: 'ob', message: null });
+    await held?.release({ state: 'succeeded', operationId: 'oc', message: null });
+    expect([holderOf(0), holderOf(1)]).toEqual(['', '']);
+  });
+
+  it('says why it waits: paused, halted by recorded failures, outside every window', async () => {
+    const p = source(parsePolicy('paused: true'));
+    const waits: GateWait[] = [];
+    const ac = new AbortController();
+    const pending = gate('n1', p).acquire({
+      signal: ac.signal,
+      operationId: 'o',
+      onWait: (w) => w && waits.push(w),
+    });
+    await vi.waitFor(() => expect(waits.at(-1)?.reason).toBe('Paused'));
+    // Wednesday 12:00 UTC: a Saturday window is closed.
+    p.set(parsePolicy('windows: [{days: [Sat], start: "01:00", end: "02:00", timeZone: UTC}]'));
+    await vi.waitFor(async () => {
+      await clock.advance(10_000);
+      expect(waits.at(-1)?.reason).toBe('OutsideWindow');
+    });
+    expect(waits.at(-1)?.message).toContain('2026-11-28T01:00:00.000Z');
+    const state = createFleetState({ objects, clock });
+    for (const n of ['x', 'y'])
+      await state.record({ node: n, operation: 'o', state: 'failed', message: 'm', at: 't' });
+    p.set(parsePolicy('maxFailures: 2'));
+    await vi.waitFor(async () => {
+      await clock.advance(10_000);
+      expect(waits.at(-1)?.reason).toBe('Halted');
+    });
+    expect(waits.at(-1)?.message).toMatch(/2 recorded failures reach maxFailures 2 \(x, y\)/);
+    expect(kube.listLeases(NS)).toEqual([]);
+    ac.abort();
+    await expect(pending).rejects.toMatchObject({ code: 'CANCELLED' });
+  });
+
+  it('records a failed update in the fleet state', async () => {
+    const p = source(parsePolicy('{}'));
+    const held = await gate('n1', p).acquire({
+      signal: AbortSignal.timeout(5000),
+      operationId: 'o1',
+      onWait: () => {},
+    });
+    await held?.release({
+      state: 'rolled_back',
+      operationId: 'o1',
+      message: 'VERIFY_FAILED: kubelet inactive',
+    });
+    const failures = JSON.parse(
+      String(
+        (kube.getConfigMap(NS, 'agentd-fleet-state') as { data?: Record<string, string> }).data?.[
+          'failures.json'
+        ],
+      ),
+    ) as unknown;
+    expect(failures).toEqual([
+      expect.objectContaining({
+        node: 'n1',
+        operation: 'o1',
+        state: 'rolled_back',
+        message: 'VERIFY_FAILED: kubelet inactive',
+      }),
+    ]);
+    expect(holderOf(0)).toBe('');
+  });
+
+  it('renews a held slot; a dead holder loses it to a waiter once the lease expired', async () => {
+    const p = source(parsePolicy('{}'));
+    const deadGate = gate('dead', p);
+    const held = await deadGate.acquire({
+      signal: AbortSignal.timeout(5000),
+      operationId: 'o1',
+      onWait: () => {},
+    });
+    const renewTime = kube.getLease(NS, 'agentd-slot-0')?.spec?.renewTime;
+    await clock.advance(20_000);
+    await vi.waitFor(() => expect(kube.getLease(NS, 'agentd-slot-0')?.spec?.renewTime).not.toBe(renewTime));
+    deadGate.stop(); // the holder dies: no more renewals
+    const waits: GateWait[] = [];
+    const next = gate('next', p).acquire({
+      signal: new AbortController().signal,
+      operationId: 'o2',
+      onWait: (w) => w && waits.push(w),
+    });
+    await vi.waitFor(() => expect(waits[0]?.reason).toBe('WaitingForSlot'));
+    // Not before 60 s: still held.
+    await clock.advance(50_000);
+    expect(holderOf(0)).toBe('dead');
+    await vi.waitFor(async () => {
+      await clock.advance(10_000);
+      expect(holderOf(0)).toBe('next');
+    });
+    expect((await next)?.name).toBe('agentd-slot-0');
+    expect(kube.getLease(NS, 'agentd-slot-0')?.spec?.leaseTransitions).toBe(1);
+    expect(held?.lostReason()).toBeNull(); // it stopped renewing: it never saw the takeover
+  });
+
+  it('notices when another node holds its slot, and then leaves the slot alone', async () => {
+    const metrics = createMetrics({ version: 't', collectDefaults: false });
+    const held = await gate('n1', source(parsePolicy('{}')), metrics).acquire({
+      signal: AbortSignal.timeout(5000),
+      operationId: 'o1',
+      onWait: () => {},
+    });
+    const l = await objects.getLease('agentd-slot-0');
+    await objects.replaceLease('agentd-slot-0', l?.resourceVersion ?? '', {
+      holder: 'intruder',
+      durationSeconds: 60,
+      acquireTimeMs: clock.now(),
+      renewTimeMs: clock.now(),
+      transitions: 1,
+    });
+    await vi.waitFor(async () => {
+      await clock.advance(20_000);
+      expect(held?.lostReason()).toMatch(/held by intruder/);
+    });
+    expect(
+      (await metrics.registry.getSingleMetric('agentd_fleet_slot_lost_total')?.get())?.values[0]?.value,
+    ).toBe(1);
+    await held?.release({ state: 'succeeded', operationId: 'o1', message: null });
+    expect(holderOf(0)).toBe('intruder');
+  });
+
+  it('keeps the slot for settleSeconds after a success', async () => {
+    const held = await gate('n1', source(parsePolicy('settleSeconds: 45'))).acquire({
+      signal: AbortSignal.timeout(5000),
+      operationId: 'o1',
+      onWait: () => {},
+    });
+    await held?.release({ state: 'succeeded', operationId: 'o1', message: null });
+    expect(holderOf(0)).toBe('n1');
+    await clock.advance(40_000);
+    expect(holderOf(0)).toBe('n1');
+    await vi.waitFor(async () => {
+      await clock.advance(5_000);
+      expect(holderOf(0)).toBe('');
+    });
+  });
+});

@@ -1,0 +1,75 @@
+import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
+import { CoordinationV1Api, CoreV1Api } from '@kubernetes/client-node';
+import pino from 'pino';
+import { createFleetObjects } from '../../../src/kube/fleet-objects.js';
+import { createPolicyWatch, type PolicyWatch } from '../../../src/fleet/policy-watch.js';
+import { createMetrics } from '../../../src/metrics/metrics.js';
+import { startFakeKube, type FakeKube } from '../../support/fake-kube.js';
+import { createManualClock } from '../../support/manual-clock.js';
+
+const NS = 'agentd-system';
+
+describe('the fleet policy watch', () => {
+  let kube: FakeKube;
+  let watch: PolicyWatch;
+  const metrics = createMetrics({ version: 't', collectDefaults: false });
+
+  beforeEach(async () => {
+    kube = await startFakeKube();
+    const kc = kube.kubeConfig();
+    const objects = createFleetObjects({
+      kc,
+      core: kc.makeApiClient(CoreV1Api),
+      coordination: kc.makeApiClient(CoordinationV1Api),
+      namespace: NS,
+    });
+    watch = createPolicyWatch({
+      objects,
+      clock: createManualClock(),
+      logger: pino({ level: 'silent' }),
+      metrics,
+    });
+  });
+  afterEach(async () => {
+    await watch.stop();
+    await kube.close();
+  });
+
+  it('has no policy without the ConfigMap, and follows it as it comes, changes and goes', async () => {
+    expect(watch.state().synced).toBe(false);
+    watch.start();
+    await vi.waitFor(() => expect(watch.state().synced).toBe(true));
+    expect(watch.current()).toBeNull();
+    await kube.whenWatching();
+    kube.putConfigMap(NS, 'agentd-fleet', { 'policy.yaml': 'maxConcurrent: 3\npaused: true' });
+    await vi.waitFor(() => expect(watch.current()?.maxConcurrent).toBe(3));
+    expect(watch.current()?.paused).toBe(true);
+    expect((await metrics.fleetPaused.get()).values[0]?.value).toBe(1);
+    kube.deleteConfigMap(NS, 'agentd-fleet');
+    await vi.waitFor(() => expect(watch.current()).toBeNull());
+  });
+
+  it('never half-applies a bad policy: it reports the field and keeps the last good one', async () => {
+    kube.putConfigMap(NS, 'agentd-fleet', { 'policy.yaml': 'maxConcurrent: 2' });
+    watch.start();
+    await vi.waitFor(() => expect(watch.current()?.maxConcurrent).toBe(2));
+    await kube.whenWatching();
+    const errorsBefore = (await metrics.fleetPolicyErrors.get()).values[0]?.value ?? 0;
+    kube.putConfigMap(NS, 'agentd-fleet', { 'policy.yaml': 'maxConcurrent: 5\nmaxFailures: 0' });
+    await vi.waitFor(() => expect(watch.state().errorField).toBe('maxFailures'));
+    expect(watch.current()?.maxConcurrent).toBe(2);
+    expect(watch.state().error).toMatch(/maxFailures/);
+    expect((await metrics.fleetPolicyErrors.get()).values[0]?.value).toBe(errorsBefore + 1);
+    kube.putConfigMap(NS, 'agentd-fleet', { 'policy.yaml': 'maxConcurrent: 4' });
+    await vi.waitFor(() => expect(watch.current()?.maxConcurrent).toBe(4));
+    expect(watch.state().error).toBeNull();
+  });
+
+  it('holds the defaults while a present ConfigMap has never validated', async () => {
+    kube.putConfigMap(NS, 'agentd-fleet', { other: 'x' });
+    watch.start();
+    await vi.waitFor(() => expect(watch.state().synced).toBe(true));
+    expect(watch.state()).toMatchObject({ present: true, errorField: 'policy.yaml' });
+    expect(watch.current()).toMatchObject({ maxConcurrent: 1, paused: false });
+  });
+});
