@@ -5,3 +5,4 @@
  */
 export { createKubeClients, createMachineApi, createMachineWatch, createNodeDrainer } from '../kube/index.js';
 export { createMachineWatcher } from '../watcher/index.js';
+export { getNodeHealth } from '../kube/node-health.js';

@@ -13,6 +13,7 @@ import type { NodeDrainOps } from '../engine/drain-ops.js';
 import type { EventBus } from '../engine/events.js';
 import { FINAL_STATES } from '../engine/operation.js';
 import type { NodeDrainer } from '../engine/update.js';
+import type { NodeHealthSource } from '../fleet/health-gate.js';
 import { PreconditionFailedError, describeError } from '../errors.js';
 import type { Clock } from '../host/types.js';
 import type { KubeClients, KubeClientsUnavailable, createKubeClients } from '../kube/index.js';
@@ -51,6 +52,8 @@ export interface KubeWiring {
   readonly nodeOps: NodeDrainOps;
   /** The update's drain seam, or null when there are no credentials (then `drain: true` is refused). */
   updateDrainer(): NodeDrainer | null;
+  /** The health gate's view of this node's Node object, or why there is none (no credentials). */
+  nodeHealth(): NodeHealthSource;
   /** Throws INVALID_CONFIG when `--kubeconfig` cannot be loaded (called before serving). */
   validate(): Promise<void>;
   /** After ready: start the watcher when it should run; look again whenever an operation ends. */
@@ -290,6 +293,24 @@ export function createKubeWiring(o: KubeWiringOptions): KubeWiring {
   return {
     nodeOps,
     updateDrainer: () => (unavailableReason() === null ? createUpdateDrainer(nodeOps) : null),
+    nodeHealth() {
+      const why = unavailableReason();
+      if (why !== null) return { unavailable: why };
+      // The Node's name is looked up once per gate (like drain: the Machine's nodeRef, else its name).
+      let node: ReturnType<typeof bound> | null = null;
+      return {
+        async read() {
+          node ??= bound();
+          try {
+            const { core, node: name } = await node;
+            return await (runtime as KubeRuntime).getNodeHealth(core, name);
+          } catch (err) {
+            node = null;
+            throw err;
+          }
+        },
+      };
+    },
     async validate() {
       // Load the client code only when a credential source may exist, before the daemon is ready.
       if (mightHaveCredentials()) await loadRuntime();

@@ -69,6 +69,8 @@ export interface EngineOptions {
   statusVersion?: StatusVersion;
   /** Capture what explains a failed machine before it is removed (journals, unit status). */
   diagnostics?: UpdateDeps['diagnostics'];
+  /** The health gate after `verify` (docs/fleet-health-gate.md); absent or null: no gate. */
+  healthGate?: UpdateDeps['healthGate'];
   /** Repair between requests (docs/operations.md); off unless enabled. */
   repair?: { enabled: boolean; policy?: Partial<RepairPolicy> };
 }
@@ -210,6 +212,7 @@ export class Engine {
       drainer: o.drainer ?? null,
       verifyTimeoutMs: o.verifyTimeoutMs,
       diagnostics: o.diagnostics ?? null,
+      healthGate: o.healthGate ?? null,
       // A new journal carries a pending uncordon on, so a crash during it does not lose it.
       uncordonPending: this.#pendingUncordon !== null,
     };
@@ -481,6 +484,7 @@ export class Engine {
         changes,
         changed,
         drain: Boolean(req.drain),
+        healthGate: (this.#o.healthGate?.policy() ?? null) !== null,
         now: new Date(this.#o.clock.now()).toISOString(),
         paths: this.#o.paths,
         provisioner: this.#o.provisioner,

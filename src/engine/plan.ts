@@ -17,6 +17,8 @@ export interface DryRunInput {
   changes: ConfigChange[];
   changed: boolean;
   drain: boolean;
+  /** A health gate applies now (a fleet policy with health checks): the `health` phase would run. */
+  healthGate: boolean;
   now: string;
   paths: HostPaths;
   provisioner: Pick<Provisioner, 'plannedFiles'>;
@@ -30,6 +32,7 @@ export function buildDryRun(op: Operation, d: DryRunInput): Operation {
   const skipped = new Set([
     ...(d.drain ? [] : ['drain', 'uncordon']),
     ...(d.source ? [] : ['stop', 'cleanup']),
+    ...(d.healthGate ? [] : ['health']),
   ]);
   op.phases = op.phases.map((p) => ({ ...p, state: skipped.has(p.name) ? 'skipped' : 'pending' }));
   op.result = {

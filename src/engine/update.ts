@@ -1,8 +1,8 @@
 /**
  * The update procedure (docs/architecture.md): provision and stage the target beside the serving source,
- * then the short down window — stop(source), start(target), verify — then commit and clean up.
- * Failure before stop removes the target (the node never stopped serving); failure in start or
- * verify rolls back to the source. Every phase transition is journaled before it happens.
+ * then the short down window — stop(source), start(target), verify, the health gate — then commit
+ * and clean up. Failure before stop removes the target (the node never stopped serving); failure
+ * in start, verify or health rolls back to the source. Every phase transition is journaled before it happens.
  */
 import {
   AgentError,
@@ -13,6 +13,7 @@ import {
   describeError,
   isAgentError,
 } from '../errors.js';
+import type { HealthGate } from '../fleet/health-gate.js';
 import type { MachineDiagnostic } from '../host/machine-diagnostics.js';
 import type { MachineManager } from '../host/machines.js';
 import type { Clock, MachineName } from '../host/types.js';
@@ -36,6 +37,7 @@ export const UPDATE_PHASES = [
   'stop',
   'start',
   'verify',
+  'health',
   'commit',
   'cleanup',
   'uncordon',
@@ -63,6 +65,11 @@ export interface UpdateDeps {
   uncordonPending?: boolean;
   /** Capture what explains a machine's failure (journals, unit status); never throws. */
   diagnostics?: ((m: MachineName) => Promise<MachineDiagnostic[]>) | null;
+  /**
+   * The health gate after `verify` (docs/fleet-health-gate.md); null, or a gate whose policy is
+   * null (no fleet policy), skips the `health` phase: the update commits once verify passed.
+   */
+  healthGate?: HealthGate | null;
 }
 
 export interface UpdatePlan {
@@ -220,6 +227,20 @@ export async function runUpdate(
         d.metrics.downWindow.observe(ms / 1000);
       }
     });
+    const gate = d.healthGate ?? null;
+    const gatePolicy = gate?.policy() ?? null;
+    if (gate !== null && gatePolicy !== null) {
+      await phase('health', async () => {
+        const report = await gate.run(
+          gatePolicy,
+          { machine: target, kubernetesVersion: config.Cluster.Version },
+          source ? never : signal,
+        );
+        result.healthGate = report;
+      });
+    } else {
+      await skip('health');
+    }
     // A join has no source to stop: its point of no return is the commit.
     hooks.onPointOfNoReturn?.();
     await phase('commit', async () => {
@@ -310,7 +331,10 @@ async function handleFailure(
   for (const p of rec.op.phases) if (p.state === 'pending') p.state = 'skipped';
   // The target started (or tried to): keep what explains its failure before it is removed.
   let diagnostics: MachineDiagnostic[] | undefined;
-  if ((failure.phase === 'start' || failure.phase === 'verify') && d.diagnostics) {
+  if (
+    (failure.phase === 'start' || failure.phase === 'verify' || failure.phase === 'health') &&
+    d.diagnostics
+  ) {
     diagnostics = await d.diagnostics(target);
     if (isAgentError(failure.error)) failure.error.data.diagnostics = diagnostics;
     else result.diagnostics = diagnostics;
