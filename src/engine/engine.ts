@@ -484,7 +484,7 @@ export class Engine {
         changes,
         changed,
         drain: Boolean(req.drain),
-        healthGate: (this.#o.healthGate?.policy() ?? null) !== null,
+        healthGate: (this.#o.healthGate?.prepare() ?? null) !== null,
         now: new Date(this.#o.clock.now()).toISOString(),
         paths: this.#o.paths,
         provisioner: this.#o.provisioner,

@@ -13,7 +13,6 @@ import {
   describeError,
   isAgentError,
 } from '../errors.js';
-import type { HealthGate } from '../fleet/health-gate.js';
 import type { MachineDiagnostic } from '../host/machine-diagnostics.js';
 import type { MachineManager } from '../host/machines.js';
 import type { Clock, MachineName } from '../host/types.js';
@@ -43,6 +42,25 @@ export const UPDATE_PHASES = [
   'uncordon',
 ] as const;
 export type UpdatePhase = (typeof UPDATE_PHASES)[number];
+
+/** What the health gate checks: the machine that just passed verify and its Kubernetes version. */
+export interface HealthGateTarget {
+  machine: MachineName;
+  /** The target Kubernetes version, with or without its leading `v`. */
+  kubernetesVersion: string;
+}
+
+/** The health gate bound to the fleet policy of the moment: its report, or HEALTH_GATE_FAILED. */
+export type HealthGateRun = (
+  target: HealthGateTarget,
+  signal: AbortSignal,
+) => Promise<Record<string, unknown>>;
+
+/** The health gate after `verify` (docs/fleet-health-gate.md); implemented in src/fleet. */
+export interface HealthGate {
+  /** The gate under the current fleet policy, or null when none applies (the phase is skipped). */
+  prepare(): HealthGateRun | null;
+}
 
 /** Drain support (the Kubernetes part); absent when agentd has no cluster credentials. */
 export interface NodeDrainer {
@@ -227,16 +245,13 @@ export async function runUpdate(
         d.metrics.downWindow.observe(ms / 1000);
       }
     });
-    const gate = d.healthGate ?? null;
-    const gatePolicy = gate?.policy() ?? null;
-    if (gate !== null && gatePolicy !== null) {
+    const gate = d.healthGate?.prepare() ?? null;
+    if (gate !== null) {
       await phase('health', async () => {
-        const report = await gate.run(
-          gatePolicy,
+        result.healthGate = await gate(
           { machine: target, kubernetesVersion: config.Cluster.Version },
           source ? never : signal,
         );
-        result.healthGate = report;
       });
     } else {
       await skip('health');

@@ -7,6 +7,7 @@
 import type { Logger } from 'pino';
 import { request } from 'undici';
 import { CancelledError, HealthGateFailedError, describeError } from '../errors.js';
+import type { HealthGate as EngineHealthGate, HealthGateTarget } from '../engine/update.js';
 import type { Clock, CommandResult, MachineName } from '../host/types.js';
 import type { NodeHealth } from '../kube/node-health.js';
 import type { Metrics } from '../metrics/metrics.js';
@@ -72,15 +73,10 @@ export interface HealthGateReport {
   warnings: string[];
 }
 
-export interface HealthGateTarget {
-  machine: MachineName;
-  /** The target Kubernetes version, with or without its leading `v`. */
-  kubernetesVersion: string;
-}
+export type { HealthGateTarget };
 
-export interface HealthGate {
-  /** The checks that apply now, or null when there is no gate (the `health` phase is skipped). */
-  policy(): HealthChecks | null;
+/** The engine's seam, plus `run` with an explicit policy (tests, and `prepare` itself). */
+export interface HealthGate extends EngineHealthGate {
   /** Run `policy` against the target; resolves with the report when all pass, else HEALTH_GATE_FAILED. */
   run(policy: HealthChecks, target: HealthGateTarget, signal: AbortSignal): Promise<HealthGateReport>;
 }
@@ -196,8 +192,13 @@ export function createHealthGate(o: HealthGateOptions): HealthGate {
     };
   }
 
-  return {
-    policy: () => o.checks(),
+  const gate: HealthGate = {
+    prepare() {
+      // The policy is read once per update: a policy change during the gate applies to the next one.
+      const policy = o.checks();
+      if (policy === null) return null;
+      return async (target, signal) => ({ ...(await gate.run(policy, target, signal)) });
+    },
     async run(policy, target, signal) {
       const warnings: string[] = [];
       const runs: Array<Promise<HealthCheckResult>> = [];
@@ -235,4 +236,5 @@ export function createHealthGate(o: HealthGateOptions): HealthGate {
       return { checks, warnings };
     },
   };
+  return gate;
 }

@@ -440,7 +440,12 @@ describe('runUpdate: diagnostics of a failed target', () => {
 
 describe('runUpdate: the health gate', () => {
   /** A gate with one exec check whose exit code `exitCode` gives, and a Node reporting `kubelet`. */
-  function gateFor(f: EngineFixture, exitCode: () => number, kubelet = 'v1.35.0'): HealthGate {
+  function gateFor(
+    f: EngineFixture,
+    exitCode: () => number,
+    kubelet = 'v1.35.0',
+    withPolicy = true,
+  ): HealthGate {
     const exec: MachineExec = (m, argv) => {
       f.log.calls.push(`exec ${m} ${argv.join(' ')}`);
       return Promise.resolve({
@@ -453,10 +458,12 @@ describe('runUpdate: the health gate', () => {
     };
     return createHealthGate({
       checks: () =>
-        HealthChecksSchema.parse({
-          nodeReadyTimeoutSeconds: 5,
-          checks: [{ name: 'app', timeoutSeconds: 5, exec: { command: ['/bin/app-ready'] } }],
-        }),
+        !withPolicy
+          ? null
+          : HealthChecksSchema.parse({
+              nodeReadyTimeoutSeconds: 5,
+              checks: [{ name: 'app', timeoutSeconds: 5, exec: { command: ['/bin/app-ready'] } }],
+            }),
       node: () => ({
         read: () =>
           Promise.resolve({ name: 'w', ready: true, readyCondition: 'True', kubeletVersion: kubelet }),
@@ -490,8 +497,7 @@ describe('runUpdate: the health gate', () => {
 
   it('a gate without a policy (no fleet policy) skips the phase', async () => {
     const f = await joinedFixture();
-    const gate = gateFor(f, () => 1);
-    f.deps.healthGate = { policy: () => null, run: gate.run };
+    f.deps.healthGate = gateFor(f, () => 1, 'v1.35.0', false);
     const { outcome, phases } = await switchToKube2(f);
     expect(outcome.state).toBe('succeeded');
     expect(phases.health).toBe('skipped');
