@@ -4,5 +4,5 @@
  * (and every `--sim` try-out) never pays for it (~60 MiB of RSS, ~150 ms of startup).
  */
 export { createKubeClients, createMachineApi, createMachineWatch, createNodeDrainer } from '../kube/index.js';
-export { createMachineWatcher } from '../watcher/index.js';
+export { createBlockedTargetFile, createMachineWatcher } from '../watcher/index.js';
 export { getNodeHealth } from '../kube/node-health.js';

@@ -28,7 +28,7 @@ import type * as KubeRuntimeModule from './kube-runtime.js';
 type KubeRuntime = typeof KubeRuntimeModule;
 
 export interface KubeWiringOptions {
-  config: Pick<DaemonConfig, 'kubeconfig' | 'machineName' | 'watch' | 'crdGroup' | 'host'>;
+  config: Pick<DaemonConfig, 'kubeconfig' | 'machineName' | 'watch' | 'crdGroup' | 'host' | 'stateDir'>;
   /** The active machine's applied config, unredacted, as last read (`engine.activeAppliedConfig`). */
   appliedConfig: () => AgentConfig | null;
   /** Re-read the node before deciding whether the watcher can start (`engine.refreshNode`). */
@@ -252,6 +252,8 @@ export function createKubeWiring(o: KubeWiringOptions): KubeWiring {
       machines: rt.createMachineApi({ custom: c.custom, group: c.crdGroup, clock }),
       watchMachine: rt.createMachineWatch({ kc: c.kc, group: c.crdGroup }).watchMachine,
       rpc: createRpcClient(createInProcessTransport(dispatcher, 'watcher')),
+      // A target that rolled back stays blocked across restarts of agentd (docs/watcher.md).
+      blocked: rt.createBlockedTargetFile(config.stateDir, logger),
       registrationConfig: o.appliedConfig,
       logger,
       metrics,
@@ -339,6 +341,7 @@ export function createKubeWiring(o: KubeWiringOptions): KubeWiring {
         lastReconcileAt: null,
         lastError: null,
         lastErrorCode: null,
+        blocked: null,
       };
     },
     async stop() {

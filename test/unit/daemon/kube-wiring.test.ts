@@ -24,6 +24,8 @@ const base: Config = {
   watch: null,
   crdGroup: 'unbounded-cloud.io',
   host: 'systemd',
+  // Read only when a watcher runs (an absent record is none); no test here makes it write one.
+  stateDir: path.join(os.tmpdir(), `agentd-kube-wiring-state-${process.pid}`),
 };
 
 /** A dispatcher answering only what the watcher asks first: the node has not joined. */
