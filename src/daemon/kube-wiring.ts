@@ -296,7 +296,8 @@ export function createKubeWiring(o: KubeWiringOptions): KubeWiring {
     nodeOps,
     updateDrainer: () => (unavailableReason() === null ? createUpdateDrainer(nodeOps) : null),
     nodeHealth() {
-      const why = unavailableReason();
+      // A client still loading is not "no credentials": the first read waits for it (bound()).
+      const why = runtime === null && mightHaveCredentials() ? null : unavailableReason();
       if (why !== null) return { unavailable: why };
       // The Node's name is looked up once per gate (like drain: the Machine's nodeRef, else its name).
       let node: ReturnType<typeof bound> | null = null;
