@@ -61,6 +61,11 @@ export const ERROR_CODES = {
     rpc: 1031,
     summary: 'A failed switch-over could not bring the old machine back: the node does not serve.',
   },
+  HEALTH_GATE_FAILED: {
+    rpc: 1040,
+    summary:
+      'The health gate after verify failed (Node not Ready, wrong kubelet version or a check); data.failed names each check.',
+  },
 } as const;
 
 export type ErrorCode = keyof typeof ERROR_CODES;
@@ -235,6 +240,14 @@ export class VerifyFailedError extends AgentError {
   constructor(message: string, options: AgentErrorOptions = {}) {
     super('VERIFY_FAILED', message, options);
     this.name = 'VerifyFailedError';
+  }
+}
+
+/** The health gate after `verify` did not pass: `data.failed` lists each failed check and what it saw. */
+export class HealthGateFailedError extends AgentError {
+  constructor(message: string, options: AgentErrorOptions = {}) {
+    super('HEALTH_GATE_FAILED', message, options);
+    this.name = 'HealthGateFailedError';
   }
 }
 

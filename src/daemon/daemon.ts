@@ -11,7 +11,10 @@ import { EventBus } from '../engine/events.js';
 import { StatusVersion } from '../engine/status-version.js';
 import { PreconditionFailedError, describeError } from '../errors.js';
 import { systemClock } from '../host/clock.js';
+import type { HealthChecks } from '../fleet/health-checks-schema.js';
+import { createHealthGate } from '../fleet/health-gate.js';
 import { captureMachineDiagnostics } from '../host/machine-diagnostics.js';
+import { runInMachine } from '../host/machines.js';
 import { createHostPaths } from '../host/paths.js';
 import { inspectPidFile, removePidFile, writePidFile } from '../host/pid-file.js';
 import type { Clock } from '../host/types.js';
@@ -50,6 +53,12 @@ export interface DaemonDeps {
    * daemon is already stopping.
    */
   stopRequested?: AbortSignal;
+  /**
+   * Replace the fleet policy's `healthChecks` of the moment (docs/fleet.md; default: the policy
+   * the fleet gate watches). Null (no fleet policy) skips the health gate, and an update commits
+   * once verify passed.
+   */
+  healthChecks?: () => HealthChecks | null;
 }
 
 export interface Daemon {
@@ -159,6 +168,14 @@ async function startServing(
     events,
     defaultConfig: host.defaultConfig ?? undefined,
     diagnostics: (m) => captureMachineDiagnostics(host.runner, m),
+    healthGate: createHealthGate({
+      checks: deps.healthChecks ?? (() => kubeWiring.healthChecks()),
+      node: () => kubeWiring.nodeHealth(),
+      exec: (m, argv, o) => runInMachine(host.runner, m, argv, o),
+      clock,
+      logger: logger.child({ component: 'engine' }),
+      metrics,
+    }),
     repair: {
       enabled: config.repair,
       // The simulated host answers at once: check and retry in seconds, not minutes.

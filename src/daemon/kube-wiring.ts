@@ -22,6 +22,8 @@ import type { Metrics } from '../metrics/metrics.js';
 import type { Dispatcher } from '../rpc/dispatcher.js';
 import type { WatcherStatus } from '../rpc/services.js';
 import type { FleetGate } from '../engine/update.js';
+import type { NodeHealthSource } from '../fleet/health-gate.js';
+import type { HealthChecks } from '../fleet/health-checks-schema.js';
 import type * as FleetIndex from '../fleet/index.js';
 import type { FleetRuntime, FleetRuntimeOptions } from '../fleet/index.js';
 import type { MachineWatcherOptions } from '../watcher/index.js';
@@ -31,7 +33,7 @@ import { createWatcherSupervisor } from '../watcher/supervisor.js';
 type FleetModule = typeof FleetIndex;
 
 export interface KubeWiringOptions {
-  config: Pick<DaemonConfig, 'kubeconfig' | 'machineName' | 'watch' | 'crdGroup' | 'host'>;
+  config: Pick<DaemonConfig, 'kubeconfig' | 'machineName' | 'watch' | 'crdGroup' | 'host' | 'stateDir'>;
   /** The active machine's applied config, unredacted, as last read (`engine.activeAppliedConfig`). */
   appliedConfig: () => AgentConfig | null;
   /** Re-read the node before deciding whether the watcher can start (`engine.refreshNode`). */
@@ -57,8 +59,12 @@ export interface KubeWiring {
   readonly nodeOps: NodeDrainOps;
   /** The update's drain seam, or null when there are no credentials (then `drain: true` is refused). */
   updateDrainer(): NodeDrainer | null;
+  /** The health gate's view of this node's Node object, or why there is none (no credentials). */
+  nodeHealth(): NodeHealthSource;
   /** The update's fleet gate (docs/fleet.md), or null without credentials: no gate. */
   fleetGate(): FleetGate | null;
+  /** The fleet policy's health checks of the moment, or null: no policy (or no credentials), no health gate. */
+  healthChecks(): HealthChecks | null;
   /** The fleet's status and pause/resume, or why they are not available. */
   fleet(): FleetRuntime['control'] | { unavailable: string };
   /** Throws INVALID_CONFIG when `--kubeconfig` cannot be loaded (called before serving). */
@@ -147,7 +153,27 @@ export function createKubeWiring(o: KubeWiringOptions): KubeWiring {
   return {
     nodeOps: session.nodeOps,
     updateDrainer: () => (session.unavailableReason() === null ? createUpdateDrainer(session.nodeOps) : null),
+    nodeHealth() {
+      // A client still loading is not "no credentials": the first read waits for it.
+      const why = session.loading() ? null : session.unavailableReason();
+      if (why !== null) return { unavailable: why };
+      // The Node's name is looked up once per gate (like drain: the Machine's nodeRef, else its name).
+      let bound: ReturnType<typeof session.node> | null = null;
+      return {
+        async read() {
+          bound ??= session.node();
+          try {
+            const { runtime, clients, node } = await bound;
+            return await runtime.getNodeHealth(clients.core, node);
+          } catch (err) {
+            bound = null;
+            throw err;
+          }
+        },
+      };
+    },
     fleetGate: () => fleetRuntime()?.gate ?? null,
+    healthChecks: () => fleetRuntime()?.policy.current()?.healthChecks ?? null,
     fleet() {
       const rt = fleetRuntime();
       if (rt !== null) return rt.control;

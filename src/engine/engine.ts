@@ -72,6 +72,8 @@ export interface EngineOptions {
   statusVersion?: StatusVersion;
   /** Capture what explains a failed machine before it is removed (journals, unit status). */
   diagnostics?: UpdateDeps['diagnostics'];
+  /** The health gate after `verify` (docs/fleet.md, "The health gate"); absent or null: no gate. */
+  healthGate?: UpdateDeps['healthGate'];
   /** Repair between requests (docs/operations.md); off unless enabled. */
   repair?: { enabled: boolean; policy?: Partial<RepairPolicy> };
 }
@@ -216,6 +218,7 @@ export class Engine {
       fleet: o.fleet ?? null,
       verifyTimeoutMs: o.verifyTimeoutMs,
       diagnostics: o.diagnostics ?? null,
+      healthGate: o.healthGate ?? null,
       // A new journal carries a pending uncordon on, so a crash during it does not lose it.
       uncordonPending: this.#pendingUncordon !== null,
     };
@@ -485,6 +488,7 @@ export class Engine {
         changed,
         drain: Boolean(req.drain),
         fleet: Boolean(this.#o.fleet) && !req.ignoreFleet,
+        healthGate: (this.#o.healthGate?.prepare() ?? null) !== null,
         now: new Date(this.#o.clock.now()).toISOString(),
         paths: this.#o.paths,
         provisioner: this.#o.provisioner,

@@ -19,6 +19,8 @@ export interface DryRunInput {
   drain: boolean;
   /** The update would pass the fleet gate (the `slot` phase): a gate is wired and not ignored. */
   fleet: boolean;
+  /** A health gate applies now (a fleet policy with health checks): the `health` phase would run. */
+  healthGate: boolean;
   now: string;
   paths: HostPaths;
   provisioner: Pick<Provisioner, 'plannedFiles'>;
@@ -33,6 +35,7 @@ export function buildDryRun(op: Operation, d: DryRunInput): Operation {
     ...(d.drain ? [] : ['drain', 'uncordon']),
     ...(d.fleet ? [] : ['slot']),
     ...(d.source ? [] : ['stop', 'cleanup']),
+    ...(d.healthGate ? [] : ['health']),
   ]);
   op.phases = op.phases.map((p) => ({ ...p, state: skipped.has(p.name) ? 'skipped' : 'pending' }));
   op.result = {

@@ -1,8 +1,8 @@
 /**
  * The update procedure (docs/architecture.md): provision and stage the target beside the serving source,
- * then the short down window — stop(source), start(target), verify — then commit and clean up.
- * Failure before stop removes the target (the node never stopped serving); failure in start or
- * verify rolls back to the source. Every phase transition is journaled before it happens.
+ * then the short down window — stop(source), start(target), verify, the health gate — then commit
+ * and clean up. Failure before stop removes the target (the node never stopped serving); failure
+ * in start, verify or health rolls back to the source. Every phase transition is journaled before it happens.
  */
 import {
   AgentError,
@@ -37,11 +37,31 @@ export const UPDATE_PHASES = [
   'stop',
   'start',
   'verify',
+  'health',
   'commit',
   'cleanup',
   'uncordon',
 ] as const;
 export type UpdatePhase = (typeof UPDATE_PHASES)[number];
+
+/** What the health gate checks: the machine that just passed verify and its Kubernetes version. */
+export interface HealthGateTarget {
+  machine: MachineName;
+  /** The target Kubernetes version, with or without its leading `v`. */
+  kubernetesVersion: string;
+}
+
+/** The health gate bound to the fleet policy of the moment: its report, or HEALTH_GATE_FAILED. */
+export type HealthGateRun = (
+  target: HealthGateTarget,
+  signal: AbortSignal,
+) => Promise<Record<string, unknown>>;
+
+/** The health gate after `verify` (docs/fleet.md, "The health gate"); implemented in src/fleet. */
+export interface HealthGate {
+  /** The gate under the current fleet policy, or null when none applies (the phase is skipped). */
+  prepare(): HealthGateRun | null;
+}
 
 /** Drain support (the Kubernetes part); absent when agentd has no cluster credentials. */
 export interface NodeDrainer {
@@ -88,6 +108,11 @@ export interface UpdateDeps {
   uncordonPending?: boolean;
   /** Capture what explains a machine's failure (journals, unit status); never throws. */
   diagnostics?: ((m: MachineName) => Promise<MachineDiagnostic[]>) | null;
+  /**
+   * The health gate after `verify` (docs/fleet.md, "The health gate"); null, or a gate whose policy is
+   * null (no fleet policy), skips the `health` phase: the update commits once verify passed.
+   */
+  healthGate?: HealthGate | null;
 }
 
 export interface UpdatePlan {
@@ -288,6 +313,17 @@ export async function runUpdate(
         d.metrics.downWindow.observe(ms / 1000);
       }
     });
+    const gate = d.healthGate?.prepare() ?? null;
+    if (gate !== null) {
+      await phase('health', async () => {
+        result.healthGate = await gate(
+          { machine: target, kubernetesVersion: config.Cluster.Version },
+          source ? never : signal,
+        );
+      });
+    } else {
+      await skip('health');
+    }
     // A join has no source to stop: its point of no return is the commit.
     hooks.onPointOfNoReturn?.();
     await phase('commit', async () => {
@@ -380,7 +416,10 @@ async function handleFailure(
   for (const p of rec.op.phases) if (p.state === 'pending') p.state = 'skipped';
   // The target started (or tried to): keep what explains its failure before it is removed.
   let diagnostics: MachineDiagnostic[] | undefined;
-  if ((failure.phase === 'start' || failure.phase === 'verify') && d.diagnostics) {
+  if (
+    (failure.phase === 'start' || failure.phase === 'verify' || failure.phase === 'health') &&
+    d.diagnostics
+  ) {
     diagnostics = await d.diagnostics(target);
     if (isAgentError(failure.error)) failure.error.data.diagnostics = diagnostics;
     else result.diagnostics = diagnostics;

@@ -119,6 +119,20 @@ const inMachine = (m: MachineName, ...command: string[]): string[] => [
   ...command,
 ];
 
+/**
+ * Run `argv` inside machine `m` the way every in-machine command runs
+ * (`systemd-run --machine=<m> --pipe --wait …`): the health gate's exec checks. A non-zero exit
+ * resolves with its exit code; a command that cannot run at all rejects (COMMAND_FAILED, TIMEOUT).
+ */
+export function runInMachine(
+  runner: CommandRunner,
+  m: MachineName,
+  argv: readonly string[],
+  options: { timeoutMs: number; signal?: AbortSignal },
+): Promise<CommandResult> {
+  return runner.run('systemd-run', inMachine(m, ...argv), { ...options, reject: false });
+}
+
 /** Create the machine manager. */
 export function createMachineManager(options: MachineManagerOptions): MachineManager {
   const { runner, paths } = options;

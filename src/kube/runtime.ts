@@ -7,3 +7,4 @@ export { createKubeClients } from './client.js';
 export { createNodeDrainer } from './drain.js';
 export { createMachineApi } from './machine.js';
 export { createMachineWatch } from './watch.js';
+export { getNodeHealth } from './node-health.js';

@@ -64,6 +64,10 @@ export interface KubeSession {
   connect(): Promise<KubeConnection>;
   /** The clients of the moment, or null when Kubernetes is not available or its code not loaded yet. */
   current(): KubeConnection | null;
+  /** True while credentials may exist but the client code is not loaded yet ("not yet", not "no"). */
+  loading(): boolean;
+  /** This node's Node object name (the Machine's `spec.kubernetes.nodeRef`, else its name) and the clients. */
+  node(): Promise<KubeConnection & { node: string }>;
   /** This node's cordon/drain/uncordon. */
   readonly nodeOps: NodeOps;
   /** Ask the API server whether the node is cordoned (best effort). */
@@ -177,7 +181,8 @@ export function createKubeSession(o: KubeSessionOptions): KubeSession {
 
   /** The Node is the one the Machine's `spec.kubernetes.nodeRef` names, else named like the Machine. */
   async function bound() {
-    const { runtime: rt, clients: c, machineName: name } = await connect();
+    const conn = await connect();
+    const { runtime: rt, clients: c, machineName: name } = conn;
     let node = name;
     try {
       const machine = await rt
@@ -187,7 +192,7 @@ export function createKubeSession(o: KubeSessionOptions): KubeSession {
     } catch {
       // No CRD or no permission: the Node is named like the Machine.
     }
-    return { drainer: rt.createNodeDrainer({ core: c.core, clock }), core: c.core, node };
+    return { ...conn, drainer: rt.createNodeDrainer({ core: c.core, clock }), core: c.core, node };
   }
 
   async function refreshCordoned(): Promise<void> {
@@ -235,6 +240,8 @@ export function createKubeSession(o: KubeSessionOptions): KubeSession {
     machineName,
     connect,
     current,
+    loading: () => runtime === null && mightHaveCredentials(),
+    node: bound,
     nodeOps,
     refreshCordoned,
     load,

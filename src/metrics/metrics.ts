@@ -198,6 +198,12 @@ export function createMetrics(options: { version: string; collectDefaults?: bool
       buckets: DURATION_BUCKETS,
       registers: r,
     }),
+    healthGateChecks: new Counter({
+      name: 'agentd_health_gate_checks_total',
+      help: 'Health gate check results after verify, by check (node-ready or the check name) and result (pass, fail).',
+      labelNames: ['check', 'result'],
+      registers: r,
+    }),
   };
   metrics.buildInfo.set({ version: options.version, node_version: process.version }, 1);
   return metrics;

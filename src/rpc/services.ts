@@ -33,6 +33,24 @@ export interface WatcherStatus {
   lastError: string | null;
   /** Its stable code (e.g. KUBE_UNAVAILABLE), or null. */
   lastErrorCode: string | null;
+  /**
+   * A target that rolled back or failed on this node and that the watcher does not apply again
+   * until the Machine asks anew (docs/watcher.md, "RolledBack"); null when there is none.
+   */
+  blocked: WatcherBlockedTarget | null;
+}
+
+/** What `status.watcher.blocked` shows. */
+export interface WatcherBlockedTarget {
+  /** The Machine spec's fields that were asked for (Kubernetes version, image, labels, taints). */
+  target: Record<string, unknown>;
+  repaveCounter: number;
+  operationId: string | null;
+  outcome: 'rolled_back' | 'failed';
+  code: string;
+  /** Why the watcher does not apply it, then the update's error message. */
+  reason: string;
+  since: string;
 }
 
 /** The fleet gate's status, pause and resume (src/fleet, wired in src/daemon). */

@@ -2,3 +2,5 @@
 export { createMachineWatcher } from './watcher.js';
 export type { MachineWatcher, MachineWatcherOptions } from './watcher.js';
 export type { ReconcileOutcome, ReconcileResult } from './reconcile.js';
+export { createBlockedTargetFile } from './blocked-target.js';
+export type { BlockedTarget, BlockedTargetStore } from './blocked-target.js';

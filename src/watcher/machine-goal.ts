@@ -100,6 +100,18 @@ function sameTaints(a: readonly string[], b: readonly string[]): boolean {
   return sa.length === sb.length && sa.every((t, i) => t === sb[i]);
 }
 
+/** Whether two goal sets ask for the same thing (labels as a map, taints as a set). */
+export function sameGoalSet(a: MachineGoalSet, b: MachineGoalSet): boolean {
+  const same = <T>(x: T | undefined, y: T | undefined, eq: (p: T, q: T) => boolean): boolean =>
+    x === undefined || y === undefined ? x === y : eq(x, y);
+  return (
+    a.kubernetesVersion === b.kubernetesVersion &&
+    a.image === b.image &&
+    same(a.nodeLabels, b.nodeLabels, sameLabels) &&
+    same(a.registerWithTaints, b.registerWithTaints, sameTaints)
+  );
+}
+
 /** Where the spec's goal differs from the applied config. */
 export function diffGoal(set: MachineGoalSet, applied: AppliedView): MachineDrift[] {
   const drift: MachineDrift[] = [];

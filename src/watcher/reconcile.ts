@@ -11,6 +11,8 @@ import type { Machine, MachineApi } from '../kube/index.js';
 import { RpcError } from '../rpc/client.js';
 import type { RpcClient } from '../rpc/client.js';
 import type { MethodTypes } from '../rpc/methods/index.js';
+import { blocksRequest, createMemoryBlockedTargetStore, describeBlock } from './blocked-target.js';
+import type { BlockedTarget, BlockedTargetStore } from './blocked-target.js';
 import { decideMachine, describeDecision, readAppliedView } from './machine-goal.js';
 import type { MachineDecision } from './machine-goal.js';
 import { MESSAGE_PREFIX, clip, nodeUpdatedCondition, statusMutation } from './machine-status-writes.js';
@@ -33,7 +35,9 @@ export type ReconcileOutcome =
   | 'updated'
   | 'failed'
   /** This exact request already failed and was reported; wait for the Machine to change. */
-  | 'already-failed';
+  | 'already-failed'
+  /** This target rolled back (or failed) here before: not applied again until the Machine asks anew. */
+  | 'blocked';
 
 export interface ReconcileResult {
   outcome: ReconcileOutcome;
@@ -55,6 +59,10 @@ export interface ReconcilerOptions {
   maxAttempts?: number;
   /** How often a running update is looked at for a wait to show on the Machine (default 2 s). */
   waitPollMs?: number;
+  /** The durable record of a target that rolled back or failed (default: in memory only). */
+  blocked?: BlockedTargetStore;
+  /** Told the blocked target (or null) whenever a reconcile has looked at it (`status` shows it). */
+  onBlocked?: (block: BlockedTarget | null) => void;
 }
 
 export interface Reconciler {
@@ -87,6 +95,15 @@ function raceAbort<T>(promise: Promise<T>, signal: AbortSignal, what: string): P
   });
 }
 
+/** `phase: Failed`, agentd's message and `NodeUpdated=False/<reason>` with the same message. */
+function failureStatus(message: string, reason: 'Failed' | 'RolledBack'): WantedStatus {
+  return {
+    phase: 'Failed',
+    message: clip(`${MESSAGE_PREFIX}${message}`),
+    nodeUpdated: { status: 'False', reason, message: clip(message) },
+  };
+}
+
 export function createReconciler(o: ReconcilerOptions): Reconciler {
   const { name, machines, rpc, clock } = o;
   const logger = childLogger(o.logger, { machine: name });
@@ -96,6 +113,7 @@ export function createReconciler(o: ReconcilerOptions): Reconciler {
   const startedAt = clock.now();
   // Requests that failed in this process: not retried until the Machine changes (a new key).
   const failedKeys: string[] = [];
+  const blocked = o.blocked ?? createMemoryBlockedTargetStore();
 
   async function appliedView(signal: AbortSignal) {
     try {
@@ -161,18 +179,23 @@ export function createReconciler(o: ReconcilerOptions): Reconciler {
     if (failedKeys.length > FAILED_KEYS_KEPT) failedKeys.shift();
   }
 
-  async function reportFailure(key: string, message: string, signal: AbortSignal): Promise<void> {
+  async function reportFailure(
+    key: string,
+    message: string,
+    signal: AbortSignal,
+    reason: 'Failed' | 'RolledBack' = 'Failed',
+  ): Promise<void> {
     logger.warn({ error: message }, 'Machine update failed');
-    await write(
-      {
-        phase: 'Failed',
-        message: clip(`${MESSAGE_PREFIX}${message}`),
-        nodeUpdated: { status: 'False', reason: 'Failed', message: clip(message) },
-      },
-      signal,
-    );
+    await write(failureStatus(message, reason), signal);
     // Only once it is on the Machine: a failed write is retried, and asks `update` again first.
     rememberFailed(key);
+  }
+
+  /** Say on the Machine (again) why its target is not applied; writes nothing when it already says so. */
+  async function reportBlocked(block: BlockedTarget, signal: AbortSignal): Promise<ReconcileResult> {
+    const message = `${describeBlock(block)}: ${block.message}`;
+    await write(failureStatus(message, block.outcome === 'rolled_back' ? 'RolledBack' : 'Failed'), signal);
+    return { outcome: 'blocked', ...(block.operationId ? { operationId: block.operationId } : {}) };
   }
 
   async function reconcile(signal: AbortSignal): Promise<ReconcileResult> {
@@ -184,6 +207,17 @@ export function createReconciler(o: ReconcilerOptions): Reconciler {
     const applied = await appliedView(signal);
     if (applied === null) return { outcome: 'not-joined' };
     const d = decideMachine(machine, applied);
+    let block = await blocked.read();
+    if (block !== null && !blocksRequest(block, machine, d.set)) {
+      // The Machine asks anew (a new counter, another target, a re-created Machine): forget it.
+      logger.info(
+        { blocked: block.target, operation: block.operationId },
+        'the Machine asks anew; lifting the block',
+      );
+      await blocked.write(null);
+      block = null;
+    }
+    o.onBlocked?.(block);
     const condition = nodeUpdatedCondition(machine);
     // A NodeUpdated=InProgress with no update of ours running is left over from a stopped
     // watcher: asking again with the same key finds how that update ended.
@@ -203,6 +237,7 @@ export function createReconciler(o: ReconcilerOptions): Reconciler {
       }
       return { outcome: 'in-sync' };
     }
+    if (block !== null) return reportBlocked(block, signal);
     if (failedKeys.includes(d.idempotencyKey)) return { outcome: 'already-failed' };
     if (await waitIfBusy(d.idempotencyKey, signal)) return { outcome: 'busy', requeueAfterMs: busyRequeueMs };
 
@@ -239,6 +274,28 @@ export function createReconciler(o: ReconcilerOptions): Reconciler {
     }
     await stopReporting();
 
+    if (op.state === 'rolled_back' || op.state === 'failed') {
+      // Recorded before the Machine is told, so a restart in between still does not retry it.
+      const record: BlockedTarget = {
+        version: 1,
+        machineUid: machine.metadata.uid ?? '',
+        repaveCounter: d.requestedCounter,
+        target: d.set,
+        operationId: op.id,
+        outcome: op.state,
+        code: op.error?.code ?? 'INTERNAL',
+        message: clip(op.error?.message ?? 'no error recorded'),
+        since: new Date(clock.now()).toISOString(),
+      };
+      await blocked.write(record);
+      o.onBlocked?.(record);
+      logger.warn(
+        { operation: op.id, state: op.state, code: record.code, target: d.set },
+        'Machine update did not succeed; its target is blocked until the Machine asks anew',
+      );
+      await reportBlocked(record, signal);
+      return { outcome: 'failed', operationId: op.id };
+    }
     if (op.state !== 'succeeded') {
       const why = op.error ? `${op.error.code}: ${op.error.message}` : 'no error recorded';
       await reportFailure(d.idempotencyKey, `update ${op.id} ${op.state}: ${why}`, signal);

@@ -8,6 +8,7 @@
 import type { Logger } from 'pino';
 import type { AgentConfig } from '../config/agent-config.js';
 import type { DaemonConfig } from '../config/daemon-config.js';
+import { createBlockedTargetFile } from './blocked-target.js';
 import { describeError } from '../errors.js';
 import type { Clock } from '../host/types.js';
 import type { KubeSession } from '../kube/session.js';
@@ -18,7 +19,7 @@ import type { WatcherStatus } from '../rpc/services.js';
 import type { MachineWatcher, MachineWatcherOptions } from './watcher.js';
 
 export interface WatcherSupervisorOptions {
-  config: Pick<DaemonConfig, 'watch'>;
+  config: Pick<DaemonConfig, 'watch' | 'stateDir'>;
   session: KubeSession;
   /** The applied config, unredacted, for self-registration. */
   registrationConfig: () => AgentConfig | null;
@@ -85,6 +86,8 @@ export function createWatcherSupervisor(o: WatcherSupervisorOptions): WatcherSup
       machines: rt.createMachineApi({ custom: c.custom, group: c.crdGroup, clock: o.clock }),
       watchMachine: rt.createMachineWatch({ kc: c.kc, group: c.crdGroup }).watchMachine,
       rpc: createRpcClient(createInProcessTransport(dispatcher, 'watcher')),
+      // A target that rolled back stays blocked across restarts of agentd (docs/watcher.md).
+      blocked: createBlockedTargetFile(config.stateDir, logger),
       registrationConfig: o.registrationConfig,
       logger,
       metrics: o.metrics,
@@ -146,6 +149,7 @@ export function createWatcherSupervisor(o: WatcherSupervisorOptions): WatcherSup
         lastReconcileAt: null,
         lastError: null,
         lastErrorCode: null,
+        blocked: null,
       };
     },
     async stop() {

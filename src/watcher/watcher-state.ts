@@ -2,7 +2,9 @@
 import { isAgentError, describeError } from '../errors.js';
 import type { Clock } from '../host/types.js';
 import { RpcError } from '../rpc/client.js';
-import type { WatcherStatus } from '../rpc/services.js';
+import type { WatcherBlockedTarget, WatcherStatus } from '../rpc/services.js';
+import { describeBlock } from './blocked-target.js';
+import type { BlockedTarget } from './blocked-target.js';
 
 export class WatcherState {
   readonly #clock: Clock;
@@ -12,6 +14,7 @@ export class WatcherState {
   #lastReconcileAt: string | null = null;
   #lastError: string | null = null;
   #lastErrorCode: string | null = null;
+  #blocked: WatcherBlockedTarget | null = null;
   readonly #changed: () => void;
 
   /** `onChange` is called after every change (`status` shows this state). */
@@ -51,6 +54,25 @@ export class WatcherState {
     this.#changed();
   }
 
+  /** The target the watcher does not apply again (or null), as the last reconcile found it. */
+  setBlocked(block: BlockedTarget | null): void {
+    const next: WatcherBlockedTarget | null =
+      block === null
+        ? null
+        : {
+            target: { ...block.target },
+            repaveCounter: block.repaveCounter,
+            operationId: block.operationId,
+            outcome: block.outcome,
+            code: block.code,
+            reason: `${describeBlock(block)}: ${block.message}`,
+            since: block.since,
+          };
+    if (JSON.stringify(next) === JSON.stringify(this.#blocked)) return;
+    this.#blocked = next;
+    this.#changed();
+  }
+
   clearError(): void {
     this.#lastError = null;
     this.#lastErrorCode = null;
@@ -71,6 +93,7 @@ export class WatcherState {
       lastReconcileAt: this.#lastReconcileAt,
       lastError: this.#lastError,
       lastErrorCode: this.#lastErrorCode,
+      blocked: this.#blocked,
     };
   }
 }

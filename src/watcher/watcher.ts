@@ -15,6 +15,7 @@ import type { WatcherStatus } from '../rpc/services.js';
 import { childLogger } from '../log.js';
 import { WATCH_BACKOFF } from '../retry/backoff.js';
 import type { BackoffPolicy } from '../retry/backoff.js';
+import type { BlockedTargetStore } from './blocked-target.js';
 import { createReconciler } from './reconcile.js';
 import type { ReconcilerOptions, ReconcileResult } from './reconcile.js';
 import { runWatchLoop } from './watch-loop.js';
@@ -43,6 +44,8 @@ export interface MachineWatcherOptions {
   backoff?: BackoffPolicy;
   /** Tuning of the reconciler (busy requeue, attempts). */
   reconcile?: Pick<ReconcilerOptions, 'busyRequeueMs' | 'busyWaitSeconds' | 'maxAttempts'>;
+  /** The durable record of a target that rolled back (the state dir); default: in memory only. */
+  blocked?: BlockedTargetStore;
   /** Told the result of every reconcile (benchmarks, tests). */
   onReconciled?: (result: ReconcileResult) => void;
   /** Called after every change of what `status()` answers (the daemon's `status` shows it). */
@@ -71,6 +74,8 @@ export function createMachineWatcher(o: MachineWatcherOptions): MachineWatcher {
     rpc: o.rpc,
     clock,
     logger,
+    ...(o.blocked ? { blocked: o.blocked } : {}),
+    onBlocked: (block) => state.setBlocked(block),
   });
   const controller = new AbortController();
 

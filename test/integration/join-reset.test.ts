@@ -39,6 +39,8 @@ const JOIN_PHASES = {
   stop: 'skipped',
   start: 'succeeded',
   verify: 'succeeded',
+  // No fleet policy: no health gate.
+  health: 'skipped',
   commit: 'succeeded',
   cleanup: 'skipped',
   uncordon: 'skipped',

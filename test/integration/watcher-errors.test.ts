@@ -113,7 +113,7 @@ describe('Machine watcher: no credentials, broken Kubernetes', () => {
     await waitUntil('the watcher to connect', async () => (await watcher(d)).connected, d);
   });
 
-  it('marks the Machine Failed when the repave rolls back, and does not retry it', async () => {
+  it('marks the Machine Failed/RolledBack when the repave rolls back, and does not retry it', async () => {
     const { kube, kubeconfig } = await fakeWithKubeconfig();
     const d = await startTestDaemon({
       args: ['--sim', '--kubeconfig', kubeconfig],
@@ -130,11 +130,11 @@ describe('Machine watcher: no credentials, broken Kubernetes', () => {
     const conditions = (m?.status?.conditions ?? []) as Array<Record<string, unknown>>;
     expect(conditions.find((c) => c.type === 'NodeUpdated')).toMatchObject({
       status: 'False',
-      reason: 'Failed',
-      message: expect.stringContaining('rolled_back'),
+      reason: 'RolledBack',
+      message: expect.stringContaining('rolled back (VERIFY_FAILED)'),
       observedGeneration: m?.metadata.generation,
     });
-    expect(m?.status?.message).toMatch(/^agentd: update .* rolled_back/);
+    expect(m?.status?.message).toMatch(/^agentd: update .* rolled back \(VERIFY_FAILED\)/);
     expect((m?.status?.operations as { repaveCounter?: number } | undefined)?.repaveCounter ?? 0).toBe(0);
     const { operations } = await call<{ operations: Array<{ requestedBy: string; state: string }> }>(
       d,

@@ -6,7 +6,7 @@ export { FakeKube, startFakeKube, startFakeKube as start } from './fake-kube/ser
 export type { FakeKubeOptions } from './fake-kube/server.js';
 export { MACHINE_GROUPS, MACHINE_VERSION } from './fake-kube/resources.js';
 export type { MachineGroup } from './fake-kube/resources.js';
-export type { NodeSeed, PdbSeed, PodOwnerSeed, PodSeed } from './fake-kube/seeds.js';
+export type { NodeSeed, NodeStatusSeed, PdbSeed, PodOwnerSeed, PodSeed } from './fake-kube/seeds.js';
 export type {
   FakeRole,
   FakeRule,

@@ -78,6 +78,22 @@ export function renderStatus(s: Status, ctx: CliContext, now: number): string {
         ? `watcher   ${w.machineName ?? '-'}  ${w.connected ? p('connected', 'good') : p('disconnected', 'warn')}${w.lastError ? `  last error: ${w.lastError}` : ''}`
         : `watcher   ${p('off', 'dim')}${w.reason ? `  ${w.reason}` : ''}`,
     );
+    if (w.blocked) {
+      const t = w.blocked.target;
+      const what = [
+        typeof t.kubernetesVersion === 'string' ? `kubernetes ${t.kubernetesVersion}` : null,
+        typeof t.image === 'string' ? `image ${t.image}` : null,
+      ]
+        .filter((x) => x !== null)
+        .join(', ');
+      lines.push(
+        wrapText(
+          `blocked   ${p(what || 'the requested target', 'warn')} (repaveCounter ${w.blocked.repaveCounter})  ${w.blocked.reason}`,
+          100,
+          '          ',
+        ),
+      );
+    }
   }
   for (const warning of node.warnings) lines.push(p(`warning: ${warning}`, 'warn'));
   return lines.join('\n');

@@ -32,6 +32,32 @@ export const statusResult = z
           description: 'The most recent watch, registration or reconcile error; cleared by the next success.',
         }),
         lastErrorCode: z.string().nullable().meta({ description: 'Stable code of lastError.' }),
+        blocked: z
+          .object({
+            target: z.record(z.string(), z.unknown()).meta({
+              description:
+                'What the Machine spec asked for: kubernetesVersion, image, nodeLabels, registerWithTaints.',
+            }),
+            repaveCounter: z
+              .number()
+              .int()
+              .meta({ description: 'spec.operations.repaveCounter when it was asked for.' }),
+            operationId: z
+              .string()
+              .nullable()
+              .meta({ description: 'The update that rolled back or failed.' }),
+            outcome: z.enum(['rolled_back', 'failed']),
+            code: z.string().meta({ description: "The update's error code (e.g. HEALTH_GATE_FAILED)." }),
+            reason: z
+              .string()
+              .meta({ description: "Why the watcher does not apply it, then the update's error message." }),
+            since: z.string(),
+          })
+          .nullable()
+          .meta({
+            description:
+              'A target that rolled back or failed here: not applied again until the Machine asks anew (a new repaveCounter or a different target). See docs/watcher.md.',
+          }),
       })
       .nullable()
       .meta({ description: 'The Machine CR watcher (see docs/watcher.md); null without Kubernetes wiring.' }),

@@ -25,7 +25,9 @@ export type InMachineAction =
   | { type: 'stop'; unit: SimUnitName }
   | { type: 'is-active'; unit: 'kubelet.service' }
   /** `journalctl -u <unit> -n <lines> --no-pager`: diagnostics of a failed machine. */
-  | { type: 'journal'; unit: SimUnitName; lines: number };
+  | { type: 'journal'; unit: SimUnitName; lines: number }
+  /** Any other command: a health gate `exec` check (the model runs a few, see model.ts). */
+  | { type: 'exec'; argv: string[] };
 
 /** A parsed command line the sim accepts. */
 export type SimCommand =
@@ -116,7 +118,9 @@ function parseInMachine(inner: readonly string[]): InMachineAction | undefined {
       ? { type: 'journal', unit, lines }
       : undefined;
   }
-  if (inner[0] !== 'systemctl') return undefined;
+  // systemctl and journalctl are agentd's own lines: only the exact forms above and below.
+  if (inner[0] === 'journalctl') return undefined;
+  if (inner[0] !== 'systemctl') return inner.length > 0 ? { type: 'exec', argv: [...inner] } : undefined;
   if (inner.length === 4 && inner[1] === 'enable' && inner[2] === '--now') {
     const unit = asUnit(inner[3]);
     return unit ? { type: 'enable-now', unit } : undefined;

@@ -252,6 +252,8 @@ async function applyInMachine(
       const line = `sim ${action.unit.replace(/\.service$/, '')}[1]: ${action.unit} is ${u.active}${u.reason ? `: ${u.reason}` : ''}`;
       return ok(action.lines > 0 ? `${line}\n` : '');
     }
+    case 'exec':
+      return simExec(ctx.paths.machineDir(m), action.argv);
     case 'enable-now': {
       const rootfs = ctx.paths.machineDir(m);
       await enableUnit(rootfs, action.unit);
@@ -263,6 +265,47 @@ async function applyInMachine(
       return after.active === 'failed' ? fail(jobFailed(action.unit, after.reason)) : ok();
     }
   }
+}
+
+const TEST_FLAGS = new Set(['-e', '-f', '-d', '-x']);
+
+/**
+ * The commands a health gate `exec` check may run in a simulated machine: `true`, `false` and
+ * `test -e|-f|-d|-x <absolute path>` against the machine's rootfs, so a test makes a check pass
+ * or fail through the machine's files. Anything else is not simulated: exit 127, as a shell says
+ * for a command it cannot find.
+ */
+async function simExec(rootfs: string, argv: readonly string[]): Promise<SimOutcome> {
+  const [file = '', ...args] = argv;
+  const base = file.replace(/^\/(usr\/)?bin\//, '');
+  if (base === 'true' && args.length === 0) return ok();
+  if (base === 'false' && args.length === 0) return fail('', 1);
+  if (
+    base === 'test' &&
+    args.length === 2 &&
+    TEST_FLAGS.has(args[0] ?? '') &&
+    path.isAbsolute(args[1] ?? '')
+  ) {
+    const rel = path.normalize(args[1] ?? '/').replace(/^\/+/, '');
+    const p = path.join(rootfs, rel);
+    let st: Awaited<ReturnType<typeof stat>> | null = null;
+    try {
+      st = await stat(p);
+    } catch {
+      st = null;
+    }
+    const holds =
+      st !== null &&
+      (args[0] === '-e' ||
+        (args[0] === '-f' && st.isFile()) ||
+        (args[0] === '-d' && st.isDirectory()) ||
+        (args[0] === '-x' && st.isFile() && (st.mode & 0o111) !== 0));
+    return holds ? ok() : fail('', 1);
+  }
+  return fail(
+    `sim: ${argv.join(' ')}: command not simulated in a machine (true, false, test -e|-f|-d|-x PATH)`,
+    127,
+  );
 }
 
 /**

@@ -6,6 +6,34 @@ export interface NodeSeed {
   unschedulable?: boolean;
   labels?: Record<string, string>;
   annotations?: Record<string, string>;
+  /** The `Ready` condition (default `True`); `false` is `False/KubeletNotReady`. */
+  ready?: boolean;
+  /** `status.nodeInfo.kubeletVersion` (default: not reported). */
+  kubeletVersion?: string;
+}
+
+/** What a kubelet reports in a Node's status: the `Ready` condition and `nodeInfo`. */
+export interface NodeStatusSeed {
+  ready: boolean;
+  /** Reason and message of the Ready condition (default KubeletReady / KubeletNotReady). */
+  reason?: string;
+  message?: string;
+  /** `status.nodeInfo.kubeletVersion`; undefined leaves it as it is. */
+  kubeletVersion?: string;
+}
+
+/** The `Ready` condition as a kubelet writes it. */
+export function readyCondition(seed: NodeStatusSeed, now = new Date()): Record<string, unknown> {
+  return {
+    type: 'Ready',
+    status: seed.ready ? 'True' : 'False',
+    reason: seed.reason ?? (seed.ready ? 'KubeletReady' : 'KubeletNotReady'),
+    message:
+      seed.message ??
+      (seed.ready ? 'kubelet is posting ready status' : 'container runtime network not ready'),
+    lastHeartbeatTime: now.toISOString(),
+    lastTransitionTime: now.toISOString(),
+  };
 }
 
 export function makeNode(name: string, seed: NodeSeed = {}): KubeObject {
@@ -18,7 +46,10 @@ export function makeNode(name: string, seed: NodeSeed = {}): KubeObject {
       ...(seed.annotations ? { annotations: seed.annotations } : {}),
     },
     spec: seed.unschedulable ? { unschedulable: true } : {},
-    status: { conditions: [{ type: 'Ready', status: 'True' }] },
+    status: {
+      conditions: [readyCondition({ ready: seed.ready ?? true })],
+      ...(seed.kubeletVersion !== undefined ? { nodeInfo: { kubeletVersion: seed.kubeletVersion } } : {}),
+    },
   };
 }
 

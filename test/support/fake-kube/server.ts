@@ -17,8 +17,8 @@ import { CONFIGMAPS, LEASES, MACHINE_GROUPS, machineDef, NODES, PDBS, PODS } fro
 import { validateConfigMap, validateLease } from './lease-validation.js';
 import type { MachineGroup } from './resources.js';
 import type { RouterContext } from './router.js';
-import { makeNode, makePdb, makePod } from './seeds.js';
-import type { NodeSeed, PdbSeed, PodSeed } from './seeds.js';
+import { makeNode, makePdb, makePod, readyCondition } from './seeds.js';
+import type { NodeSeed, NodeStatusSeed, PdbSeed, PodSeed } from './seeds.js';
 import { ObjectStore } from './store.js';
 import { matchRequest } from './types.js';
 import type { FakeRole, Json, KubeObject, RequestInfo, RequestMatcher, RequestRecord } from './types.js';
@@ -217,6 +217,27 @@ export class FakeKube {
   /** Merge-patch a node behind agentd's back (e.g. an admin's cordon). */
   patchNode(name: string, patch: Json): KubeObject {
     return this.crud.patch(NODES, undefined, name, patch, 'application/merge-patch+json');
+  }
+
+  /**
+   * Write a Node's status as its kubelet would: the `Ready` condition (other conditions kept) and
+   * `nodeInfo.kubeletVersion`. A status change bumps the resourceVersion like any write.
+   */
+  setNodeStatus(name: string, seed: NodeStatusSeed): KubeObject {
+    const node = this.getNode(name);
+    if (!node) throw new Error(`fake kube: no Node ${name}`);
+    const current = (node.status ?? {}) as { conditions?: Array<{ type: string }>; nodeInfo?: Json };
+    const others = (current.conditions ?? []).filter((c) => c.type !== 'Ready');
+    const nodeInfo =
+      seed.kubeletVersion === undefined
+        ? current.nodeInfo
+        : { ...current.nodeInfo, kubeletVersion: seed.kubeletVersion };
+    // Through the status subresource, as a kubelet writes it: the main resource ignores status.
+    const status = {
+      conditions: [...others, readyCondition(seed)],
+      ...(nodeInfo === undefined ? {} : { nodeInfo }),
+    };
+    return this.crud.patch(NODES, undefined, name, { status }, 'application/merge-patch+json', 'status');
   }
 
   addPod(seed: PodSeed): KubeObject {

@@ -24,6 +24,8 @@ const base: Config = {
   watch: null,
   crdGroup: 'unbounded-cloud.io',
   host: 'systemd',
+  // Read only when a watcher runs (an absent record is none); no test here makes it write one.
+  stateDir: path.join(os.tmpdir(), `agentd-kube-wiring-state-${process.pid}`),
 };
 
 /** A dispatcher answering only what the watcher asks first: the node has not joined. */
@@ -154,6 +156,41 @@ describe('createKubeWiring', () => {
       wiring?.start(notJoined);
       await until('the first look', () => wiring?.watcherStatus().reason === 'disabled by --no-watch');
       expect(wiring?.watcherStatus().machineName).toBe('worker-01');
+    } finally {
+      await wiring?.stop();
+      await kube.close();
+    }
+  });
+
+  it("gives the health gate this node's Node (named like the Machine, else its nodeRef), or why not", async () => {
+    const none = make({});
+    expect(none.nodeHealth()).toEqual({ unavailable: expect.stringContaining('no Kubernetes credentials') });
+    await none.stop();
+    const kube = await startFakeKube();
+    try {
+      const file = path.join(dir, 'kubeconfig');
+      await writeFile(file, kube.kubeconfigYaml());
+      kube.addNode('worker-01', { kubeletVersion: 'v1.34.0' });
+      // The client library is not loaded yet: the source waits for it instead of saying "none".
+      const w = make({ kubeconfig: file, machineName: 'worker-01', watch: false });
+      const source = w.nodeHealth();
+      if (!('read' in source)) throw new Error(`expected a Node source, got ${source.unavailable}`);
+      expect(await source.read(new AbortController().signal)).toMatchObject({
+        name: 'worker-01',
+        ready: true,
+        kubeletVersion: 'v1.34.0',
+      });
+      kube.putMachine({
+        metadata: { name: 'worker-01' },
+        spec: { kubernetes: { bootstrapTokenRef: { name: 't' }, nodeRef: { name: 'node-b' } } },
+      });
+      kube.addNode('node-b', { kubeletVersion: 'v1.35.0' });
+      const again = w.nodeHealth();
+      if (!('read' in again)) throw new Error('expected a Node source');
+      expect(await again.read(new AbortController().signal)).toMatchObject({
+        name: 'node-b',
+        kubeletVersion: 'v1.35.0',
+      });
     } finally {
       await wiring?.stop();
       await kube.close();

@@ -15,7 +15,10 @@ import {
   TimeoutError,
   VerifyFailedError,
 } from '../../../src/errors.js';
-import { configAt, createEngineFixture, type EngineFixture } from './fakes.js';
+import { HealthChecksSchema } from '../../../src/fleet/health-checks-schema.js';
+import { createHealthGate } from '../../../src/fleet/health-gate.js';
+import type { HealthGate, MachineExec } from '../../../src/fleet/health-gate.js';
+import { configAt, createEngineFixture, silentLogger, type EngineFixture } from './fakes.js';
 
 const OLD = configAt('1.34.0');
 const NEW = configAt('1.35.0');
@@ -71,6 +74,7 @@ describe('runUpdate: success', () => {
       stop: 'skipped',
       start: 'succeeded',
       verify: 'succeeded',
+      health: 'skipped',
       commit: 'succeeded',
       cleanup: 'skipped',
       uncordon: 'skipped',
@@ -432,5 +436,129 @@ describe('runUpdate: diagnostics of a failed target', () => {
     f.log.fail('stage kube2');
     await switchToKube2(f);
     expect(asked).toBe(false);
+  });
+});
+
+describe('runUpdate: the health gate', () => {
+  /** A gate with one exec check whose exit code `exitCode` gives, and a Node reporting `kubelet`. */
+  function gateFor(
+    f: EngineFixture,
+    exitCode: () => number,
+    kubelet = 'v1.35.0',
+    withPolicy = true,
+  ): HealthGate {
+    const exec: MachineExec = (m, argv) => {
+      f.log.calls.push(`exec ${m} ${argv.join(' ')}`);
+      return Promise.resolve({
+        command: argv.join(' '),
+        exitCode: exitCode(),
+        stdout: '',
+        stderr: '',
+        durationMs: 1,
+      });
+    };
+    return createHealthGate({
+      checks: () =>
+        !withPolicy
+          ? null
+          : HealthChecksSchema.parse({
+              nodeReadyTimeoutSeconds: 5,
+              checks: [{ name: 'app', timeoutSeconds: 5, exec: { command: ['/bin/app-ready'] } }],
+            }),
+      node: () => ({
+        read: () =>
+          Promise.resolve({ name: 'w', ready: true, readyCondition: 'True', kubeletVersion: kubelet }),
+      }),
+      exec,
+      clock: f.clock,
+      logger: silentLogger,
+      metrics: f.deps.metrics,
+    });
+  }
+
+  it('passes: the health phase runs between verify and commit, and its report is in the result', async () => {
+    const f = await joinedFixture();
+    f.deps.healthGate = gateFor(f, () => 0);
+    const { outcome, phases, rec } = await switchToKube2(f);
+    expect(outcome.state).toBe('succeeded');
+    expect(phases).toMatchObject({ verify: 'succeeded', health: 'succeeded', commit: 'succeeded' });
+    const names = rec.op.phases.map((p) => p.name);
+    expect(names.indexOf('health')).toBe(names.indexOf('verify') + 1);
+    expect(f.log.calls).toContain('exec kube2 /bin/app-ready');
+    expect(f.log.calls.indexOf('exec kube2 /bin/app-ready')).toBeGreaterThan(
+      f.log.calls.indexOf('verify kube2'),
+    );
+    expect(outcome.result.healthGate).toMatchObject({
+      checks: [
+        { name: 'node-ready', ok: true },
+        { name: 'app', ok: true },
+      ],
+    });
+  });
+
+  it('a gate without a policy (no fleet policy) skips the phase', async () => {
+    const f = await joinedFixture();
+    f.deps.healthGate = gateFor(f, () => 1, 'v1.35.0', false);
+    const { outcome, phases } = await switchToKube2(f);
+    expect(outcome.state).toBe('succeeded');
+    expect(phases.health).toBe('skipped');
+    expect(f.log.calls.some((c) => c.startsWith('exec'))).toBe(false);
+  });
+
+  it.each([
+    ['a failing check', () => 1, 'v1.35.0', ['app']],
+    ['a Node with another kubelet version', () => 0, 'v1.34.0', ['node-ready']],
+  ])(
+    'fails on %s → rolled_back with HEALTH_GATE_FAILED, like a failed verify',
+    async (_what, exit, kubelet, failedNames) => {
+      const f = await joinedFixture();
+      f.deps.healthGate = gateFor(f, exit, kubelet);
+      let diagnosed: string | null = null;
+      f.deps.diagnostics = (m) => {
+        diagnosed = m;
+        return Promise.resolve([]);
+      };
+      const { outcome, phases } = await switchToKube2(f);
+      expect(outcome.state).toBe('rolled_back');
+      const err = outcome.error as AgentError;
+      expect(err.code).toBe('HEALTH_GATE_FAILED');
+      expect((err.data.failed as Array<{ name: string }>).map((c) => c.name)).toEqual(failedNames);
+      expect(err.data.diagnostics).toEqual([]);
+      expect(diagnosed).toBe('kube2');
+      expect(phases).toMatchObject({
+        verify: 'succeeded',
+        health: 'failed',
+        commit: 'skipped',
+        rollback: 'succeeded',
+      });
+      const afterGate = f.log.calls.filter((c) => !c.startsWith('exec'));
+      expect(afterGate.slice(afterGate.indexOf('verify kube2') + 1)).toEqual([
+        'stop kube2',
+        'start kube1',
+        'startServices kube1',
+        'verify kube1',
+        'remove kube2',
+        'removeMachineFiles kube2',
+        'daemonReload',
+      ]);
+      expect(f.machines.running).toEqual(new Set(['kube1']));
+      expect(await f.applied.read('kube2')).toBeNull();
+      expect((await f.applied.read('kube1'))?.config.Cluster.Version).toBe('1.34.0');
+    },
+  );
+
+  it('a join whose gate fails removes the target and fails (there is no source to go back to)', async () => {
+    const f = await createEngineFixture();
+    f.deps.healthGate = gateFor(f, () => 1, 'v1.34.0');
+    const rec = f.recorder(UPDATE_PHASES);
+    const outcome = await runUpdate(
+      f.deps,
+      rec,
+      { source: null, target: 'kube1', config: OLD, drain: false },
+      new AbortController().signal,
+    );
+    expect(outcome.state).toBe('failed');
+    expect((outcome.error as AgentError).code).toBe('HEALTH_GATE_FAILED');
+    expect(await f.applied.read('kube1')).toBeNull();
   });
 });

@@ -60,7 +60,14 @@ async function setup(options: { journal?: boolean } = {}): Promise<Harness> {
   // Created after the wiring (each needs the other), as in the daemon.
   let late: Engine | null = null;
   const wiring = createKubeWiring({
-    config: { kubeconfig, machineName: NODE, watch: null, crdGroup: 'unbounded-cloud.io', host: 'sim' },
+    config: {
+      kubeconfig,
+      machineName: NODE,
+      watch: null,
+      crdGroup: 'unbounded-cloud.io',
+      host: 'sim',
+      stateDir: f.stateDir,
+    },
     appliedConfig: () => late?.activeAppliedConfig() ?? null,
     refreshNode: async () => late?.refreshNode(),
     onStatusChange: statusVersion.bump,

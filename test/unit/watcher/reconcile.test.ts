@@ -1,6 +1,10 @@
+import { mkdtemp, readFile, rm } from 'node:fs/promises';
+import os from 'node:os';
+import path from 'node:path';
 import { CustomObjectsApi } from '@kubernetes/client-node';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { createMachineApi } from '../../../src/kube/machine.js';
+import { BLOCKED_TARGET_FILE, createBlockedTargetFile } from '../../../src/watcher/blocked-target.js';
 import { createReconciler } from '../../../src/watcher/reconcile.js';
 import type { Reconciler } from '../../../src/watcher/reconcile.js';
 import { createTestClock, startFakeKube } from '../../support/fake-kube.js';
@@ -132,7 +136,7 @@ describe('reconcile', () => {
     expect(m?.status?.operations).toBeUndefined();
   });
 
-  it('marks a failed update Failed with its message and does not ask again for the same Machine state', async () => {
+  it('marks a rolled-back update RolledBack with its reason and does not apply that target again', async () => {
     kube.patchMachineSpecAsOtherWriter(NAME, { operations: { repaveCounter: 1 } });
     api.onUpdate = () =>
       stubOp({
@@ -143,20 +147,94 @@ describe('reconcile', () => {
     const m = kube.getMachine(NAME);
     expect(m?.status).toMatchObject({
       phase: 'Failed',
-      message: 'agentd: update op-1 rolled_back: VERIFY_FAILED: kubelet in kube2 is not active',
+      message: expect.stringMatching(
+        /^agentd: update op-1 rolled back \(VERIFY_FAILED\): not applied again until the Machine asks anew .*: kubelet in kube2 is not active$/,
+      ),
     });
     expect(nodeUpdated(m)).toMatchObject({
       status: 'False',
-      reason: 'Failed',
+      reason: 'RolledBack',
       message: expect.stringContaining('kubelet in kube2'),
     });
-    expect(await reconciler.reconcile(signal)).toEqual({ outcome: 'already-failed' });
+    const writes = statusPatches().length;
+    expect(await reconciler.reconcile(signal)).toEqual({ outcome: 'blocked', operationId: 'op-1' });
     expect(api.updates()).toHaveLength(1);
+    expect(statusPatches()).toHaveLength(writes);
     // A new bump is a new request.
     kube.patchMachineSpecAsOtherWriter(NAME, { operations: { repaveCounter: 2 } });
     api.onUpdate = () => stubOp();
     expect((await reconciler.reconcile(signal)).outcome).toBe('updated');
     expect(kube.getMachine(NAME)?.status?.message).toBeUndefined();
+  });
+
+  it('marks a failed update Failed and blocks it too; a different target is applied', async () => {
+    kube.patchMachineSpecAsOtherWriter(NAME, { kubernetes: { version: 'v1.35.0' } });
+    api.onUpdate = () =>
+      stubOp({ state: 'failed', error: { code: 'DOWNLOAD_FAILED', message: 'mirror down' } });
+    expect((await reconciler.reconcile(signal)).outcome).toBe('failed');
+    expect(nodeUpdated(kube.getMachine(NAME))).toMatchObject({ status: 'False', reason: 'Failed' });
+    expect((await reconciler.reconcile(signal)).outcome).toBe('blocked');
+    // The same target at a new generation (another spec field changed) is still the same request.
+    kube.patchMachineSpecAsOtherWriter(NAME, { kubernetes: { version: '1.35.0' } });
+    expect((await reconciler.reconcile(signal)).outcome).toBe('blocked');
+    expect(api.updates()).toHaveLength(1);
+    kube.patchMachineSpecAsOtherWriter(NAME, { kubernetes: { version: 'v1.35.1' } });
+    api.onUpdate = () => stubOp();
+    expect((await reconciler.reconcile(signal)).outcome).toBe('updated');
+    expect(api.updates().map((u) => (u.set as { kubernetesVersion: string }).kubernetesVersion)).toEqual([
+      '1.35.0',
+      '1.35.1',
+    ]);
+  });
+
+  it('keeps the block across a restart of agentd (the record in the state dir), until the Machine asks anew', async () => {
+    const dir = await mkdtemp(path.join(os.tmpdir(), 'agentd-blocked-'));
+    try {
+      const withStore = (): Reconciler =>
+        createReconciler({
+          name: NAME,
+          machines: createMachineApi({ custom: kube.kubeConfig().makeApiClient(CustomObjectsApi), clock }),
+          rpc: api.client,
+          clock,
+          logger: silentLogger,
+          blocked: createBlockedTargetFile(dir, silentLogger),
+        });
+      kube.patchMachineSpecAsOtherWriter(NAME, { operations: { repaveCounter: 1 } });
+      api.onUpdate = () =>
+        stubOp({
+          state: 'rolled_back',
+          error: { code: 'HEALTH_GATE_FAILED', message: 'node-ready: not Ready' },
+        });
+      expect((await withStore().reconcile(signal)).outcome).toBe('failed');
+      expect(JSON.parse(await readFile(path.join(dir, BLOCKED_TARGET_FILE), 'utf8'))).toMatchObject({
+        repaveCounter: 1,
+        outcome: 'rolled_back',
+        code: 'HEALTH_GATE_FAILED',
+        operationId: 'op-1',
+      });
+      // A new daemon (a new reconciler, no memory of its own) reads the record and does not retry.
+      const seen: unknown[] = [];
+      const restarted = createReconciler({
+        name: NAME,
+        machines: createMachineApi({ custom: kube.kubeConfig().makeApiClient(CustomObjectsApi), clock }),
+        rpc: api.client,
+        clock,
+        logger: silentLogger,
+        blocked: createBlockedTargetFile(dir, silentLogger),
+        onBlocked: (b) => seen.push(b?.code ?? null),
+      });
+      expect((await restarted.reconcile(signal)).outcome).toBe('blocked');
+      expect(seen).toEqual(['HEALTH_GATE_FAILED']);
+      expect(api.updates()).toHaveLength(1);
+      expect(nodeUpdated(kube.getMachine(NAME))).toMatchObject({ reason: 'RolledBack' });
+      // The Machine asks anew: the block is lifted, its file removed, and the repave runs.
+      kube.patchMachineSpecAsOtherWriter(NAME, { operations: { repaveCounter: 2 } });
+      api.onUpdate = () => stubOp();
+      expect((await withStore().reconcile(signal)).outcome).toBe('updated');
+      await expect(readFile(path.join(dir, BLOCKED_TARGET_FILE))).rejects.toMatchObject({ code: 'ENOENT' });
+    } finally {
+      await rm(dir, { recursive: true, force: true });
+    }
   });
 
   it('reports an update the API refuses as Failed, but retries DRAINING and requeues BUSY', async () => {

@@ -26,7 +26,7 @@ function setup(watch: boolean | null, reason = { value: 'no Kubernetes credentia
   const listeners: Array<() => void> = [];
   const changes = vi.fn();
   const supervisor = createWatcherSupervisor({
-    config: { watch },
+    config: { watch, stateDir: '/nonexistent/agentd-state' },
     session: session as unknown as KubeSession,
     registrationConfig: () => null,
     onOperationEnded: (listener) => {

@@ -76,6 +76,7 @@ const joined: Status = {
     lastReconcileAt: null,
     lastError: 'connection refused',
     lastErrorCode: 'KUBE_UNAVAILABLE',
+    blocked: null,
   },
 };
 
@@ -195,11 +196,38 @@ describe('renderStatus', () => {
         lastReconcileAt: null,
         lastError: null,
         lastErrorCode: null,
+        blocked: null,
       },
     };
     expect(renderStatus(off, ctx(false), NOW).split('\n').at(-1)).toBe(
       'watcher   off  no Kubernetes credentials',
     );
+  });
+
+  it('shows a target the watcher does not apply again, and why', () => {
+    const blocked: Status = {
+      ...joined,
+      watcher: {
+        ...joined.watcher!,
+        lastError: null,
+        blocked: {
+          target: { kubernetesVersion: '1.35.0' },
+          repaveCounter: 4,
+          operationId: 'op-7',
+          outcome: 'rolled_back',
+          code: 'HEALTH_GATE_FAILED',
+          reason:
+            'update op-7 rolled back (HEALTH_GATE_FAILED): not applied again until the Machine asks anew',
+          since: '2026-03-01T11:00:00Z',
+        },
+      },
+    };
+    const lines = renderStatus(blocked, ctx(false), NOW).split('\n');
+    const i = lines.findIndex((l) => l.startsWith('blocked'));
+    expect(lines[i]).toBe(
+      'blocked   kubernetes 1.35.0 (repaveCounter 4)  update op-7 rolled back (HEALTH_GATE_FAILED): not',
+    );
+    expect(lines[i + 1]).toBe('          applied again until the Machine asks anew');
   });
 
   it('says cordoned when the node is cordoned', () => {

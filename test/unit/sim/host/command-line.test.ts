@@ -72,6 +72,16 @@ describe('parseSimCommand', () => {
       run('kube1', 'systemctl', 'is-active', 'kubelet.service'),
       { kind: 'in-machine', machine: 'kube1', action: { type: 'is-active', unit: 'kubelet.service' } },
     ],
+    [
+      'systemd-run',
+      run('kube2', 'test', '-f', '/etc/ready'),
+      { kind: 'in-machine', machine: 'kube2', action: { type: 'exec', argv: ['test', '-f', '/etc/ready'] } },
+    ],
+    [
+      'systemd-run',
+      run('kube1', '/bin/false'),
+      { kind: 'in-machine', machine: 'kube1', action: { type: 'exec', argv: ['/bin/false'] } },
+    ],
   ])('accepts %s %j', (file, args, expected) => {
     expect(parseSimCommand(file, args)).toEqual(expected);
   });
@@ -87,7 +97,8 @@ describe('parseSimCommand', () => {
     ['systemctl', ['stop', 'systemd-nspawn@kube9.service']],
     ['systemctl', ['stop', 'kubelet.service']],
     ['systemd-run', ['--machine=kube1', '--wait', '--pipe', '/bin/true']],
-    ['systemd-run', run('kube1', '/bin/false')],
+    ['systemd-run', run('kube1', 'journalctl', '-u', 'kubelet.service')],
+    ['systemd-run', run('kube1')],
     ['systemd-run', run('kube1', 'systemctl', 'enable', 'kubelet.service')],
     ['systemd-run', run('kube1', 'systemctl', 'enable', '--now', 'docker.service')],
     ['systemd-run', run('kube1', 'systemctl', 'is-active', 'containerd.service')],

@@ -336,6 +336,31 @@ describe('units inside a machine', () => {
   });
 });
 
+describe('health gate exec checks inside a machine', () => {
+  it('runs true, false and test against the rootfs, and exits 127 for anything else', async () => {
+    await prepareMachine(tmp.root, 'kube2');
+    const down = await sh('systemd-run', ...inM('kube2', 'test', '-e', '/usr/local/bin/kubelet'));
+    expect(down).toMatchObject({ exitCode: 1, stderr: 'Failed to connect to bus: Host is down' });
+    await startBooted('kube2');
+    const code = async (...cmd: string[]): Promise<number> =>
+      (await sh('systemd-run', ...inM('kube2', ...cmd))).exitCode;
+    expect(await code('true')).toBe(0);
+    expect(await code('/usr/bin/false')).toBe(1);
+    expect(await code('test', '-x', '/usr/local/bin/kubelet')).toBe(0);
+    expect(await code('/usr/bin/test', '-d', '/usr/local/bin/kubelet')).toBe(1);
+    expect(await code('test', '-f', '/etc/agentd-ready')).toBe(1);
+    // A test makes the check pass through the machine's files.
+    const rootfs = createHostPaths(tmp.root).machineDir('kube2');
+    await writeFile(path.join(rootfs, 'etc/agentd-ready'), 'ok\n');
+    expect(await code('test', '-f', '/etc/agentd-ready')).toBe(0);
+    // The path stays inside the rootfs: ".." cannot climb out of it.
+    expect(await code('test', '-d', `/../../../..${tmp.root}`)).toBe(1);
+    const other = await sh('systemd-run', ...inM('kube2', 'curl', '-f', 'http://127.0.0.1:8080/'));
+    expect(other.exitCode).toBe(127);
+    expect(other.stderr).toMatch(/not simulated/);
+  });
+});
+
 describe('persistence', () => {
   it('shares the model between hosts on one root through state.json', async () => {
     await prepareMachine(tmp.root, 'kube2');
