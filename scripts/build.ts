@@ -13,7 +13,7 @@
 import { chmod, mkdir, readFile, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
-import { build, type Metafile } from 'esbuild';
+import { build, type Metafile, type Plugin } from 'esbuild';
 
 /** The repository root (this file is scripts/build.ts). */
 export const REPO_ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
@@ -44,6 +44,23 @@ export const RUNTIME_FLAGS = ['--max-semi-space-size=1', '--optimize-for-size'] 
 
 /** What `import.meta.url` means in the bundle: the bundle's own URL (the executable's in a release). */
 const IMPORT_META_URL = '__agentdImportMetaUrl';
+
+/**
+ * node-fetch 2 (under @kubernetes/client-node) loads `whatwg-url` only as a fallback for a
+ * runtime without a global URL (`Url.URL || whatwgUrl.URL`), which Node always has; whatwg-url
+ * in turn loads tr46, whose Unicode tables cost ~5 MiB of resident memory for nothing. The
+ * bundle gets Node's own URL under that name instead (docs/benchmarks.md, "Footprint").
+ */
+const nodeUrlForWhatwgUrl: Plugin = {
+  name: 'whatwg-url-is-node-url',
+  setup(b) {
+    b.onResolve({ filter: /^whatwg-url$/ }, () => ({ path: 'whatwg-url', namespace: 'agentd-node-url' }));
+    b.onLoad({ filter: /.*/, namespace: 'agentd-node-url' }, () => ({
+      contents: "module.exports = { URL: require('node:url').URL };",
+      loader: 'js',
+    }));
+  },
+};
 
 const binWrapper = (program: string): string =>
   [
@@ -79,6 +96,7 @@ export async function buildBundle(root: string = REPO_ROOT): Promise<Metafile> {
     // CommonJS has no import.meta: give modules that use it this file's URL instead of nothing.
     banner: { js: `var ${IMPORT_META_URL}=require('node:url').pathToFileURL(__filename).href;` },
     external: OPTIONAL_EXTERNALS,
+    plugins: [nodeUrlForWhatwgUrl],
     metafile: true,
     logLevel: 'warning',
   });
