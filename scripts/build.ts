@@ -23,6 +23,8 @@ export const BUNDLES = {
   agentd: 'dist/agentd.cjs',
   agentctl: 'dist/agentctl.cjs',
   seaMain: 'dist/sea-main.cjs',
+  /** The download worker (src/provision/artifacts/sink-worker.ts), started by agentd's bundle. */
+  sinkWorker: 'dist/sink-worker.cjs',
 } as const;
 
 /** The oldest runtime the bundle must run on: package.json's engines.node. */
@@ -81,6 +83,7 @@ export async function buildBundle(root: string = REPO_ROOT): Promise<Metafile> {
       agentd: 'src/bin/agentd.ts',
       agentctl: 'src/bin/agentctl.ts',
       'sea-main': 'src/bin/sea-main.ts',
+      'sink-worker': 'src/provision/artifacts/sink-worker.ts',
     },
     outdir: 'dist',
     outExtension: { '.js': '.cjs' },

@@ -91,6 +91,8 @@ async function buildExecutable(node: string, root: string, out: string, work: st
       assets: {
         'agentd.cjs': path.join(root, BUNDLES.agentd),
         'agentctl.cjs': path.join(root, BUNDLES.agentctl),
+        // agentd's bundle starts the download worker from this asset (src/provision/artifacts/sink.ts).
+        'sink-worker.cjs': path.join(root, BUNDLES.sinkWorker),
       },
       output: out,
       disableExperimentalSEAWarning: true,

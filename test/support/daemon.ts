@@ -43,6 +43,8 @@ export interface TestDaemonOptions {
    * `<dir>/.agentd/` (the daemon's cwd is `<dir>`). `socket`, `pidFile` and `root` are ignored.
    */
   simDefaults?: boolean;
+  /** The agentd program to run with node (default dist/bin/agentd.js, the bundle's npm bin). */
+  bin?: string;
 }
 
 export interface HttpAnswer {
@@ -224,7 +226,7 @@ export async function startTestDaemon(options: TestDaemonOptions = {}): Promise<
         ...(options.sim === false ? [] : ['--host', 'sim']),
       ];
   const args = [
-    AGENTD_BIN,
+    options.bin ?? AGENTD_BIN,
     '--config',
     configFile,
     ...pathFlags,

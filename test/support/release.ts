@@ -20,6 +20,7 @@ const INPUTS = [
   'dist/agentd.cjs',
   'dist/agentctl.cjs',
   'dist/sea-main.cjs',
+  'dist/sink-worker.cjs',
   'scripts/release',
   'systemd',
   'deploy',
