@@ -34,12 +34,13 @@ describe.skipIf(availableParallelism() < WORKER_SINK_MIN_CPUS)('the bundle’s d
 
   beforeAll(async () => {
     mirror = await startMirror({ image: () => image });
-    // dist/bin/agentd.js and dist/agentd.cjs, without dist/sink-worker.cjs beside them.
+    // dist/bin/agentd.js and the bundle it loads, without dist/sink-worker.cjs beside them.
     copy = await mkdtemp(path.join(os.tmpdir(), 'agentd-bundle-copy-'));
     await mkdir(path.join(copy, 'bin'));
     await writeFile(path.join(copy, 'package.json'), '{ "type": "module" }\n');
     await copyFile(path.join(REPO_ROOT, 'dist/bin/agentd.js'), path.join(copy, 'bin/agentd.js'));
-    await copyFile(path.join(REPO_ROOT, 'dist/agentd.cjs'), path.join(copy, 'agentd.cjs'));
+    for (const file of ['agentd.cjs', 'load-bundle.cjs'])
+      await copyFile(path.join(REPO_ROOT, 'dist', file), path.join(copy, file));
   });
   afterAll(async () => {
     await mirror?.close();

@@ -21,6 +21,7 @@ const INPUTS = [
   'dist/agentctl.cjs',
   'dist/sea-main.cjs',
   'dist/sink-worker.cjs',
+  'dist/load-bundle.cjs',
   'scripts/release',
   'systemd',
   'deploy',
