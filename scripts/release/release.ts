@@ -20,7 +20,7 @@ import path from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
 import { gzipSync } from 'node:zlib';
 import { execa } from 'execa';
-import { BUNDLES, REPO_ROOT, RUNTIME_FLAGS, buildBundle } from '../build.js';
+import { BUNDLES, REPO_ROOT, RUNTIME_FLAGS, buildBundle, writeCodeCaches } from '../build.js';
 import { ensureNodeRuntime, NODE_RUNTIME } from './node-runtime.js';
 
 const HERE = path.dirname(fileURLToPath(import.meta.url));
@@ -84,6 +84,11 @@ async function embeddableNode(node: string, work: string): Promise<{ file: strin
 /** Build the single executable application `out` from the bundles in `root` and a runtime. */
 async function buildExecutable(node: string, root: string, out: string, work: string): Promise<void> {
   const config = path.join(work, 'sea-config.json');
+  // The bundles' V8 code caches, made by this runtime with the executable's flags (a cache made
+  // by another runtime or with other flags would be rejected, silently, at every start).
+  const caches = path.join(work, 'code-cache');
+  await mkdir(caches, { recursive: true });
+  writeCodeCaches({ root, node, flags: RUNTIME_FLAGS, outDir: caches });
   await writeFile(
     config,
     JSON.stringify({
@@ -91,11 +96,16 @@ async function buildExecutable(node: string, root: string, out: string, work: st
       assets: {
         'agentd.cjs': path.join(root, BUNDLES.agentd),
         'agentctl.cjs': path.join(root, BUNDLES.agentctl),
+        // agentd's bundle starts the download worker from this asset (src/provision/artifacts/sink.ts).
+        'sink-worker.cjs': path.join(root, BUNDLES.sinkWorker),
+        'agentd.cjs.cache': path.join(caches, 'agentd.cjs.cache'),
+        'agentctl.cjs.cache': path.join(caches, 'agentctl.cjs.cache'),
       },
       output: out,
       disableExperimentalSEAWarning: true,
-      // No code cache: it would cover only the small main, and V8 rejects (with a warning) a
-      // cache made under other flags than RUNTIME_FLAGS.
+      // Not the SEA's own code cache: it would cover only the small main (and V8 rejects, with a
+      // warning, a cache made under other flags than RUNTIME_FLAGS). The bundles' caches above
+      // are assets that the main hands to V8 (src/bin/load-bundle.ts).
       useCodeCache: false,
       // NODE_OPTIONS and the like are the host's, not a reason to change the agent's runtime.
       execArgvExtension: 'none',

@@ -2,11 +2,12 @@
  * The main script of the release executable (a Node single executable application): it picks
  * the program by the name it was started as (`agentctl` is a symlink to `agentd`) and runs that
  * program's bundle, embedded as an asset: dist/agentd.cjs or dist/agentctl.cjs, the same files
- * the npm bins run. Only the chosen bundle is compiled, so agentctl never parses the daemon.
+ * the npm bins run. Only the chosen bundle is compiled, so agentctl never parses the daemon, and
+ * through its V8 code cache (the asset `<bundle>.cache`, src/bin/load-bundle.ts).
  */
 import path from 'node:path';
 import { getAsset, isSea } from 'node:sea';
-import { compileFunction } from 'node:vm';
+import { codeCacheName, loadBundleSource } from './load-bundle.js';
 
 export type ProgramName = 'agentd' | 'agentctl';
 
@@ -15,21 +16,24 @@ export function programFromName(argv0: string): ProgramName {
   return path.basename(argv0).startsWith('agentctl') ? 'agentctl' : 'agentd';
 }
 
-/**
- * Evaluate a CommonJS bundle as a module. Its `require` is this script's, which in a single
- * executable application loads only built-in modules: the bundles need nothing else.
- */
-function evaluateBundle(file: string, source: string): { run(): void } {
-  const module = { exports: {} as { run(): void } };
-  const fn = compileFunction(source, ['exports', 'require', 'module', '__filename', '__dirname'], {
-    filename: file,
-  });
-  fn(module.exports, require, module, process.execPath, path.dirname(process.execPath));
-  return module.exports;
+/** An embedded asset, or undefined when the executable carries none of that name. */
+function optionalAsset(name: string): Buffer | undefined {
+  try {
+    return Buffer.from(getAsset(name));
+  } catch {
+    return undefined;
+  }
 }
 
-// `process.argv0` is the name it was started as; `process.execPath` is the resolved file.
+// `process.argv0` is the name it was started as; `process.execPath` is the resolved file. The
+// bundle's `require` is this script's, which in a single executable application loads only
+// built-in modules: the bundles need nothing else. Its code cache was made by the release
+// script with this runtime and flags (scripts/release/release.ts).
 if (isSea()) {
   const program = programFromName(process.argv0);
-  evaluateBundle(`${program}.cjs`, getAsset(`${program}.cjs`, 'utf8')).run();
+  const bundle = `${program}.cjs`;
+  loadBundleSource(bundle, getAsset(bundle, 'utf8'), optionalAsset(codeCacheName(bundle)), {
+    req: require,
+    filename: process.execPath,
+  }).run();
 }

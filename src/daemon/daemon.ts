@@ -178,10 +178,10 @@ async function startServing(
     }),
     repair: {
       enabled: config.repair,
-      // The simulated host answers at once: check and retry in seconds, not minutes.
-      ...(config.host === 'sim'
-        ? { policy: { checkIntervalMs: 2_000, baseDelayMs: 1_000, maxDelayMs: 8_000 } }
-        : {}),
+      // The simulated host answers at once: retry a failed repair in seconds, not minutes. It
+      // checks as often as a real host (every 30 s): a check reads the whole node, and checking
+      // every 2 s was most of an idle try-out daemon's CPU (docs/benchmarks.md, "Footprint").
+      ...(config.host === 'sim' ? { policy: { baseDelayMs: 1_000, maxDelayMs: 8_000 } } : {}),
     },
     nodeOps: kubeWiring.nodeOps,
     statusVersion,

@@ -3,7 +3,11 @@
  * through their options; `docs/metrics.md` lists these names (a test keeps them in step).
  */
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
+import { EVENT_LOOP_DELAY_METRICS, registerEventLoopDelay } from './event-loop.js';
 import { RpcCallMetrics } from './rpc-calls.js';
+
+/** The period of prom-client's own delay monitor, which nothing reads (see createMetrics): the longest a timer takes. */
+const IDLE_MONITOR_PERIOD_MS = 2 ** 31 - 1;
 
 const DURATION_BUCKETS = [0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600, 1200];
 const RPC_BUCKETS = [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1, 5, 30];
@@ -26,12 +30,15 @@ export const KUBELET_STATES = ['active', 'inactive', 'failed', 'unknown'] as con
 export function createMetrics(options: { version: string; collectDefaults?: boolean }) {
   const registry = new Registry();
   // prom-client samples event-loop delay with a libuv timer every `eventLoopMonitoringPrecision`
-  // ms (10 by default): 100 wake-ups a second on an idle daemon, most of its idle CPU. Once a
-  // second keeps the nodejs_eventloop_lag_* histogram and costs nothing measurable at idle
-  // (docs/benchmarks.md, footprint); nodejs_eventloop_lag_seconds is measured at each scrape.
+  // ms, from start to exit: even once a second, that was about half of an idle agentd's CPU
+  // (docs/benchmarks.md, "Footprint"). Its monitor is given a period of ~24 days instead and its
+  // nodejs_eventloop_lag_{min…p99}_seconds are replaced by the same family sampled only while
+  // /metrics is scraped (event-loop.ts); nodejs_eventloop_lag_seconds is measured at each scrape.
   if (options.collectDefaults !== false) {
-    collectDefaultMetrics({ register: registry, eventLoopMonitoringPrecision: 1000 });
+    collectDefaultMetrics({ register: registry, eventLoopMonitoringPrecision: IDLE_MONITOR_PERIOD_MS });
     for (const name of MISNAMED_DEFAULT_METRICS) registry.removeSingleMetric(name);
+    for (const [name] of Object.values(EVENT_LOOP_DELAY_METRICS)) registry.removeSingleMetric(name);
+    registerEventLoopDelay(registry);
   }
   const r = [registry];
   const metrics = {

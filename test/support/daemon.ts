@@ -45,6 +45,8 @@ export interface TestDaemonOptions {
   simDefaults?: boolean;
   /** Wait until /readyz answers (default true); false for a daemon meant to die during startup. */
   waitReady?: boolean;
+  /** The agentd program to run with node (default dist/bin/agentd.js, the bundle's npm bin). */
+  bin?: string;
 }
 
 export interface HttpAnswer {
@@ -226,7 +228,7 @@ export async function startTestDaemon(options: TestDaemonOptions = {}): Promise<
         ...(options.sim === false ? [] : ['--host', 'sim']),
       ];
   const args = [
-    AGENTD_BIN,
+    options.bin ?? AGENTD_BIN,
     '--config',
     configFile,
     ...pathFlags,

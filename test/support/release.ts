@@ -20,6 +20,8 @@ const INPUTS = [
   'dist/agentd.cjs',
   'dist/agentctl.cjs',
   'dist/sea-main.cjs',
+  'dist/sink-worker.cjs',
+  'dist/load-bundle.cjs',
   'scripts/release',
   'systemd',
   'deploy',

@@ -17,6 +17,7 @@
 import { createHash } from 'node:crypto';
 import { existsSync } from 'node:fs';
 import { availableParallelism } from 'node:os';
+import { getAsset, isSea } from 'node:sea';
 import { fileURLToPath } from 'node:url';
 import type { Writable } from 'node:stream';
 import { Worker } from 'node:worker_threads';
@@ -49,6 +50,9 @@ export interface DownloadSink {
   /** After a failure: stop, close and remove the file. Never rejects. */
   abort(): Promise<void>;
 }
+
+/** The code of the process warning printed when the download worker cannot be started. */
+export const DOWNLOAD_WORKER_UNAVAILABLE = 'AGENTD_DOWNLOAD_WORKER_UNAVAILABLE';
 
 /** Bodies at least this large (by Content-Length) go to the worker… */
 export const WORKER_SINK_MIN_BYTES = 8 * 1024 * 1024;
@@ -156,19 +160,27 @@ function ownedBuffer(chunk: Buffer): ArrayBuffer {
 }
 
 /**
- * The worker thread running sink-worker: built (dist), the module next to this one; run from
- * the TypeScript sources (vitest, tsx), the same module through tsx's loader, registered in the
- * worker first (a worker does not inherit the loader of the thread that starts it). The esbuild
- * bundles carry no worker module yet, so there large downloads are hashed inline (found by the
- * real-host suite, where the release executable's worker failed every large image blob).
+ * The worker thread running sink-worker, from the first of:
+ * - the module next to this one: tsc's dist/ (`sink-worker.js`), or the esbuild bundle's own file
+ *   next to agentd's bundle (`dist/sink-worker.cjs`, scripts/build.ts: `npm start`, the npm bins);
+ * - the release executable's embedded asset `sink-worker.cjs` (the same file), evaluated as the
+ *   worker's script;
+ * - run from the TypeScript sources (vitest, tsx), the same module through tsx's loader,
+ *   registered in the worker first (a worker does not inherit the loader of the thread that
+ *   starts it).
+ * None of them (a bundle copied without its worker file): large downloads are hashed inline.
  */
 function startSinkWorker(): Worker {
   const options = { name: 'agentd-download', workerData: SINK_WORKER_DATA };
-  const js = new URL('./sink-worker.js', import.meta.url);
-  if (existsSync(fileURLToPath(js))) return new Worker(js, options);
+  for (const name of ['./sink-worker.js', './sink-worker.cjs']) {
+    const file = new URL(name, import.meta.url);
+    if (existsSync(fileURLToPath(file))) return new Worker(file, options);
+  }
+  if (isSea()) {
+    // Throws when the executable carries no such asset: then large downloads hash inline.
+    return new Worker(getAsset('sink-worker.cjs', 'utf8'), { ...options, eval: true });
+  }
   const tsUrl = new URL('./sink-worker.ts', import.meta.url);
-  // Neither the built module nor the sources next to this one: a bundle (npm start, the release
-  // executable) that carries no worker file. Throwing here makes large downloads hash inline.
   if (!existsSync(fileURLToPath(tsUrl))) throw new Error('no download worker module next to the sink');
   const boot = `import('tsx/esm/api').then((tsx) => { tsx.register(); return import(${JSON.stringify(tsUrl.href)}); });`;
   return new Worker(boot, { ...options, eval: true });
@@ -187,8 +199,13 @@ class SinkWorker {
     if (SinkWorker.instance === undefined) {
       try {
         SinkWorker.instance = new SinkWorker();
-      } catch {
+      } catch (err) {
         SinkWorker.instance = null;
+        // Once per process, on stderr (the journal): downloads still work, only slower.
+        process.emitWarning(
+          `the download worker cannot start (${err instanceof Error ? err.message : String(err)}): large downloads are hashed on the main thread`,
+          { code: DOWNLOAD_WORKER_UNAVAILABLE },
+        );
       }
     }
     if (SinkWorker.instance?.broken) SinkWorker.instance = null;
