@@ -78,6 +78,8 @@ export function buildAgentdCommand(): Command {
     .option('--no-watch', 'do not run the Machine CR watcher')
     .option('--repair', 'restart a stopped active machine or failed kubelet between requests (default)')
     .option('--no-repair', 'do not repair the node between requests')
+    .option('--fleet', 'pass the fleet gate when a fleet policy exists in the cluster (default)')
+    .option('--no-fleet', 'never wait for the fleet gate: this node is not part of a fleet rollout')
     .option('--crd-group <group>', 'API group of the Machine CRD (default unbounded-cloud.io)')
     .option(
       '--shutdown-grace <duration>',

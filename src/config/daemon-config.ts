@@ -64,6 +64,7 @@ export const daemonConfigSchema = z.strictObject({
   machineName: z.string().min(1).optional(),
   watch: boolish.optional(),
   repair: boolish.default(true),
+  fleet: boolish.default(true),
   crdGroup: z
     .string()
     .regex(
@@ -98,6 +99,8 @@ export interface DaemonConfig {
   watch: boolean | null;
   /** Keep the node at its desired state between requests (restart a stopped active machine). */
   repair: boolean;
+  /** Take part in the fleet gate when a fleet policy exists (docs/fleet.md); false: never gate. */
+  fleet: boolean;
   crdGroup: string;
   shutdownGraceMs: number;
   /** How long a machine may take to boot and answer `systemd-run` before `start` fails. */
@@ -123,6 +126,7 @@ export const DAEMON_OPTIONS: Record<keyof DaemonConfigInput, { flag: string; env
   machineName: { flag: '--machine-name', env: 'AGENTD_MACHINE_NAME' },
   watch: { flag: '--watch', env: 'AGENTD_WATCH' },
   repair: { flag: '--repair', env: 'AGENTD_REPAIR' },
+  fleet: { flag: '--fleet', env: 'AGENTD_FLEET' },
   crdGroup: { flag: '--crd-group', env: 'AGENTD_CRD_GROUP' },
   shutdownGrace: { flag: '--shutdown-grace', env: 'AGENTD_SHUTDOWN_GRACE' },
   machineStartTimeout: { flag: '--machine-start-timeout', env: 'AGENTD_MACHINE_START_TIMEOUT' },

@@ -160,6 +160,7 @@ export function loadDaemonConfig(input: LoadConfigInput): DaemonConfig {
     machineName: c.machineName ?? null,
     watch: c.watch ?? null,
     repair: c.repair,
+    fleet: c.fleet,
     crdGroup: c.crdGroup,
     shutdownGraceMs: c.shutdownGrace,
     machineStartTimeoutMs: c.machineStartTimeout,

@@ -33,7 +33,10 @@ import { createWatcherSupervisor } from '../watcher/supervisor.js';
 type FleetModule = typeof FleetIndex;
 
 export interface KubeWiringOptions {
-  config: Pick<DaemonConfig, 'kubeconfig' | 'machineName' | 'watch' | 'crdGroup' | 'host' | 'stateDir'>;
+  config: Pick<
+    DaemonConfig,
+    'kubeconfig' | 'machineName' | 'watch' | 'crdGroup' | 'host' | 'stateDir' | 'fleet'
+  >;
   /** The active machine's applied config, unredacted, as last read (`engine.activeAppliedConfig`). */
   appliedConfig: () => AgentConfig | null;
   /** Re-read the node before deciding whether the watcher can start (`engine.refreshNode`). */
@@ -116,7 +119,7 @@ export function createKubeWiring(o: KubeWiringOptions): KubeWiring {
 
   /** The fleet runtime for the credentials and node name of the moment (its policy watch runs). */
   function fleetRuntime(): FleetRuntime | null {
-    if (stopped) return null;
+    if (stopped || o.config.fleet === false) return null;
     const conn = session.current();
     if (conn === null) return null;
     if (fleetModule === null) {
@@ -177,6 +180,8 @@ export function createKubeWiring(o: KubeWiringOptions): KubeWiring {
     fleet() {
       const rt = fleetRuntime();
       if (rt !== null) return rt.control;
+      if (o.config.fleet === false)
+        return { unavailable: 'this node does not take part in the fleet gate (--no-fleet)' };
       return { unavailable: session.unavailableReason() ?? 'the Kubernetes client is not loaded' };
     },
     async validate() {

@@ -49,8 +49,10 @@ export const MACHINE_REPOSITORY = 'agentd/machine';
 export const REAL_NODE_CONFIG = [
   'machineStartTimeout: 30s',
   'verifyTimeout: 15s',
-  // No cluster here: the watcher would only retry an unreachable API server.
+  // No cluster here: the watcher would only retry an unreachable API server, and the fleet gate
+  // would wait for it (docs/fleet.md: an unreachable API server keeps updates waiting).
   'watch: false',
+  'fleet: false',
   '',
 ].join('\n');
 

@@ -67,6 +67,7 @@ describe('loadDaemonConfig defaults', () => {
       machineName: null,
       watch: null,
       repair: true,
+      fleet: true,
       crdGroup: DEFAULT_CRD_GROUP,
       shutdownGraceMs: 30_000,
       machineStartTimeoutMs: 120_000,
@@ -158,6 +159,13 @@ describe('loadDaemonConfig defaults', () => {
     expect(load({ flags: { watch: false } }).watch).toBe(false);
     expect(load({ flags: { watch: true } }).watch).toBe(true);
     expect(load({ env: { AGENTD_WATCH: 'no' } }).watch).toBe(false);
+  });
+
+  it('--no-fleet, AGENTD_FLEET and the fleet key', async () => {
+    expect(load().fleet).toBe(true);
+    expect(load({ flags: { fleet: false } }).fleet).toBe(false);
+    expect(load({ env: { AGENTD_FLEET: 'false' } }).fleet).toBe(false);
+    expect(load({ flags: { config: await configFile('fleet: false\n') } }).fleet).toBe(false);
   });
 });
 

@@ -24,6 +24,7 @@ const base: Config = {
   watch: null,
   crdGroup: 'unbounded-cloud.io',
   host: 'systemd',
+  fleet: true,
   // Read only when a watcher runs (an absent record is none); no test here makes it write one.
   stateDir: path.join(os.tmpdir(), `agentd-kube-wiring-state-${process.pid}`),
 };
@@ -132,6 +133,21 @@ describe('createKubeWiring', () => {
     expect(w.nodeOps.unavailableReason()).toBeNull();
     expect(factoryCalls.filter((c) => c.appliedConfig !== null)).toHaveLength(2);
     expect(factoryCalls.every((c) => c.inCluster === true && c.crdGroup === 'unbounded-cloud.io')).toBe(true);
+  });
+
+  it('with credentials the fleet gate is wired; --no-fleet: never a gate, and fleet calls say why', async () => {
+    applied = agentConfigSchema.parse(makeAgentConfig());
+    const on = make({});
+    await on.validate();
+    expect(on.fleetGate()).not.toBeNull();
+    await on.stop();
+
+    const off = make({ fleet: false });
+    await off.validate();
+    expect(off.nodeOps.unavailableReason()).toBeNull();
+    expect(off.fleetGate()).toBeNull();
+    expect(off.healthChecks()).toBeNull();
+    expect(off.fleet()).toEqual({ unavailable: expect.stringContaining('--no-fleet') });
   });
 
   it('refuses a --kubeconfig that cannot be loaded at start', async () => {

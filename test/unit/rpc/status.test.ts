@@ -63,6 +63,7 @@ async function setup(options: { journal?: boolean } = {}): Promise<Harness> {
     config: {
       kubeconfig,
       machineName: NODE,
+      fleet: true,
       watch: null,
       crdGroup: 'unbounded-cloud.io',
       host: 'sim',
