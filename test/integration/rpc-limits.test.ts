@@ -52,16 +52,25 @@ describe('JSON-RPC limits', () => {
     expect((await d.http('GET', '/healthz')).status).toBe(200);
   });
 
-  it(`a batch of ${MAX_BATCH_CALLS} calls is answered in full, within ${MAX_ANSWER_BYTES} bytes`, async () => {
-    // The largest answers the daemon gives: status, and the whole OpenRPC document.
-    for (const method of ['status', 'rpc.discover']) {
-      const res = await d.http('POST', '/rpc', calls(MAX_BATCH_CALLS, method));
-      expect(res.status).toBe(200);
-      expect(Buffer.byteLength(res.body)).toBeLessThanOrEqual(MAX_ANSWER_BYTES);
-      const answers = JSON.parse(res.body) as Resp[];
-      expect(answers.map((r) => r.id)).toEqual(calls(MAX_BATCH_CALLS, method).map((c) => c.id));
-      expect(answers.every((r) => r.result !== undefined)).toBe(true);
-    }
-    // (A read past the answer limit is answered RESPONSE_TOO_LARGE: test/unit/rpc/dispatcher.test.ts.)
+  it(`a batch of ${MAX_BATCH_CALLS} status calls is answered in full, within ${MAX_ANSWER_BYTES} bytes`, async () => {
+    const res = await d.http('POST', '/rpc', calls(MAX_BATCH_CALLS, 'status'));
+    expect(res.status).toBe(200);
+    expect(Buffer.byteLength(res.body)).toBeLessThanOrEqual(MAX_ANSWER_BYTES);
+    const answers = JSON.parse(res.body) as Resp[];
+    expect(answers.map((r) => r.id)).toEqual(calls(MAX_BATCH_CALLS, 'status').map((c) => c.id));
+    expect(answers.every((r) => r.result !== undefined)).toBe(true);
+  });
+
+  it(`a batch of ${MAX_BATCH_CALLS} rpc.discover calls: what fits, then RESPONSE_TOO_LARGE`, async () => {
+    // The whole OpenRPC document (about 40 KiB) a hundred times is past the limit (docs/errors.md
+    // names this very case): every call gets an answer, the batch stays within the limit.
+    const res = await d.http('POST', '/rpc', calls(MAX_BATCH_CALLS, 'rpc.discover'));
+    expect(res.status).toBe(200);
+    expect(Buffer.byteLength(res.body)).toBeLessThanOrEqual(MAX_ANSWER_BYTES);
+    const answers = JSON.parse(res.body) as Resp[];
+    expect(answers).toHaveLength(MAX_BATCH_CALLS);
+    const refused = answers.filter((r) => r.result === undefined);
+    expect(answers.length - refused.length).toBeGreaterThan(0);
+    for (const r of refused) expect(r.error?.data).toMatchObject({ code: 'RESPONSE_TOO_LARGE' });
   });
 });
