@@ -145,7 +145,7 @@ describe('agentctl and Ctrl-C, and a daemon lost while following', () => {
     const daemon = await node.start();
     const registry = await holdImagePulls(node);
     // The update stays in provision (its pull is held); then the daemon is killed.
-    void registry.blobRequested.then(() => daemon.kill());
+    const killed = registry.blobRequested.then(() => daemon.kill());
 
     const r = await agentctl(['--socket', node.socket, '--json', 'update', '--image', registry.image]);
     expect(r.code, r.stderr).toBe(3);
@@ -163,6 +163,7 @@ describe('agentctl and Ctrl-C, and a daemon lost while following', () => {
 
     // What the message promises: once agentd is back, that command gives the operation's end
     // (here recovery closed it: agentd was killed during it).
+    await killed; // agentctl may see the socket close before the process is reaped
     await node.start();
     const again = await agentctl(['--socket', node.socket, '--json', 'ops', 'wait', id]);
     expect((JSON.parse(again.stdout) as Op).state).toBe('interrupted');
