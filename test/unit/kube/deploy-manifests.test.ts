@@ -32,6 +32,7 @@ describe('deploy manifests', () => {
   let kube: FakeKube | undefined;
   afterEach(async () => {
     await kube?.close();
+    kube = undefined;
   });
 
   it('defines the Machine CRD as docs/compatibility.md describes it', async () => {
