@@ -11,7 +11,7 @@
  * `import()`s inside a bundle become lazily evaluated functions in the same file.
  */
 import { spawnSync } from 'node:child_process';
-import { existsSync } from 'node:fs';
+import { existsSync, writeFileSync } from 'node:fs';
 import { chmod, mkdir, readFile, writeFile } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
@@ -90,10 +90,21 @@ const binWrapper = (program: string): string =>
     '',
   ].join('\n');
 
+/** The file next to the caches that says which runtime made them (`CodeCacheOrigin`). */
+export const CODE_CACHE_ORIGIN = 'code-cache-origin.json';
+
+/** Which runtime and V8 flags made the caches in a directory: only that runtime can use them. */
+export interface CodeCacheOrigin {
+  node: string;
+  v8: string;
+  flags: string[];
+}
+
 /**
  * Write the V8 code cache of each program bundle in `root`/dist to `outDir` (as
  * `<bundle>.cache`), made by `node` with V8 `flags`: a cache serves only the runtime and flags
- * that made it. Each is made in a child process that runs the program's CODE_CACHE_RUNS command.
+ * that made it, which `outDir`/CODE_CACHE_ORIGIN records. Each is made in a child process that
+ * runs the program's CODE_CACHE_RUNS command.
  */
 export function writeCodeCaches(o: {
   root: string;
@@ -118,6 +129,12 @@ export function writeCodeCaches(o: {
       );
     }
   }
+  const versions = spawnSync(o.node, ['-p', 'JSON.stringify([process.version, process.versions.v8])'], {
+    encoding: 'utf8',
+  });
+  const [node, v8] = JSON.parse(versions.stdout) as [string, string];
+  const origin: CodeCacheOrigin = { node, v8, flags: [...o.flags] };
+  writeFileSync(path.join(o.outDir, CODE_CACHE_ORIGIN), `${JSON.stringify(origin, null, 2)}\n`);
 }
 
 /** Bundle and write the bins; returns esbuild's metafile (inputs and output sizes). */
