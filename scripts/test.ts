@@ -1,28 +1,43 @@
 /**
- * The vitest part of `npm test` (docs/testing.md): the `main` project (unit, integration and
- * system tests: CPU-bound) and the `host` project (the real-host suite: minutes per file, mostly
- * waiting on real systemd) run as two vitest processes side by side, so the hosts' waiting
- * overlaps the CPU work. `main`'s output streams as it comes; `host`'s lines are prefixed with
- * `[host]`. Exits non-zero when either fails; Ctrl-C or SIGTERM reaches both.
+ * The vitest part of `npm test` (docs/testing.md): the `unit` and `main` projects (unit tests,
+ * then integration and system tests: CPU and short waits) in one vitest process, and the `host`
+ * project (the real-host suite: minutes per file, mostly waiting on real systemd) in another,
+ * side by side, so the hosts' waiting overlaps the CPU work. The first one's output streams as it
+ * comes; `host`'s lines are prefixed with `[host]`. Exits non-zero when any fails; Ctrl-C or
+ * SIGTERM reaches all.
  *
- * Arguments are passed to both (e.g. `npm test -- --bail 1`).
+ * AGENTD_TEST_SECOND_RUNTIME (CI sets it): once `unit` and `main` have ended, the unit and
+ * integration tests run again on a second Node runtime, beside what is left of the real-host
+ * suite — `release` for the Node LTS the release executable embeds
+ * (scripts/release/node-runtime.ts), or the path of a `node`. Its lines are prefixed with
+ * `[node vX.Y.Z]`.
+ *
+ * Arguments are passed to every run (e.g. `npm test -- --bail 1`).
  */
-import { spawn, type ChildProcess } from 'node:child_process';
+import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
+import path from 'node:path';
 import { createInterface } from 'node:readline';
 import { fileURLToPath } from 'node:url';
+import { ensureNodeRuntime } from './release/node-runtime.js';
 
-/** Arguments for both; with filters one project may match no file, which is then no failure. */
+/** Arguments for every run; with filters one project may match no file, which is then no failure. */
 const ARGS = process.argv.length > 2 ? ['--passWithNoTests', ...process.argv.slice(2)] : [];
 const VITEST = fileURLToPath(new URL('../node_modules/vitest/vitest.mjs', import.meta.url));
 /** The real-host files each drive a host of their own, mostly waiting: two at a time. */
 const HOST_WORKERS = '2';
 
-function run(
-  project: string,
-  extra: string[],
-  prefix: string | null,
-): { child: ChildProcess; done: Promise<number> } {
-  const child = spawn(process.execPath, [VITEST, 'run', '--project', project, ...extra, ...ARGS], {
+interface Run {
+  child: ChildProcess;
+  done: Promise<number>;
+}
+
+/** One vitest process: `projects` with `extra` arguments on `node`, its lines prefixed unless null. */
+function run(projects: string[], extra: string[], prefix: string | null, node = process.execPath): Run {
+  // What the tests start as `node` (and as `process.execPath`) is this runtime too.
+  const env = { ...process.env, PATH: `${path.dirname(node)}${path.delimiter}${process.env.PATH ?? ''}` };
+  const args = [VITEST, 'run', ...projects.flatMap((p) => ['--project', p]), ...extra, ...ARGS];
+  const child = spawn(node, args, {
+    env,
     stdio: ['ignore', prefix === null ? 'inherit' : 'pipe', prefix === null ? 'inherit' : 'pipe'],
   });
   if (prefix !== null) {
@@ -34,22 +49,68 @@ function run(
   const done = new Promise<number>((resolve) => {
     child.on('close', (code, signal) => resolve(code ?? (signal ? 128 : 1)));
     child.on('error', (err) => {
-      process.stderr.write(`vitest ${project}: ${err.message}\n`);
+      process.stderr.write(`vitest ${projects.join(', ')}: ${err.message}\n`);
       resolve(1);
     });
   });
   return { child, done };
 }
 
-const host = run('host', ['--maxWorkers', HOST_WORKERS], '[host] ');
-const main = run('main', [], null);
+/** The second runtime's `node` (AGENTD_TEST_SECOND_RUNTIME), or null when none is asked for. */
+async function secondRuntime(): Promise<string | null> {
+  const wanted = process.env.AGENTD_TEST_SECOND_RUNTIME;
+  if (!wanted) return null;
+  return wanted === 'release' ? (await ensureNodeRuntime()).node : path.resolve(wanted);
+}
+
+const runs: Run[] = [];
+let stopping = false;
 for (const signal of ['SIGINT', 'SIGTERM'] as const) {
   process.on(signal, () => {
-    for (const c of [host.child, main.child]) c.kill(signal);
+    stopping = true;
+    for (const r of runs) r.child.kill(signal);
   });
 }
-const [mainCode, hostCode] = await Promise.all([main.done, host.done]);
-process.stdout.write(
-  `\nnpm test: main project ${mainCode === 0 ? 'passed' : `FAILED (${mainCode})`}, real-host project ${hostCode === 0 ? 'passed' : `FAILED (${hostCode})`}\n`,
+
+// Fetched (or found in the cache) while the tests run; a failure to get it fails the run.
+const second = secondRuntime().then(
+  (node) => ({ node, error: null }),
+  (err: unknown) => ({ node: null, error: err instanceof Error ? err.message : String(err) }),
 );
-process.exit(mainCode !== 0 ? mainCode : hostCode);
+const host = run(['host'], ['--maxWorkers', HOST_WORKERS], '[host] ');
+const main = run(['unit', 'main'], [], null);
+runs.push(host, main);
+
+const mainCode = await main.done;
+const { node: secondNode, error: secondError } = await second;
+let secondCode: number | null = null;
+let secondLabel = '';
+if (secondError !== null) {
+  process.stderr.write(`second runtime (AGENTD_TEST_SECOND_RUNTIME): ${secondError}\n`);
+  secondCode = 1;
+} else if (secondNode !== null && !stopping) {
+  secondLabel = spawnSync(secondNode, ['--version'], { encoding: 'utf8' }).stdout.trim() || secondNode;
+  process.stdout.write(
+    `\nnpm test: unit and main on Node ${process.version} ended; the unit and integration tests again on ${secondLabel}\n`,
+  );
+  const again = run(
+    ['unit', 'main'],
+    // The unit and integration tests: not the system tests, which check this machine's tools.
+    ['--exclude', 'test/system/**'],
+    `[node ${secondLabel}] `,
+    secondNode,
+  );
+  runs.push(again);
+  secondCode = await again.done;
+}
+const hostCode = await host.done;
+
+const word = (code: number): string => (code === 0 ? 'passed' : `FAILED (${code})`);
+process.stdout.write(
+  `\nnpm test: unit and main projects ${word(mainCode)}, real-host project ${word(hostCode)}` +
+    (secondCode === null
+      ? ''
+      : `, unit and integration tests on ${secondLabel || 'the second runtime'} ${word(secondCode)}`) +
+    '\n',
+);
+process.exit([mainCode, hostCode, secondCode ?? 0].find((c) => c !== 0) ?? 0);
