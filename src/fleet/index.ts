@@ -34,8 +34,11 @@ export interface FleetRuntimeOptions {
   logger: Logger;
   metrics: Metrics;
   onChange?: () => void;
-  /** Lease and poll timing (tests, the fleet simulation). */
-  timing?: Pick<LeaseGateOptions, 'leaseDurationSeconds' | 'renewIntervalMs' | 'pollIntervalMs' | 'random'>;
+  /** Lease, re-check and wake timing (tests, the fleet simulation). */
+  timing?: Pick<
+    LeaseGateOptions,
+    'leaseDurationSeconds' | 'renewIntervalMs' | 'recheckIntervalMs' | 'wakeJitterMs' | 'random'
+  >;
 }
 
 export function createFleetRuntime(o: FleetRuntimeOptions): FleetRuntime {

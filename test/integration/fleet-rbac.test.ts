@@ -31,23 +31,31 @@ describe('the fleet gate under deploy/rbac.yaml', () => {
   let core: CoreV1Api;
   let coordination: CoordinationV1Api;
 
+  const runtime = (node: string): FleetRuntime => {
+    const kc = kube.kubeConfig(TOKEN);
+    const rt = createFleetRuntime({
+      clients: { kc, core: kc.makeApiClient(CoreV1Api), coordination: kc.makeApiClient(CoordinationV1Api) },
+      namespace: NS,
+      node,
+      clock: systemClock,
+      logger: pino({ level: 'silent' }),
+      metrics: createMetrics({ version: 't', collectDefaults: false }),
+      timing: { leaseDurationSeconds: 1, renewIntervalMs: 100, recheckIntervalMs: 100, wakeJitterMs: 10 },
+    });
+    runtimes.push(rt);
+    return rt;
+  };
+  const runtimes: FleetRuntime[] = [];
+
   beforeEach(async () => {
     kube = await startFakeKube({ tokens: { [TOKEN]: await rolesOfDeployRbac() } });
     const kc = kube.kubeConfig(TOKEN);
     core = kc.makeApiClient(CoreV1Api);
     coordination = kc.makeApiClient(CoordinationV1Api);
-    fleet = createFleetRuntime({
-      clients: { kc, core, coordination },
-      namespace: NS,
-      node: 'worker-01',
-      clock: systemClock,
-      logger: pino({ level: 'silent' }),
-      metrics: createMetrics({ version: 't', collectDefaults: false }),
-      timing: { leaseDurationSeconds: 1, renewIntervalMs: 100, pollIntervalMs: 100 },
-    });
+    fleet = runtime('worker-01');
   });
   afterEach(async () => {
-    await fleet.stop();
+    await Promise.all(runtimes.splice(0).map((rt) => rt.stop()));
     await kube.close();
   });
 
@@ -61,8 +69,23 @@ describe('the fleet gate under deploy/rbac.yaml', () => {
 
     const signal = AbortSignal.timeout(10_000);
     const first = await fleet.gate.acquire({ signal, operationId: 'o1', onWait: () => {} });
+    const other = runtime('worker-02');
+    const third = runtime('worker-03');
+    for (const rt of [other, third]) rt.start();
+    await expect.poll(() => [other, third].map((rt) => rt.policy.current()?.maxConcurrent)).toEqual([2, 2]);
+    const taken = await other.gate.acquire({ signal, operationId: 'o0', onWait: () => {} });
+    // A third node waits for a slot (it watches the slot Leases) until the first is released.
+    const waits: string[] = [];
+    const waiting = third.gate.acquire({
+      signal,
+      operationId: 'o3',
+      onWait: (w) => w && waits.push(w.reason),
+    });
+    await expect.poll(() => waits).toEqual(['WaitingForSlot']);
     await new Promise((r) => setTimeout(r, 250)); // a renewal or two
     await first?.release({ state: 'rolled_back', operationId: 'o1', message: 'VERIFY_FAILED' });
+    await (await waiting)?.release({ state: 'succeeded', operationId: 'o3', message: null });
+    await taken?.release({ state: 'succeeded', operationId: 'o0', message: null });
     const second = await fleet.gate.acquire({ signal, operationId: 'o2', onWait: () => {} });
     await second?.release({ state: 'failed', operationId: 'o2', message: 'x' });
 
@@ -82,6 +105,7 @@ describe('the fleet gate under deploy/rbac.yaml', () => {
       ['configmaps', 'create'],
       ['configmaps', 'update'],
       ['leases', 'list'],
+      ['leases', 'watch'],
       ['leases', 'update'],
     ] as const) {
       expect(kube.countRequests({ resource, verb }), `${verb} ${resource}`).toBeGreaterThan(0);

@@ -33,7 +33,9 @@ import {
 const NS = 'agentd-system';
 const NODES = 20;
 const TIMING = {
-  fleet: { leaseDurationSeconds: 1, renewIntervalMs: 250, pollIntervalMs: 200 },
+  // A 1 s lease renewed every 250 ms; a waiter woken by a release tries within 100 ms; the
+  // safety re-check (which also ends a halt after resume) every 2 s.
+  fleet: { leaseDurationSeconds: 1, renewIntervalMs: 250, recheckIntervalMs: 2_000, wakeJitterMs: 100 },
   // The Machine's condition follows the operation's wait within 100 ms (default 2 s).
   watcher: { reconcile: { waitPollMs: 100 } },
 };
@@ -166,6 +168,8 @@ describe('fleet simulation: 20 agents, one API server', () => {
         leaseGet: count('leases', 'get'),
         leaseCreate: count('leases', 'create'),
         leaseUpdate: count('leases', 'update'),
+        // Lost races for a slot: what a release costs beyond the winner's write.
+        leaseConflicts: kube.requests.filter((r) => r.resource === 'leases' && r.status === 409).length,
         configMapGet: count('configmaps', 'get'),
         nodeGet: count('nodes', 'get'),
         machineGet: count('machines', 'get'),
