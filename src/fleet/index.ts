@@ -11,7 +11,6 @@ import { createFleetState } from './fleet-state.js';
 import { createLeaseGate, type LeaseGate, type LeaseGateOptions } from './lease-gate.js';
 import { createPolicyWatch, type PolicyWatch } from './policy-watch.js';
 
-export { FLEET_NAMESPACE } from './policy.js';
 export type { FleetPolicy } from './policy.js';
 export type { FleetStatus, FleetControl } from './fleet-control.js';
 export type { FleetPolicySource } from './policy-watch.js';

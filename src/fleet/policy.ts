@@ -7,8 +7,6 @@ import { parse as parseYaml } from 'yaml';
 import { z } from 'zod';
 import { HealthChecksSchema } from './health-checks-schema.js';
 
-/** The namespace of every fleet object (policy, state, slots). */
-export const FLEET_NAMESPACE = 'agentd-system';
 /** The ConfigMap holding the policy, and its data key. */
 export const POLICY_CONFIGMAP = 'agentd-fleet';
 export const POLICY_KEY = 'policy.yaml';
