@@ -11,6 +11,7 @@ import { createFleetRuntime, type FleetRuntime } from '../../src/fleet/index.js'
 import { systemClock } from '../../src/host/clock.js';
 import { createMetrics } from '../../src/metrics/metrics.js';
 import { startFakeKube, type FakeKube } from '../support/fake-kube.js';
+import { MAX_SLOTS } from '../../src/fleet/policy.js';
 import { rolesOfDeployRbac } from '../support/rbac-rules.js';
 
 const NS = 'agentd-system';
@@ -31,7 +32,7 @@ describe('the fleet gate under deploy/rbac.yaml', () => {
   let core: CoreV1Api;
   let coordination: CoordinationV1Api;
 
-  const runtime = (node: string): FleetRuntime => {
+  const runtime = (node: string, random?: () => number): FleetRuntime => {
     const kc = kube.kubeConfig(TOKEN);
     const rt = createFleetRuntime({
       clients: { kc, core: kc.makeApiClient(CoreV1Api), coordination: kc.makeApiClient(CoordinationV1Api) },
@@ -40,7 +41,13 @@ describe('the fleet gate under deploy/rbac.yaml', () => {
       clock: systemClock,
       logger: pino({ level: 'silent' }),
       metrics: createMetrics({ version: 't', collectDefaults: false }),
-      timing: { leaseDurationSeconds: 1, renewIntervalMs: 100, recheckIntervalMs: 100, wakeJitterMs: 10 },
+      timing: {
+        leaseDurationSeconds: 1,
+        renewIntervalMs: 100,
+        recheckIntervalMs: 100,
+        wakeJitterMs: 10,
+        ...(random ? { random } : {}),
+      },
     });
     runtimes.push(rt);
     return rt;
@@ -112,6 +119,32 @@ describe('the fleet gate under deploy/rbac.yaml', () => {
     }
   });
 
+  it('grants every slot a valid maxConcurrent names: the highest, agentd-slot-99, is taken without a 403', async () => {
+    // The Role names exactly the slots the policy schema allows.
+    const role = (await rolesOfDeployRbac()) as {
+      rules: Array<{ resources: string[]; resourceNames?: string[] }>;
+    };
+    const named = role.rules.find((r) => r.resources.includes('leases') && r.resourceNames)?.resourceNames;
+    expect(named).toEqual(Array.from({ length: MAX_SLOTS }, (_, i) => `agentd-slot-${i}`));
+
+    // The first slot tried is random: this one starts at the last.
+    const top = runtime('worker-99', () => 0.999);
+    top.start();
+    kube.putConfigMap(NS, 'agentd-fleet', { 'policy.yaml': `maxConcurrent: ${MAX_SLOTS}` });
+    await expect.poll(() => top.policy.current()?.maxConcurrent).toBe(MAX_SLOTS);
+    const held = await top.gate.acquire({
+      signal: AbortSignal.timeout(10_000),
+      operationId: 'o',
+      onWait: () => {},
+    });
+    expect(held?.name).toBe(`agentd-slot-${MAX_SLOTS - 1}`);
+    await new Promise((r) => setTimeout(r, 250)); // a renewal or two
+    await held?.release({ state: 'succeeded', operationId: 'o', message: null });
+    expect(kube.getLease(NS, `agentd-slot-${MAX_SLOTS - 1}`)?.spec?.holderIdentity).toBe('');
+    expect(kube.requests.filter((r) => r.status === 403)).toEqual([]);
+    expect(kube.countRequests({ resource: 'leases', verb: 'update' })).toBeGreaterThanOrEqual(2);
+  });
+
   it('refuses what the gate does not need with 403', async () => {
     kube.putConfigMap(NS, 'other', { a: 'b' });
     kube.putConfigMap('default', 'agentd-fleet', { 'policy.yaml': '{}' });
@@ -123,7 +156,7 @@ describe('the fleet gate under deploy/rbac.yaml', () => {
     expect(await statusOf(coordination.deleteNamespacedLease({ name: 'agentd-slot-0', namespace: NS }))).toBe(
       403,
     );
-    expect(await statusOf(coordination.readNamespacedLease({ name: 'agentd-slot-10', namespace: NS }))).toBe(
+    expect(await statusOf(coordination.readNamespacedLease({ name: 'agentd-slot-100', namespace: NS }))).toBe(
       403,
     );
     expect(await statusOf(coordination.readNamespacedLease({ name: 'kube-scheduler', namespace: NS }))).toBe(
