@@ -97,6 +97,9 @@ export interface SlotView {
   expired: boolean;
 }
 
+/** The shortest wait for a held slot's expiry. */
+const MIN_EXPIRY_WAIT_MS = 500;
+
 /** A decision of one look at the gate. */
 type Decision =
   | { wait: WaitReason; message: string; retryInMs?: number; failures?: FleetFailure[] }
@@ -301,9 +304,11 @@ export function createLeaseGate(o: LeaseGateOptions): LeaseGate {
     policy: FleetPolicy | null,
   ): Promise<'slot' | 'policy' | 'timer'> {
     const jittered = Math.round(recheckMs * (0.8 + 0.2 * random()));
+    // At least half a second: a slot that has expired but could not be taken (its update was
+    // refused) must not make the wait a busy loop.
     const expiry =
       policy !== null && decision.wait === 'WaitingForSlot'
-        ? untilNextExpiry(policy, clock.now())
+        ? Math.max(MIN_EXPIRY_WAIT_MS, untilNextExpiry(policy, clock.now()))
         : Number.POSITIVE_INFINITY;
     const timerMs = Math.min(decision.retryInMs ?? jittered, jittered, expiry);
     const woke = new AbortController();
