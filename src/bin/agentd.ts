@@ -80,6 +80,10 @@ export function buildAgentdCommand(): Command {
     .option('--no-repair', 'do not repair the node between requests')
     .option('--fleet', 'pass the fleet gate when a fleet policy exists in the cluster (default)')
     .option('--no-fleet', 'never wait for the fleet gate: this node is not part of a fleet rollout')
+    .option(
+      '--fleet-namespace <namespace>',
+      'namespace of the fleet policy, failures and slot Leases (default agentd-system)',
+    )
     .option('--crd-group <group>', 'API group of the Machine CRD (default unbounded-cloud.io)')
     .option(
       '--shutdown-grace <duration>',

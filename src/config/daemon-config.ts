@@ -11,6 +11,8 @@ export const DEFAULT_PID_FILE = '/run/agentd/agentd.pid';
 export const DEFAULT_STATE_DIR = '/var/lib/agentd';
 export const DEFAULT_CONFIG_FILE = '/etc/agentd/config.yaml';
 export const DEFAULT_CRD_GROUP = 'unbounded-cloud.io';
+/** Where the fleet gate's objects live (docs/fleet.md): policy, recorded failures, slot Leases. */
+export const DEFAULT_FLEET_NAMESPACE = 'agentd-system';
 /** Where `--sim` puts everything not given explicitly, relative to the working directory. */
 export const SIM_DIR = '.agentd';
 
@@ -65,6 +67,13 @@ export const daemonConfigSchema = z.strictObject({
   watch: boolish.optional(),
   repair: boolish.default(true),
   fleet: boolish.default(true),
+  fleetNamespace: z
+    .string()
+    .regex(
+      /^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$/,
+      'expected a Kubernetes namespace name: lowercase letters, digits and -, at most 63, such as agentd-system',
+    )
+    .default(DEFAULT_FLEET_NAMESPACE),
   crdGroup: z
     .string()
     .regex(
@@ -101,6 +110,8 @@ export interface DaemonConfig {
   repair: boolean;
   /** Take part in the fleet gate when a fleet policy exists (docs/fleet.md); false: never gate. */
   fleet: boolean;
+  /** The namespace of the fleet policy, recorded failures and slot Leases (docs/fleet.md). */
+  fleetNamespace: string;
   crdGroup: string;
   shutdownGraceMs: number;
   /** How long a machine may take to boot and answer `systemd-run` before `start` fails. */
@@ -127,6 +138,7 @@ export const DAEMON_OPTIONS: Record<keyof DaemonConfigInput, { flag: string; env
   watch: { flag: '--watch', env: 'AGENTD_WATCH' },
   repair: { flag: '--repair', env: 'AGENTD_REPAIR' },
   fleet: { flag: '--fleet', env: 'AGENTD_FLEET' },
+  fleetNamespace: { flag: '--fleet-namespace', env: 'AGENTD_FLEET_NAMESPACE' },
   crdGroup: { flag: '--crd-group', env: 'AGENTD_CRD_GROUP' },
   shutdownGrace: { flag: '--shutdown-grace', env: 'AGENTD_SHUTDOWN_GRACE' },
   machineStartTimeout: { flag: '--machine-start-timeout', env: 'AGENTD_MACHINE_START_TIMEOUT' },

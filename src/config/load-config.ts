@@ -161,6 +161,7 @@ export function loadDaemonConfig(input: LoadConfigInput): DaemonConfig {
     watch: c.watch ?? null,
     repair: c.repair,
     fleet: c.fleet,
+    fleetNamespace: c.fleetNamespace,
     crdGroup: c.crdGroup,
     shutdownGraceMs: c.shutdownGrace,
     machineStartTimeoutMs: c.machineStartTimeout,

@@ -27,7 +27,7 @@ import { VERSION } from '../version.js';
 import { createAdminApp, createMetricsApp, type Readiness } from '../server/app.js';
 import { createSdNotifier } from './sd-notify.js';
 import { createHost, type Host } from './host-wiring.js';
-import { createKubeWiring } from './kube-wiring.js';
+import { createKubeWiring, type KubeWiringOptions } from './kube-wiring.js';
 import { buildOpenApiDocument } from '../server/openapi.js';
 import { createProvisioner } from '../provision/provisioner.js';
 import { CleanupStack } from './cleanup-stack.js';
@@ -59,6 +59,8 @@ export interface DaemonDeps {
    * once verify passed.
    */
   healthChecks?: () => HealthChecks | null;
+  /** Watcher and fleet gate timing (tests, the fleet simulation); default: production timing. */
+  kube?: Pick<KubeWiringOptions, 'watcher' | 'fleet'>;
 }
 
 export interface Daemon {
@@ -156,6 +158,7 @@ async function startServing(
     clock,
     metrics,
     env: deps.env ?? process.env,
+    ...deps.kube,
   });
   const engine = new Engine({
     paths,

@@ -19,7 +19,8 @@ export async function createHost(config: DaemonConfig, deps: HostWiringDeps): Pr
     const { createSimWiring } = await import('./sim-wiring.js');
     return createSimWiring(config, { ...deps, logger }, paths);
   }
-  const runner = createExecaRunner({ logger });
+  const execa = createExecaRunner({ logger });
+  const runner = deps.wrapRunner?.(execa) ?? execa;
   const machines = createMachineManager({
     runner,
     paths,

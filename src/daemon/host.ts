@@ -16,4 +16,9 @@ export interface HostWiringDeps {
   logger: Logger;
   clock: Clock;
   env: NodeJS.ProcessEnv;
+  /**
+   * Decorate the command runner the machine manager uses (tests that observe or freeze what the
+   * simulated host is asked to do, e.g. the fleet simulation). Default: the runner as is.
+   */
+  wrapRunner?: (runner: CommandRunner) => CommandRunner;
 }

@@ -35,7 +35,7 @@ type FleetModule = typeof FleetIndex;
 export interface KubeWiringOptions {
   config: Pick<
     DaemonConfig,
-    'kubeconfig' | 'machineName' | 'watch' | 'crdGroup' | 'host' | 'stateDir' | 'fleet'
+    'kubeconfig' | 'machineName' | 'watch' | 'crdGroup' | 'host' | 'stateDir' | 'fleet' | 'fleetNamespace'
   >;
   /** The active machine's applied config, unredacted, as last read (`engine.activeAppliedConfig`). */
   appliedConfig: () => AgentConfig | null;
@@ -53,7 +53,7 @@ export interface KubeWiringOptions {
   onStatusChange?: () => void;
   /** Watcher tuning (tests, benchmarks). */
   watcher?: Pick<MachineWatcherOptions, 'backoff' | 'reconcile' | 'onReconciled'>;
-  /** Fleet gate timing (tests, the fleet simulation); the namespace is agentd-system. */
+  /** Fleet gate timing (tests, the fleet simulation); the namespace is `config.fleetNamespace`. */
   fleet?: FleetRuntimeOptions['timing'];
 }
 
@@ -134,7 +134,7 @@ export function createKubeWiring(o: KubeWiringOptions): KubeWiring {
       if (old) void old.stop();
       const value = fleetModule.createFleetRuntime({
         clients: conn.clients,
-        namespace: fleetModule.FLEET_NAMESPACE,
+        namespace: o.config.fleetNamespace,
         node: conn.machineName,
         clock: o.clock,
         logger,

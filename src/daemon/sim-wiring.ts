@@ -61,8 +61,9 @@ export async function createSimWiring(
   await seedSimRoot(config.root);
   const faults = deps.env.AGENTD_SIM_FAULTS ? parseSimFaults(deps.env.AGENTD_SIM_FAULTS) : [];
   const sim = createSimHost({ root: config.root, faults, clock: deps.clock, logger });
+  const runner = deps.wrapRunner?.(sim) ?? sim;
   const machines = createMachineManager({
-    runner: sim,
+    runner,
     paths,
     clock: deps.clock,
     logger,
@@ -73,7 +74,7 @@ export async function createSimWiring(
   });
   const mirror = config.sim ? await startSimMirror(config.stateDir, logger) : null;
   return {
-    runner: sim,
+    runner,
     machines,
     defaultConfig: mirror ? () => simDefaultConfig(mirror) : null,
     close: async () => {

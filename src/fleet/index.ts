@@ -11,7 +11,6 @@ import { createFleetState } from './fleet-state.js';
 import { createLeaseGate, type LeaseGate, type LeaseGateOptions } from './lease-gate.js';
 import { createPolicyWatch, type PolicyWatch } from './policy-watch.js';
 
-export { FLEET_NAMESPACE } from './policy.js';
 export type { FleetPolicy } from './policy.js';
 export type { FleetStatus, FleetControl } from './fleet-control.js';
 export type { FleetPolicySource } from './policy-watch.js';
@@ -34,8 +33,11 @@ export interface FleetRuntimeOptions {
   logger: Logger;
   metrics: Metrics;
   onChange?: () => void;
-  /** Lease and poll timing (tests, the fleet simulation). */
-  timing?: Pick<LeaseGateOptions, 'leaseDurationSeconds' | 'renewIntervalMs' | 'pollIntervalMs' | 'random'>;
+  /** Lease, re-check and wake timing (tests, the fleet simulation). */
+  timing?: Pick<
+    LeaseGateOptions,
+    'leaseDurationSeconds' | 'renewIntervalMs' | 'recheckIntervalMs' | 'wakeJitterMs' | 'random'
+  >;
 }
 
 export function createFleetRuntime(o: FleetRuntimeOptions): FleetRuntime {

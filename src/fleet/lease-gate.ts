@@ -5,16 +5,30 @@
  * update with the resourceVersion read; a 409 means someone else was first: try the next), renewed
  * while held, and released (holder cleared) when the update ends — after `settleSeconds` when it
  * succeeded. A holder that dies loses its slot when the Lease expires.
+ *
+ * A waiting update does not poll: it watches the slot Leases (slot-watch.ts) and the policy, and
+ * looks again when a slot may have been freed, when the policy changes, when a held slot expires
+ * (a timer at its expiry) and, as a safety net, after a slow re-check interval.
  */
 import type { Logger } from 'pino';
 import { CancelledError, describeError } from '../errors.js';
 import type { Clock } from '../host/types.js';
-import { isAlreadyExists, isWriteConflict, type FleetObjects, type LeaseRecord } from '../kube/index.js';
+import {
+  isAlreadyExists,
+  isWriteConflict,
+  type FleetObjects,
+  type LeaseRecord,
+  type LeaseSpecWrite,
+} from '../kube/index.js';
 import type { Metrics } from '../metrics/metrics.js';
-import type { FleetState } from './fleet-state.js';
+import type { FleetFailure, FleetState } from './fleet-state.js';
 import type { FleetPolicySource } from './policy-watch.js';
 import { SLOT_PREFIX, type FleetPolicy } from './policy.js';
+import { holdSlot, slotSpec, type HeldSlot } from './held-slot.js';
+import { createSlotWatch, type SeenLease, type SlotWatch } from './slot-watch.js';
 import { anyWindowOpen, nextWindowOpen } from './windows.js';
+
+export type { HeldSlot, SlotOutcome } from './held-slot.js';
 
 export const WAIT_REASONS = ['WaitingForSlot', 'OutsideWindow', 'Paused', 'Halted'] as const;
 export type WaitReason = (typeof WAIT_REASONS)[number];
@@ -27,23 +41,11 @@ export interface GateWait {
   since: string;
 }
 
-/** How an update that held a slot ended. */
-export interface SlotOutcome {
-  state: string;
-  operationId: string;
-  message: string | null;
-}
-
-export interface HeldSlot {
-  readonly name: string;
-  /** Why this agent no longer holds the slot it took (taken over, not renewed in time), else null. */
-  lostReason(): string | null;
-  /** End the hold: record a failure, keep the slot for `settleSeconds` after a success, then free it. */
-  release(outcome: SlotOutcome): Promise<void>;
-}
-
 export interface LeaseGateOptions {
-  objects: Pick<FleetObjects, 'listLeases' | 'getLease' | 'createLease' | 'replaceLease'>;
+  objects: Pick<
+    FleetObjects,
+    'listLeases' | 'watchLeases' | 'getLease' | 'createLease' | 'replaceLease' | 'namespace'
+  >;
   policy: FleetPolicySource;
   state: Pick<FleetState, 'failures' | 'record'>;
   /** The holder identity: this node's name. */
@@ -55,8 +57,18 @@ export interface LeaseGateOptions {
   leaseDurationSeconds?: number;
   /** How often a held slot is renewed (default 20 s: three renewals per duration). */
   renewIntervalMs?: number;
-  /** How often a waiting update looks again (default 30 s, with up to 20 % jitter). */
-  pollIntervalMs?: number;
+  /**
+   * The safety re-check: how often a waiting update looks again with no event (default 60 s,
+   * less up to 20 % jitter). Slot releases, policy changes and expiries wake it sooner; this
+   * catches what no watched object says (a halt ended by resume) and a slot watch that is down.
+   */
+  recheckIntervalMs?: number;
+  /**
+   * A waiter woken by a released slot waits a random part of this (default 1 s) before it tries,
+   * so that the many agents woken by one release do not all write at once: the first takes the
+   * slot, the others see it taken on their watch.
+   */
+  wakeJitterMs?: number;
   /** Random source in [0, 1) for the jitter and the first slot tried (default Math.random). */
   random?: () => number;
 }
@@ -85,27 +97,34 @@ export interface SlotView {
   expired: boolean;
 }
 
+/** The shortest wait for a held slot's expiry. */
+const MIN_EXPIRY_WAIT_MS = 500;
+
 /** A decision of one look at the gate. */
-type Decision = { wait: WaitReason; message: string; retryInMs?: number } | { slot: LeaseRecord };
+type Decision =
+  | { wait: WaitReason; message: string; retryInMs?: number; failures?: FleetFailure[] }
+  | { slot: LeaseRecord };
 
 export function createLeaseGate(o: LeaseGateOptions): LeaseGate {
   const { objects, clock, node, metrics } = o;
   const logger = o.logger.child({ component: 'fleet-gate' });
   const durationS = o.leaseDurationSeconds ?? 60;
   const renewMs = o.renewIntervalMs ?? 20_000;
-  const pollMs = o.pollIntervalMs ?? 30_000;
+  const recheckMs = o.recheckIntervalMs ?? 60_000;
+  const wakeJitterMs = o.wakeJitterMs ?? 1_000;
   const random = o.random ?? Math.random;
   const stopAll = new AbortController();
+  const watch: SlotWatch = createSlotWatch({ objects, clock, logger: o.logger });
   /** When this agent first saw each Lease at its current resourceVersion (skew-proof expiry). */
   const observed = new Map<string, { rv: string; atMs: number }>();
 
   const iso = (ms: number): string => new Date(ms).toISOString();
 
-  function observe(l: LeaseRecord): number {
+  function observe(l: LeaseRecord, seenAtMs = clock.now()): number {
     const seen = observed.get(l.name);
     if (seen?.rv === l.resourceVersion) return seen.atMs;
-    observed.set(l.name, { rv: l.resourceVersion, atMs: clock.now() });
-    return clock.now();
+    observed.set(l.name, { rv: l.resourceVersion, atMs: seenAtMs });
+    return seenAtMs;
   }
 
   /**
@@ -113,46 +132,100 @@ export function createLeaseGate(o: LeaseGateOptions): LeaseGate {
    * for that long: a holder with a clock ahead cannot make a live lease look expired early
    * (client-go's leader election trusts only its own observation time the same way).
    */
-  function isExpired(l: LeaseRecord, now: number): boolean {
-    if (l.holder === null) return false;
+  function isExpired(l: LeaseRecord, now: number, seenAtMs?: number): boolean {
+    return l.holder !== null && expiresAt(l, seenAtMs) < now;
+  }
+
+  /** When `l` counts as expired for this agent (the later of both clocks' view). */
+  function expiresAt(l: LeaseRecord, seenAtMs?: number): number {
     const durMs = (l.durationSeconds ?? durationS) * 1000;
-    const seenAt = observe(l);
-    const renewed = l.renewTimeMs ?? 0;
-    return now - renewed > durMs && now - seenAt > durMs;
+    return Math.max(l.renewTimeMs ?? 0, observe(l, seenAtMs)) + durMs;
+  }
+
+  /** Whether slot `l` (undefined: it does not exist) could be taken by this agent now. */
+  function takeable(l: SeenLease | undefined, now: number): boolean {
+    if (l === undefined) return true;
+    const { lease } = l;
+    return lease.holder === node || lease.holder === null || isExpired(lease, now, l.seenAtMs);
+  }
+
+  const slotNames = (policy: FleetPolicy): string[] =>
+    Array.from({ length: policy.maxConcurrent }, (_, i) => `${SLOT_PREFIX}${i}`);
+
+  /** Milliseconds until the first slot held by another node expires (Infinity: none, or no view). */
+  function untilNextExpiry(policy: FleetPolicy, now: number): number {
+    const view = watch.snapshot();
+    if (view === null) return Number.POSITIVE_INFINITY;
+    let next = Number.POSITIVE_INFINITY;
+    for (const name of slotNames(policy)) {
+      const l = view.get(name);
+      if (l === undefined || l.lease.holder === null || l.lease.holder === node) continue;
+      next = Math.min(next, expiresAt(l.lease, l.seenAtMs) + 1 - now);
+    }
+    return Math.max(0, next);
   }
 
   const spec = (
     holder: string | null,
     acquireMs: number | null,
-    renewMsAt: number | null,
+    renewAt: number | null,
     transitions: number,
-  ) => ({
-    holder,
-    durationSeconds: durationS,
-    acquireTimeMs: acquireMs,
-    renewTimeMs: renewMsAt,
-    transitions,
-  });
+  ): LeaseSpecWrite => slotSpec(durationS, holder, acquireMs, renewAt, transitions);
+  const hold = (lease: LeaseRecord, policy: FleetPolicy): HeldSlot =>
+    holdSlot(
+      {
+        objects,
+        state: o.state,
+        node,
+        clock,
+        logger,
+        metrics,
+        durationSeconds: durationS,
+        renewIntervalMs: renewMs,
+        stopAll: stopAll.signal,
+      },
+      lease,
+      policy,
+    );
 
-  /** Try every slot i < maxConcurrent once; the held Lease, or null when all are taken. */
-  async function tryTake(policy: FleetPolicy): Promise<LeaseRecord | null> {
+  /**
+   * Try every slot i < maxConcurrent once, starting at a random one; the held Lease, or null when
+   * all are taken. `view` is the watch's (null: not in sync, so the slots are listed).
+   */
+  async function tryTake(
+    policy: FleetPolicy,
+    view: ReadonlyMap<string, SeenLease> | null,
+  ): Promise<LeaseRecord | null> {
     const now = clock.now();
-    const byName = new Map((await objects.listLeases()).map((l) => [l.name, l]));
-    const n = policy.maxConcurrent;
+    const byName =
+      view ?? new Map((await objects.listLeases()).map((l) => [l.name, { lease: l, seenAtMs: now }]));
+    const names = slotNames(policy);
     // Start at a random slot, so agents that look at the same moment do not all race for slot 0.
-    const first = Math.floor(random() * n);
-    for (let k = 0; k < n; k += 1) {
-      const name = `${SLOT_PREFIX}${(first + k) % n}`;
-      const l = byName.get(name);
+    const first = Math.floor(random() * names.length);
+    for (let k = 0; k < names.length; k += 1) {
+      const name = names[(first + k) % names.length] as string;
+      let seen = byName.get(name);
+      if (!takeable(seen, now)) continue;
       try {
-        if (l === undefined) return await objects.createLease(name, spec(node, now, now, 0));
-        const mine = l.holder === node;
-        if (mine || l.holder === null || isExpired(l, now)) {
-          if (!mine && l.holder !== null)
-            logger.warn({ slot: name, holder: l.holder }, 'taking over an expired slot');
-          const transitions = mine ? l.transitions : l.transitions + 1;
-          return await objects.replaceLease(name, l.resourceVersion, spec(node, now, now, transitions));
+        if (seen === undefined) {
+          try {
+            return await objects.createLease(name, spec(node, now, now, 0));
+          } catch (err) {
+            if (!isAlreadyExists(err)) throw err;
+            // It exists but was not in view: the view lags, or it is a slot an older agentd
+            // wrote without the slot label. Read it by name; taking it writes the label.
+            const lease = await objects.getLease(name);
+            if (lease === null) continue;
+            seen = { lease, seenAtMs: now };
+            if (!takeable(seen, now)) continue;
+          }
         }
+        const l = seen.lease;
+        const mine = l.holder === node;
+        if (!mine && l.holder !== null)
+          logger.warn({ slot: name, holder: l.holder }, 'taking over an expired slot');
+        const transitions = mine ? l.transitions : l.transitions + 1;
+        return await objects.replaceLease(name, l.resourceVersion, spec(node, now, now, transitions));
       } catch (err) {
         // Someone else was first: that slot is taken, try the next.
         if (isWriteConflict(err) || isAlreadyExists(err)) continue;
@@ -162,19 +235,33 @@ export function createLeaseGate(o: LeaseGateOptions): LeaseGate {
     return null;
   }
 
-  async function decide(policy: FleetPolicy): Promise<Decision> {
-    const failures = await o.state.failures();
-    const halted = failures.length >= policy.maxFailures;
-    metrics.fleetHalted.set(halted ? 1 : 0);
-    if (halted) {
+  /**
+   * One look at the gate. `failures` are those read at the last full look; a look after a slot
+   * event reuses them and reads them afresh only before it writes, so the many agents woken by
+   * one release read nothing unless a slot looks free to them.
+   */
+  async function decide(policy: FleetPolicy, known: FleetFailure[] | null): Promise<Decision> {
+    let failures = known ?? (await o.state.failures());
+    let fresh = known === null;
+    const halted = (): Decision | null => {
+      const stop = failures.length >= policy.maxFailures;
+      metrics.fleetHalted.set(stop ? 1 : 0);
+      if (!stop) return null;
       const nodes = [...new Set(failures.map((f) => f.node))].slice(0, 5).join(', ');
       return {
         wait: 'Halted',
         message: `the rollout is halted: ${failures.length} recorded failures reach maxFailures ${policy.maxFailures} (${nodes}); clear them with agentctl fleet resume`,
+        failures,
       };
-    }
+    };
+    const h = halted();
+    if (h !== null) return h;
     if (policy.paused)
-      return { wait: 'Paused', message: 'the fleet policy says paused: true (agentctl fleet resume)' };
+      return {
+        wait: 'Paused',
+        message: 'the fleet policy says paused: true (agentctl fleet resume)',
+        failures,
+      };
     const now = clock.now();
     const open = anyWindowOpen(policy.windows, now);
     metrics.fleetWindowOpen.set(open ? 1 : 0);
@@ -184,141 +271,60 @@ export function createLeaseGate(o: LeaseGateOptions): LeaseGate {
         wait: 'OutsideWindow',
         message: `outside every maintenance window; the next opens at ${next === null ? 'unknown' : iso(next)}`,
         ...(next !== null ? { retryInMs: Math.max(1000, next - now) } : {}),
+        failures,
       };
     }
-    const slot = await tryTake(policy);
-    if (slot !== null) return { slot };
+    const view = watch.snapshot();
+    const anyFree = view === null || slotNames(policy).some((name) => takeable(view.get(name), now));
+    if (anyFree) {
+      if (!fresh) {
+        // About to write: a failure recorded since the last full look may have halted the fleet.
+        failures = await o.state.failures();
+        fresh = true;
+        const stop = halted();
+        if (stop !== null) return stop;
+      }
+      const slot = await tryTake(policy, view);
+      if (slot !== null) return { slot };
+    }
     return {
       wait: 'WaitingForSlot',
       message: `all ${policy.maxConcurrent} slots (maxConcurrent) are held by other nodes`,
+      failures,
     };
   }
 
-  function hold(lease: LeaseRecord, policy: FleetPolicy): HeldSlot {
-    let current = lease;
-    let lost: string | null = null;
-    let lastRenewOk = clock.now();
-    const stopRenew = new AbortController();
-    const onStopAll = (): void => stopRenew.abort();
-    stopAll.signal.addEventListener('abort', onStopAll, { once: true });
-
-    const markLost = (why: string): void => {
-      if (lost !== null) return;
-      lost = why;
-      metrics.fleetSlotLost.inc();
-      logger.error({ slot: current.name, reason: why }, 'this node lost its fleet slot; the update goes on');
-    };
-
-    async function renewOnce(): Promise<void> {
-      const now = clock.now();
-      try {
-        current = await objects.replaceLease(
-          current.name,
-          current.resourceVersion,
-          spec(node, current.acquireTimeMs, now, current.transitions),
-        );
-        lastRenewOk = now;
-      } catch (err) {
-        if (isWriteConflict(err)) {
-          const fresh = await objects.getLease(current.name).catch(() => null);
-          if (fresh !== null && fresh.holder === node) {
-            current = fresh; // a write of ours we did not see the answer of: renew from it next time
-            return;
-          }
-          markLost(`slot ${current.name} is now held by ${fresh?.holder ?? 'nobody'}`);
-          return;
-        }
-        logger.warn({ slot: current.name, err: describeError(err) }, 'renewing the fleet slot failed');
-        if (now - lastRenewOk > durationS * 1000) {
-          markLost(
-            `slot ${current.name} could not be renewed for ${durationS}s: it may have been taken over`,
-          );
-        }
-      }
+  /**
+   * Wait for the next reason to look again: a slot event, a policy change, the first expiry of a
+   * held slot, the decision's own retry time, or the safety re-check.
+   */
+  async function sleepUntilWoken(
+    signal: AbortSignal,
+    decision: Exclude<Decision, { slot: LeaseRecord }>,
+    policy: FleetPolicy | null,
+  ): Promise<'slot' | 'policy' | 'timer'> {
+    const jittered = Math.round(recheckMs * (0.8 + 0.2 * random()));
+    // At least half a second: a slot that has expired but could not be taken (its update was
+    // refused) must not make the wait a busy loop.
+    const expiry =
+      policy !== null && decision.wait === 'WaitingForSlot'
+        ? Math.max(MIN_EXPIRY_WAIT_MS, untilNextExpiry(policy, clock.now()))
+        : Number.POSITIVE_INFINITY;
+    const timerMs = Math.min(decision.retryInMs ?? jittered, jittered, expiry);
+    const woke = new AbortController();
+    const until = AbortSignal.any([signal, woke.signal]);
+    try {
+      return await Promise.race([
+        clock.sleep(timerMs, until).then(
+          () => 'timer' as const,
+          () => 'timer' as const,
+        ),
+        watch.next(until).then(() => 'slot' as const),
+        ...(o.policy.nextChange ? [o.policy.nextChange(until).then(() => 'policy' as const)] : []),
+      ]);
+    } finally {
+      woke.abort();
     }
-
-    const renewing = (async () => {
-      while (!stopRenew.signal.aborted && lost === null) {
-        try {
-          await clock.sleep(renewMs, stopRenew.signal);
-        } catch {
-          return;
-        }
-        await renewOnce();
-      }
-    })();
-
-    async function free(): Promise<void> {
-      for (let attempt = 0; attempt < 3 && lost === null; attempt += 1) {
-        try {
-          await objects.replaceLease(
-            current.name,
-            current.resourceVersion,
-            spec(null, null, null, current.transitions),
-          );
-          return;
-        } catch (err) {
-          if (!isWriteConflict(err)) throw err;
-          const fresh = await objects.getLease(current.name);
-          if (fresh === null || fresh.holder !== node) return;
-          current = fresh;
-        }
-      }
-    }
-
-    return {
-      name: lease.name,
-      lostReason: () => lost,
-      async release(outcome) {
-        stopRenew.abort();
-        await renewing;
-        stopAll.signal.removeEventListener('abort', onStopAll);
-        if (outcome.state === 'failed' || outcome.state === 'rolled_back') {
-          await o.state
-            .record({
-              node,
-              operation: outcome.operationId,
-              state: outcome.state,
-              message: (outcome.message ?? '').slice(0, 500),
-              at: iso(clock.now()),
-            })
-            .catch((err: unknown) =>
-              logger.error(
-                { err: describeError(err) },
-                'recording the failed update in the fleet state failed',
-              ),
-            );
-        }
-        if (lost !== null) return;
-        const settleMs = outcome.state === 'succeeded' ? policy.settleSeconds * 1000 : 0;
-        if (settleMs > 0) {
-          // Keep the slot (renewed) while the node settles; the operation does not wait for it.
-          const settle = new AbortController();
-          const onStop = (): void => settle.abort();
-          stopAll.signal.addEventListener('abort', onStop, { once: true });
-          void (async () => {
-            const until = clock.now() + settleMs;
-            while (!settle.signal.aborted && lost === null && clock.now() < until) {
-              try {
-                await clock.sleep(Math.min(renewMs, until - clock.now()), settle.signal);
-              } catch {
-                return; // shutdown: the slot expires by itself
-              }
-              if (clock.now() < until) await renewOnce();
-            }
-            stopAll.signal.removeEventListener('abort', onStop);
-            if (!settle.signal.aborted)
-              await free().catch((err: unknown) =>
-                logger.warn({ err: describeError(err) }, 'freeing the fleet slot failed'),
-              );
-          })();
-          return;
-        }
-        await free().catch((err: unknown) =>
-          logger.warn({ err: describeError(err) }, 'freeing the fleet slot failed; it expires by itself'),
-        );
-      },
-    };
   }
 
   return {
@@ -326,56 +332,68 @@ export function createLeaseGate(o: LeaseGateOptions): LeaseGate {
       const started = clock.now();
       let waiting = null as GateWait | null;
       const log = logger.child({ operation: operationId });
-      for (;;) {
-        if (signal.aborted) {
-          metrics.fleetSlotWait.observe({ result: 'cancelled' }, (clock.now() - started) / 1000);
-          throw new CancelledError('wait for a fleet slot', { cause: signal.reason });
-        }
-        const ps = o.policy.state();
-        let decision: Decision;
-        if (!ps.synced) {
-          decision = {
-            wait: 'WaitingForSlot',
-            message: `reading the fleet policy${ps.error !== null ? `: ${ps.error}` : ''}`,
-            retryInMs: 200,
-          };
-        } else if (ps.policy === null) {
-          if (waiting !== null) onWait(null);
-          return null;
-        } else {
-          try {
-            decision = await decide(ps.policy);
-          } catch (err) {
-            // The API is unreachable or the state unreadable: never update blind, look again.
+      /** Released when this acquire ends: the slot watch runs only while someone waits. */
+      let unuse: (() => void) | null = null;
+      /** The failures of the last full look; null: the next look reads them. */
+      let failures: FleetFailure[] | null = null;
+      try {
+        for (;;) {
+          if (signal.aborted) {
+            metrics.fleetSlotWait.observe({ result: 'cancelled' }, (clock.now() - started) / 1000);
+            throw new CancelledError('wait for a fleet slot', { cause: signal.reason });
+          }
+          const ps = o.policy.state();
+          let decision: Decision;
+          if (!ps.synced) {
             decision = {
               wait: 'WaitingForSlot',
-              message: `cannot read the fleet state: ${describeError(err)}`,
+              message: `reading the fleet policy${ps.error !== null ? `: ${ps.error}` : ''}`,
+              retryInMs: 200,
             };
+          } else if (ps.policy === null) {
+            if (waiting !== null) onWait(null);
+            return null;
+          } else {
+            unuse ??= watch.use();
+            try {
+              decision = await decide(ps.policy, failures);
+            } catch (err) {
+              // The API is unreachable or the state unreadable: never update blind, look again.
+              decision = {
+                wait: 'WaitingForSlot',
+                message: `cannot read the fleet state: ${describeError(err)}`,
+              };
+            }
+          }
+          if ('slot' in decision) {
+            metrics.fleetGateDecisions.inc({ result: 'acquired', reason: 'Acquired' });
+            metrics.fleetSlotWait.observe({ result: 'acquired' }, (clock.now() - started) / 1000);
+            if (waiting !== null) onWait(null);
+            log.info({ slot: decision.slot.name }, 'took a fleet slot');
+            return hold(decision.slot, ps.policy as FleetPolicy);
+          }
+          metrics.fleetGateDecisions.inc({ result: 'wait', reason: decision.wait });
+          if (waiting?.reason !== decision.wait || waiting.message !== decision.message) {
+            waiting = {
+              reason: decision.wait,
+              message: decision.message,
+              since: waiting?.reason === decision.wait ? waiting.since : iso(clock.now()),
+            };
+            log.info({ reason: decision.wait, message: decision.message }, 'waiting in the fleet gate');
+            onWait(waiting);
+          }
+          const woken = await sleepUntilWoken(signal, decision, ps.policy);
+          // A look after a slot event reuses what the last full look read; any other reads afresh.
+          failures = woken === 'slot' ? (decision.failures ?? null) : null;
+          if (woken === 'slot' && decision.wait === 'WaitingForSlot') {
+            // Spread the agents one release woke: the first to try takes the slot, the others
+            // see it taken on their watch before their turn and write nothing.
+            const jitterMs = Math.round(random() * wakeJitterMs);
+            if (jitterMs > 0) await clock.sleep(jitterMs, signal).catch(() => undefined);
           }
         }
-        if ('slot' in decision) {
-          metrics.fleetGateDecisions.inc({ result: 'acquired', reason: 'Acquired' });
-          metrics.fleetSlotWait.observe({ result: 'acquired' }, (clock.now() - started) / 1000);
-          if (waiting !== null) onWait(null);
-          log.info({ slot: decision.slot.name }, 'took a fleet slot');
-          return hold(decision.slot, ps.policy as FleetPolicy);
-        }
-        metrics.fleetGateDecisions.inc({ result: 'wait', reason: decision.wait });
-        if (waiting?.reason !== decision.wait || waiting.message !== decision.message) {
-          waiting = {
-            reason: decision.wait,
-            message: decision.message,
-            since: waiting?.reason === decision.wait ? waiting.since : iso(clock.now()),
-          };
-          log.info({ reason: decision.wait, message: decision.message }, 'waiting in the fleet gate');
-          onWait(waiting);
-        }
-        const jittered = Math.round(pollMs * (0.8 + 0.2 * random()));
-        try {
-          await clock.sleep(Math.min(decision.retryInMs ?? jittered, jittered), signal);
-        } catch {
-          // Aborted: the loop's top says CANCELLED.
-        }
+      } finally {
+        unuse?.();
       }
     },
     async slots() {
@@ -396,6 +414,7 @@ export function createLeaseGate(o: LeaseGateOptions): LeaseGate {
     },
     stop() {
       stopAll.abort();
+      void watch.stop();
     },
   };
 }

@@ -11,6 +11,7 @@ import type { Clock } from '../host/types.js';
 import type { ConfigMapRecord, FleetObjects } from '../kube/index.js';
 import type { Metrics } from '../metrics/metrics.js';
 import { Backoff, WATCH_BACKOFF, type BackoffPolicy } from '../retry/backoff.js';
+import { Pulse } from './pulse.js';
 import { POLICY_CONFIGMAP, POLICY_KEY, PolicyError, parsePolicy, type FleetPolicy } from './policy.js';
 
 /** What the agent knows of the policy; `fleet.status` shows it. */
@@ -32,6 +33,8 @@ export interface FleetPolicySource {
   /** The policy in force, or null when there is no `agentd-fleet` ConfigMap (no gate). */
   current(): FleetPolicy | null;
   state(): PolicyState;
+  /** Resolves at the next change of the state, or when `signal` aborts. */
+  nextChange?(signal: AbortSignal): Promise<void>;
 }
 
 export interface PolicyWatch extends FleetPolicySource {
@@ -68,10 +71,12 @@ export function createPolicyWatch(o: PolicyWatchOptions): PolicyWatch {
   let loop: Promise<void> | null = null;
   let stopWatch: (() => void) | null = null;
 
+  const changed = new Pulse();
   const set = (next: PolicyState): void => {
     state = next;
     o.metrics.fleetPaused.set(next.policy?.paused ? 1 : 0);
     o.onChange?.();
+    changed.fire();
   };
 
   function apply(cm: ConfigMapRecord | null): void {
@@ -182,6 +187,7 @@ export function createPolicyWatch(o: PolicyWatchOptions): PolicyWatch {
   return {
     current: () => state.policy,
     state: () => state,
+    nextChange: (signal) => changed.next(signal),
     start() {
       loop ??= run();
     },

@@ -7,8 +7,6 @@ import { parse as parseYaml } from 'yaml';
 import { z } from 'zod';
 import { HealthChecksSchema } from './health-checks-schema.js';
 
-/** The namespace of every fleet object (policy, state, slots). */
-export const FLEET_NAMESPACE = 'agentd-system';
 /** The ConfigMap holding the policy, and its data key. */
 export const POLICY_CONFIGMAP = 'agentd-fleet';
 export const POLICY_KEY = 'policy.yaml';
@@ -16,6 +14,13 @@ export const POLICY_KEY = 'policy.yaml';
 export const STATE_CONFIGMAP = 'agentd-fleet-state';
 /** Slot leases are named `agentd-slot-<i>`, i < maxConcurrent. */
 export const SLOT_PREFIX = 'agentd-slot-';
+/**
+ * The most slots a policy may ask for: deploy/rbac.yaml grants get/update on exactly the Leases
+ * agentd-slot-0 … agentd-slot-99 (RBAC names objects one by one; a test keeps the two in step).
+ * More than 100 nodes down at once is more than one rollout should take; a larger fleet runs
+ * several, each in its own namespace (--fleet-namespace).
+ */
+export const MAX_SLOTS = 100;
 
 export const WEEKDAYS = ['Mon', 'Tue', 'Wed', 'Thu', 'Fri', 'Sat', 'Sun'] as const;
 export type Weekday = (typeof WEEKDAYS)[number];
@@ -49,7 +54,14 @@ export const windowSchema = z
 
 export const fleetPolicySchema = z
   .strictObject({
-    maxConcurrent: z.number().int().min(1).max(1000).default(1),
+    maxConcurrent: z
+      .number()
+      .int()
+      .min(1)
+      .max(MAX_SLOTS, {
+        message: `at most ${MAX_SLOTS}: deploy/rbac.yaml grants the slots ${SLOT_PREFIX}0 … ${SLOT_PREFIX}${MAX_SLOTS - 1} by name`,
+      })
+      .default(1),
     windows: z.array(windowSchema).max(50).default([]),
     paused: z.boolean().default(false),
     maxFailures: z.number().int().min(1).max(100_000).default(3),

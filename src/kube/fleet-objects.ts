@@ -58,6 +58,14 @@ export interface ConfigMapRecord {
   data: Record<string, string>;
 }
 
+/** The label on every slot Lease agentd writes: the waiting agents' list+watch selects on it. */
+export const SLOT_LABEL = { key: 'app.kubernetes.io/component', value: 'agentd-fleet-slot' } as const;
+const SLOT_SELECTOR = `${SLOT_LABEL.key}=${SLOT_LABEL.value}`;
+
+/** A change of a watched slot Lease. */
+export type LeaseWatchEvent =
+  { type: 'ADDED' | 'MODIFIED'; lease: LeaseRecord } | { type: 'DELETED'; name: string };
+
 /** A change of a watched ConfigMap (null when it was deleted), or a failure of the watch. */
 export type ConfigMapWatchEvent =
   { type: 'ADDED' | 'MODIFIED'; configMap: ConfigMapRecord } | { type: 'DELETED'; resourceVersion: string };
@@ -65,8 +73,18 @@ export type ConfigMapWatchEvent =
 export interface FleetObjects {
   readonly namespace: string;
   getLease(name: string): Promise<LeaseRecord | null>;
-  /** Every Lease of the namespace (the slots; the namespace holds only agentd's objects). */
+  /** The slot Leases of the namespace (those with the slot label). */
   listLeases(): Promise<LeaseRecord[]>;
+  /**
+   * List then watch the slot Leases (label selector). `onList` gets the state the watch starts
+   * from; `onDone` is called once when the watch ends by itself (null: the server closed it).
+   * Returns a function that stops the watch.
+   */
+  watchLeases(
+    onList: (leases: LeaseRecord[]) => void,
+    onEvent: (event: LeaseWatchEvent) => void,
+    onDone: (err: AgentError | null) => void,
+  ): Promise<() => void>;
   createLease(name: string, spec: LeaseSpecWrite): Promise<LeaseRecord>;
   replaceLease(name: string, resourceVersion: string, spec: LeaseSpecWrite): Promise<LeaseRecord>;
   getConfigMap(name: string): Promise<ConfigMapRecord | null>;
@@ -108,6 +126,10 @@ function toLease(value: unknown): LeaseRecord {
   };
 }
 
+function metaOf(object: unknown): { name?: string; resourceVersion?: string } {
+  return (object as { metadata?: { name?: string; resourceVersion?: string } } | null)?.metadata ?? {};
+}
+
 function toConfigMap(value: unknown): ConfigMapRecord {
   const c = parseKubeObject(configMapSchema, 'ConfigMap', value);
   return { name: c.metadata.name, resourceVersion: c.metadata.resourceVersion, data: c.data ?? {} };
@@ -117,7 +139,12 @@ function leaseBody(name: string, namespace: string, spec: LeaseSpecWrite, resour
   return {
     apiVersion: 'coordination.k8s.io/v1',
     kind: 'Lease',
-    metadata: { name, namespace, ...(resourceVersion ? { resourceVersion } : {}) },
+    metadata: {
+      name,
+      namespace,
+      labels: { [SLOT_LABEL.key]: SLOT_LABEL.value },
+      ...(resourceVersion ? { resourceVersion } : {}),
+    },
     spec: {
       // An empty holder is a free slot (what client-go's leader election writes on release).
       holderIdentity: spec.holder ?? '',
@@ -162,7 +189,9 @@ export function createFleetObjects(o: {
       ),
     listLeases: async () =>
       call(`list Leases in ${namespace}`, async () =>
-        (await coordination.listNamespacedLease({ namespace })).items.map(toLease),
+        (await coordination.listNamespacedLease({ namespace, labelSelector: SLOT_SELECTOR })).items.map(
+          toLease,
+        ),
       ),
     createLease: async (name, spec) =>
       call(`create Lease ${namespace}/${name}`, async () =>
@@ -209,53 +238,90 @@ export function createFleetObjects(o: {
         ),
       ),
     async watchConfigMap(name, onList, onEvent, onDone) {
-      const what = `watch ConfigMap ${namespace}/${name}`;
-      const list = await call(`list ConfigMap ${namespace}/${name}`, () =>
-        core.listNamespacedConfigMap({ namespace, fieldSelector: `metadata.name=${name}` }),
-      );
-      const first = list.items[0];
-      onList(first === undefined ? null : toConfigMap(first));
-      let done = false;
-      let aborted = false;
-      const finish = (err: AgentError | null): void => {
-        if (done) return;
-        done = true;
-        if (!aborted) onDone(err);
-      };
-      const controller = await call(what, () =>
-        new Watch(o.kc).watch(
-          `/api/v1/namespaces/${namespace}/configmaps`,
-          { fieldSelector: `metadata.name=${name}`, resourceVersion: list.metadata?.resourceVersion },
-          (type, object: unknown) => {
-            if (done) return;
-            try {
-              if (type === 'ADDED' || type === 'MODIFIED') onEvent({ type, configMap: toConfigMap(object) });
-              else if (type === 'DELETED') {
-                const rv = (object as { metadata?: { resourceVersion?: string } }).metadata?.resourceVersion;
-                onEvent({ type, resourceVersion: rv ?? '' });
-              } else if (type === 'ERROR') {
-                const s = object as { message?: string; code?: number };
-                finish(
-                  toKubeError(
-                    Object.assign(new Error(s.message ?? 'watch error'), { statusCode: s.code }),
-                    what,
-                  ),
-                );
-              }
-            } catch (err) {
-              finish(toKubeError(err, what));
-            }
-          },
-          (err: unknown) => finish(err === null || err === undefined ? null : toKubeError(err, what)),
-        ),
-      );
-      return () => {
-        aborted = true;
-        done = true;
-        controller.abort();
-      };
+      const selector = `metadata.name=${name}`;
+      return listThenWatch({
+        what: `ConfigMap ${namespace}/${name}`,
+        list: () => core.listNamespacedConfigMap({ namespace, fieldSelector: selector }),
+        path: `/api/v1/namespaces/${namespace}/configmaps`,
+        query: { fieldSelector: selector },
+        onList: (items) => onList(items[0] === undefined ? null : toConfigMap(items[0])),
+        onChange: (type, object) => {
+          if (type === 'DELETED') onEvent({ type, resourceVersion: metaOf(object).resourceVersion ?? '' });
+          else onEvent({ type, configMap: toConfigMap(object) });
+        },
+        onDone,
+      });
+    },
+    async watchLeases(onList, onEvent, onDone) {
+      return listThenWatch({
+        what: `slot Leases in ${namespace}`,
+        list: () => coordination.listNamespacedLease({ namespace, labelSelector: SLOT_SELECTOR }),
+        path: `/apis/coordination.k8s.io/v1/namespaces/${namespace}/leases`,
+        query: { labelSelector: SLOT_SELECTOR },
+        onList: (items) => onList(items.map(toLease)),
+        onChange: (type, object) => {
+          if (type === 'DELETED') onEvent({ type, name: metaOf(object).name ?? '' });
+          else onEvent({ type, lease: toLease(object) });
+        },
+        onDone,
+      });
     },
   };
+
+  /**
+   * List, hand the items to `onList`, then watch from the list's resourceVersion. Events other
+   * than ERROR go to `onChange` (a decode error ends the watch with that error); `onDone` is
+   * called once when the watch ends by itself, never after the returned stop function ran.
+   */
+  async function listThenWatch(w: {
+    what: string;
+    list: () => Promise<{ items: unknown[]; metadata?: { resourceVersion?: string } }>;
+    path: string;
+    query: Record<string, string>;
+    onList: (items: unknown[]) => void;
+    onChange: (type: 'ADDED' | 'MODIFIED' | 'DELETED', object: unknown) => void;
+    onDone: (err: AgentError | null) => void;
+  }): Promise<() => void> {
+    const what = `watch ${w.what}`;
+    const list = await call(`list ${w.what}`, w.list);
+    w.onList(list.items);
+    let done = false;
+    let aborted = false;
+    const finish = (err: AgentError | null): void => {
+      if (done) return;
+      done = true;
+      if (!aborted) w.onDone(err);
+    };
+    const controller = await call(what, () =>
+      new Watch(o.kc).watch(
+        w.path,
+        { ...w.query, resourceVersion: list.metadata?.resourceVersion },
+        (type, object: unknown) => {
+          if (done) return;
+          try {
+            if (type === 'ADDED' || type === 'MODIFIED' || type === 'DELETED') w.onChange(type, object);
+            else if (type === 'ERROR') {
+              const st = object as { message?: string; code?: number };
+              finish(
+                toKubeError(
+                  Object.assign(new Error(st.message ?? 'watch error'), { statusCode: st.code }),
+                  what,
+                ),
+              );
+            }
+          } catch (err) {
+            finish(toKubeError(err, what));
+          }
+        },
+        (err: unknown) => finish(err === null || err === undefined ? null : toKubeError(err, what)),
+      ),
+    );
+    return () => {
+      aborted = true;
+      done = true;
+      controller.abort();
+    };
+  }
 }
 
 /** True for a create that found the name taken (409 AlreadyExists). */

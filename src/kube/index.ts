@@ -44,11 +44,12 @@ export {
   parseKubeObject,
 } from './schemas.js';
 export type { Machine, MachineCondition, MachinePhase, MachineSpec, MachineStatus } from './schemas.js';
-export { createFleetObjects, isAlreadyExists, isWriteConflict } from './fleet-objects.js';
+export { SLOT_LABEL, createFleetObjects, isAlreadyExists, isWriteConflict } from './fleet-objects.js';
 export type {
   ConfigMapRecord,
   ConfigMapWatchEvent,
   FleetObjects,
   LeaseRecord,
   LeaseSpecWrite,
+  LeaseWatchEvent,
 } from './fleet-objects.js';

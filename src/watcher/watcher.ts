@@ -42,8 +42,8 @@ export interface MachineWatcherOptions {
   clock?: Clock;
   /** Backoff of watch restarts and failed reconciles (default 0.5 s doubling to 30 s, jittered). */
   backoff?: BackoffPolicy;
-  /** Tuning of the reconciler (busy requeue, attempts). */
-  reconcile?: Pick<ReconcilerOptions, 'busyRequeueMs' | 'busyWaitSeconds' | 'maxAttempts'>;
+  /** Tuning of the reconciler (busy requeue, attempts, how often a wait is looked at). */
+  reconcile?: Pick<ReconcilerOptions, 'busyRequeueMs' | 'busyWaitSeconds' | 'maxAttempts' | 'waitPollMs'>;
   /** The durable record of a target that rolled back (the state dir); default: in memory only. */
   blocked?: BlockedTargetStore;
   /** Told the result of every reconcile (benchmarks, tests). */

@@ -11,6 +11,7 @@ import { createFleetRuntime, type FleetRuntime } from '../../src/fleet/index.js'
 import { systemClock } from '../../src/host/clock.js';
 import { createMetrics } from '../../src/metrics/metrics.js';
 import { startFakeKube, type FakeKube } from '../support/fake-kube.js';
+import { MAX_SLOTS } from '../../src/fleet/policy.js';
 import { rolesOfDeployRbac } from '../support/rbac-rules.js';
 
 const NS = 'agentd-system';
@@ -31,23 +32,37 @@ describe('the fleet gate under deploy/rbac.yaml', () => {
   let core: CoreV1Api;
   let coordination: CoordinationV1Api;
 
+  const runtime = (node: string, random?: () => number): FleetRuntime => {
+    const kc = kube.kubeConfig(TOKEN);
+    const rt = createFleetRuntime({
+      clients: { kc, core: kc.makeApiClient(CoreV1Api), coordination: kc.makeApiClient(CoordinationV1Api) },
+      namespace: NS,
+      node,
+      clock: systemClock,
+      logger: pino({ level: 'silent' }),
+      metrics: createMetrics({ version: 't', collectDefaults: false }),
+      timing: {
+        leaseDurationSeconds: 1,
+        renewIntervalMs: 100,
+        recheckIntervalMs: 100,
+        wakeJitterMs: 10,
+        ...(random ? { random } : {}),
+      },
+    });
+    runtimes.push(rt);
+    return rt;
+  };
+  const runtimes: FleetRuntime[] = [];
+
   beforeEach(async () => {
     kube = await startFakeKube({ tokens: { [TOKEN]: await rolesOfDeployRbac() } });
     const kc = kube.kubeConfig(TOKEN);
     core = kc.makeApiClient(CoreV1Api);
     coordination = kc.makeApiClient(CoordinationV1Api);
-    fleet = createFleetRuntime({
-      clients: { kc, core, coordination },
-      namespace: NS,
-      node: 'worker-01',
-      clock: systemClock,
-      logger: pino({ level: 'silent' }),
-      metrics: createMetrics({ version: 't', collectDefaults: false }),
-      timing: { leaseDurationSeconds: 1, renewIntervalMs: 100, pollIntervalMs: 100 },
-    });
+    fleet = runtime('worker-01');
   });
   afterEach(async () => {
-    await fleet.stop();
+    await Promise.all(runtimes.splice(0).map((rt) => rt.stop()));
     await kube.close();
   });
 
@@ -61,8 +76,23 @@ describe('the fleet gate under deploy/rbac.yaml', () => {
 
     const signal = AbortSignal.timeout(10_000);
     const first = await fleet.gate.acquire({ signal, operationId: 'o1', onWait: () => {} });
+    const other = runtime('worker-02');
+    const third = runtime('worker-03');
+    for (const rt of [other, third]) rt.start();
+    await expect.poll(() => [other, third].map((rt) => rt.policy.current()?.maxConcurrent)).toEqual([2, 2]);
+    const taken = await other.gate.acquire({ signal, operationId: 'o0', onWait: () => {} });
+    // A third node waits for a slot (it watches the slot Leases) until the first is released.
+    const waits: string[] = [];
+    const waiting = third.gate.acquire({
+      signal,
+      operationId: 'o3',
+      onWait: (w) => w && waits.push(w.reason),
+    });
+    await expect.poll(() => waits).toEqual(['WaitingForSlot']);
     await new Promise((r) => setTimeout(r, 250)); // a renewal or two
     await first?.release({ state: 'rolled_back', operationId: 'o1', message: 'VERIFY_FAILED' });
+    await (await waiting)?.release({ state: 'succeeded', operationId: 'o3', message: null });
+    await taken?.release({ state: 'succeeded', operationId: 'o0', message: null });
     const second = await fleet.gate.acquire({ signal, operationId: 'o2', onWait: () => {} });
     await second?.release({ state: 'failed', operationId: 'o2', message: 'x' });
 
@@ -82,10 +112,37 @@ describe('the fleet gate under deploy/rbac.yaml', () => {
       ['configmaps', 'create'],
       ['configmaps', 'update'],
       ['leases', 'list'],
+      ['leases', 'watch'],
       ['leases', 'update'],
     ] as const) {
       expect(kube.countRequests({ resource, verb }), `${verb} ${resource}`).toBeGreaterThan(0);
     }
+  });
+
+  it('grants every slot a valid maxConcurrent names: the highest, agentd-slot-99, is taken without a 403', async () => {
+    // The Role names exactly the slots the policy schema allows.
+    const role = (await rolesOfDeployRbac()) as {
+      rules: Array<{ resources: string[]; resourceNames?: string[] }>;
+    };
+    const named = role.rules.find((r) => r.resources.includes('leases') && r.resourceNames)?.resourceNames;
+    expect(named).toEqual(Array.from({ length: MAX_SLOTS }, (_, i) => `agentd-slot-${i}`));
+
+    // The first slot tried is random: this one starts at the last.
+    const top = runtime('worker-99', () => 0.999);
+    top.start();
+    kube.putConfigMap(NS, 'agentd-fleet', { 'policy.yaml': `maxConcurrent: ${MAX_SLOTS}` });
+    await expect.poll(() => top.policy.current()?.maxConcurrent).toBe(MAX_SLOTS);
+    const held = await top.gate.acquire({
+      signal: AbortSignal.timeout(10_000),
+      operationId: 'o',
+      onWait: () => {},
+    });
+    expect(held?.name).toBe(`agentd-slot-${MAX_SLOTS - 1}`);
+    await new Promise((r) => setTimeout(r, 250)); // a renewal or two
+    await held?.release({ state: 'succeeded', operationId: 'o', message: null });
+    expect(kube.getLease(NS, `agentd-slot-${MAX_SLOTS - 1}`)?.spec?.holderIdentity).toBe('');
+    expect(kube.requests.filter((r) => r.status === 403)).toEqual([]);
+    expect(kube.countRequests({ resource: 'leases', verb: 'update' })).toBeGreaterThanOrEqual(2);
   });
 
   it('refuses what the gate does not need with 403', async () => {
@@ -99,7 +156,7 @@ describe('the fleet gate under deploy/rbac.yaml', () => {
     expect(await statusOf(coordination.deleteNamespacedLease({ name: 'agentd-slot-0', namespace: NS }))).toBe(
       403,
     );
-    expect(await statusOf(coordination.readNamespacedLease({ name: 'agentd-slot-10', namespace: NS }))).toBe(
+    expect(await statusOf(coordination.readNamespacedLease({ name: 'agentd-slot-100', namespace: NS }))).toBe(
       403,
     );
     expect(await statusOf(coordination.readNamespacedLease({ name: 'kube-scheduler', namespace: NS }))).toBe(

@@ -1,6 +1,7 @@
 /**
  * The live progress display on a terminal (stderr): the operation, then every phase with its
- * state and elapsed time, and under a running phase its moving tasks with bytes and rate.
+ * state and elapsed time, and under a running phase why it waits (the fleet gate) and its moving
+ * tasks with bytes and rate.
  * Redrawn in place; only used when stderr is a terminal.
  */
 import {
@@ -61,6 +62,12 @@ export function renderLiveLines(model: FollowModel, now: number, paint: Progress
       `  ${paint(MARK[p.state] ?? '?', toneOf(p.state))} ${p.name.padEnd(width)}  ${paint(p.state.padEnd(9), toneOf(p.state))}  ${elapsed}`.trimEnd(),
     );
     if (p.state === 'failed' && p.error) lines.push(`      ${paint(firstLine(p.error), 'bad')}`);
+    if (p.state === 'running' && op.wait) {
+      // Why the running phase waits (the fleet gate): redrawn when the reason or message changes.
+      const since = Date.parse(op.wait.since);
+      const waited = Number.isNaN(since) ? '' : `  ${formatElapsed(now - since)}`;
+      lines.push(`      ${paint(`waiting: ${op.wait.reason}`, 'warn')}  ${op.wait.message}${waited}`);
+    }
     if (p.state === 'running') {
       const tasks = model.activeTasks(p.name);
       for (const t of tasks.slice(0, MAX_TASK_LINES)) lines.push(`      ${paint(taskLine(t), 'dim')}`);

@@ -1,10 +1,12 @@
 /**
  * Progress as plain timestamped lines (stderr that is not a terminal: logs, CI, `--json` piped):
- * one line per operation state change and phase transition, and few lines per task — when its
- * message changes, when it completes, or every `taskIntervalMs` while it moves.
+ * one line per operation state change and phase transition, one each time the reason or message
+ * of a wait (the fleet gate) changes, and few lines per task — when its message changes, when it
+ * completes, or every `taskIntervalMs` while it moves.
  */
 import { firstLine, formatBytes, formatElapsed } from '../output.js';
 import { routeOf } from '../render/operation.js';
+import type { Operation } from '../types.js';
 import type { ModelChange, PhaseProgress, TaskProgress } from './progress-model.js';
 
 /** A task line at most this often while nothing but its byte count changes. */
@@ -38,6 +40,16 @@ export function createPlainLines(now: () => number, taskIntervalMs = TASK_INTERV
   // The last state printed per phase: a snapshot (following started late, or an event was
   // missed between the answer and the subscription) prints only what no line said yet.
   const printed = new Map<string, string>();
+  /** The wait last printed (reason and message), so an unchanged wait prints no new line. */
+  let waitShown: string | null = null;
+  const waitLines = (op: Operation): string[] => {
+    const key = op.wait ? `${op.wait.reason}\u0000${op.wait.message}` : null;
+    if (key === waitShown) return [];
+    waitShown = key;
+    if (!op.wait) return [];
+    const at = Date.parse(op.wait.since) || now();
+    return [`${stamp(at)}  waiting: ${op.wait.reason}: ${op.wait.message}`];
+  };
   const phaseLines = (phases: readonly PhaseProgress[]): string[] =>
     phases
       .filter((p) => p.state !== 'pending' && printed.get(p.name) !== p.state)
@@ -50,7 +62,7 @@ export function createPlainLines(now: () => number, taskIntervalMs = TASK_INTERV
       switch (change.kind) {
         case 'operation': {
           const op = change.operation;
-          const caughtUp = phaseLines(change.phases);
+          const caughtUp = [...phaseLines(change.phases), ...waitLines(op)];
           if (op.state === change.previousState) return caughtUp;
           const at = Date.parse(op.finishedAt ?? op.startedAt ?? op.createdAt) || now();
           const route = routeOf(op) ? ` ${routeOf(op)}` : '';

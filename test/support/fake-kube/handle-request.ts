@@ -70,6 +70,7 @@ export async function handleRequest(
     }
     // The real server's order: authenticate, authorize (from the URL alone), then route.
     const identity = deps.auth.authenticate(req);
+    record.user = identity.user;
     if (info === undefined) throw resourceNotFound();
     deps.auth.authorize(identity, info);
     const fault = await deps.faults.apply(info);

@@ -200,6 +200,16 @@ export class FakeKube {
     return this.store.get(LEASES.key, namespace, name);
   }
 
+  /** Create a Lease behind agentd's back (e.g. a slot an older agentd wrote, without the label). */
+  putLease(namespace: string, body: KubeObject): KubeObject {
+    return this.crud.create(LEASES, namespace, {
+      apiVersion: 'coordination.k8s.io/v1',
+      kind: 'Lease',
+      ...body,
+      metadata: { ...body.metadata, namespace },
+    });
+  }
+
   listLeases(namespace: string): KubeObject[] {
     return this.store.list(LEASES.key, namespace);
   }

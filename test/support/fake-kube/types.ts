@@ -105,6 +105,8 @@ export interface RequestRecord {
   body: unknown;
   /** The HTTP status answered (200 for watches, even those that end in an ERROR event). */
   status: number;
+  /** The authenticated user (its token's), once authenticated. */
+  user?: string;
 }
 
 /**

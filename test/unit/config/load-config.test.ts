@@ -68,6 +68,7 @@ describe('loadDaemonConfig defaults', () => {
       watch: null,
       repair: true,
       fleet: true,
+      fleetNamespace: 'agentd-system',
       crdGroup: DEFAULT_CRD_GROUP,
       shutdownGraceMs: 30_000,
       machineStartTimeoutMs: 120_000,
@@ -166,6 +167,22 @@ describe('loadDaemonConfig defaults', () => {
     expect(load({ flags: { fleet: false } }).fleet).toBe(false);
     expect(load({ env: { AGENTD_FLEET: 'false' } }).fleet).toBe(false);
     expect(load({ flags: { config: await configFile('fleet: false\n') } }).fleet).toBe(false);
+  });
+
+  it('--fleet-namespace, AGENTD_FLEET_NAMESPACE and the fleetNamespace key; a bad name is named', async () => {
+    expect(load().fleetNamespace).toBe('agentd-system');
+    expect(load({ flags: { fleetNamespace: 'rollout' } }).fleetNamespace).toBe('rollout');
+    expect(load({ env: { AGENTD_FLEET_NAMESPACE: 'from-env' } }).fleetNamespace).toBe('from-env');
+    const file = await configFile('fleetNamespace: from-file\n');
+    expect(load({ flags: { config: file } }).fleetNamespace).toBe('from-file');
+    expect(
+      load({ flags: { config: file }, env: { AGENTD_FLEET_NAMESPACE: 'env-wins' } }).fleetNamespace,
+    ).toBe('env-wins');
+    for (const bad of ['Agentd', 'agentd_system', '-x', 'a'.repeat(64), '']) {
+      expect(() => load({ flags: { fleetNamespace: bad } })).toThrow(
+        /--fleet-namespace.*expected a Kubernetes namespace name/s,
+      );
+    }
   });
 });
 

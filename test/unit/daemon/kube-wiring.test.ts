@@ -25,6 +25,7 @@ const base: Config = {
   crdGroup: 'unbounded-cloud.io',
   host: 'systemd',
   fleet: true,
+  fleetNamespace: 'agentd-system',
   // Read only when a watcher runs (an absent record is none); no test here makes it write one.
   stateDir: path.join(os.tmpdir(), `agentd-kube-wiring-state-${process.pid}`),
 };

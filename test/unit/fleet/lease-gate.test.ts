@@ -3,7 +3,12 @@ import { CoordinationV1Api, CoreV1Api } from '@kubernetes/client-node';
 import pino from 'pino';
 import { createFleetObjects, type FleetObjects } from '../../../src/kube/fleet-objects.js';
 import { createFleetState } from '../../../src/fleet/fleet-state.js';
-import { createLeaseGate, type GateWait, type LeaseGate } from '../../../src/fleet/lease-gate.js';
+import {
+  createLeaseGate,
+  type GateWait,
+  type LeaseGate,
+  type LeaseGateOptions,
+} from '../../../src/fleet/lease-gate.js';
 import type { FleetPolicySource } from '../../../src/fleet/policy-watch.js';
 import { parsePolicy, type FleetPolicy } from '../../../src/fleet/policy.js';
 import { createMetrics } from '../../../src/metrics/metrics.js';
@@ -57,6 +62,7 @@ describe('the fleet lease gate', () => {
     node: string,
     policy: FleetPolicySource,
     metrics = createMetrics({ version: 't', collectDefaults: false }),
+    timing: Partial<LeaseGateOptions> = {},
   ) {
     const g = createLeaseGate({
       objects,
@@ -68,8 +74,9 @@ describe('the fleet lease gate', () => {
       metrics,
       leaseDurationSeconds: 60,
       renewIntervalMs: 20_000,
-      pollIntervalMs: 10_000,
+      recheckIntervalMs: 10_000,
       random: () => 0,
+      ...timing,
     });
     gates.push(g);
     return g;
@@ -116,6 +123,121 @@ describe('the fleet lease gate', () => {
     await b?.release({ state: 'succeeded', operationId: 'ob', message: null });
     await held?.release({ state: 'succeeded', operationId: 'oc', message: null });
     expect([holderOf(0), holderOf(1)]).toEqual(['', '']);
+  });
+
+  it('takes a slot at its release event, without polling: waiting costs no request', async () => {
+    const p = source(parsePolicy('maxConcurrent: 1'));
+    const a = await gate('a', p).acquire({
+      signal: AbortSignal.timeout(5000),
+      operationId: 'oa',
+      onWait: () => {},
+    });
+    const waits: Array<GateWait | null> = [];
+    // Its safety re-check is an hour away: only an event can wake it.
+    const b = gate('b', p, undefined, { recheckIntervalMs: 3_600_000 }).acquire({
+      signal: AbortSignal.timeout(5000),
+      operationId: 'ob',
+      onWait: (w) => waits.push(w),
+    });
+    await vi.waitFor(() => expect(waits[0]?.reason).toBe('WaitingForSlot'));
+    await kube.whenWatching(1);
+    const before = kube.requests.length;
+    // The holder renews twice: the waiter is told (its watch), but a renewal frees nothing.
+    for (const n of [1, 2]) {
+      await clock.advance(20_000);
+      await vi.waitFor(() =>
+        expect(kube.countRequests({ resource: 'leases', verb: 'update' })).toBeGreaterThanOrEqual(n),
+      );
+    }
+    const byWaiter = kube.requests
+      .slice(before)
+      .filter((r) => !(r.verb === 'update' && r.name === 'agentd-slot-0'));
+    expect(byWaiter).toEqual([]);
+    // The release wakes it: the slot is taken with no clock moving (no poll, no timer).
+    await a?.release({ state: 'succeeded', operationId: 'oa', message: null });
+    const held = await b;
+    expect(held?.name).toBe('agentd-slot-0');
+    expect(holderOf(0)).toBe('b');
+    expect(waits.at(-1)).toBeNull();
+    // Once it holds its slot it watches no more: an idle agent keeps only its policy watch.
+    await vi.waitFor(() => expect(kube.openWatches).toBe(0));
+    await held?.release({ state: 'succeeded', operationId: 'ob', message: null });
+  });
+
+  it('times a dead holder: takes its slot at its expiry, not at the next re-check', async () => {
+    const p = source(parsePolicy('maxConcurrent: 1'));
+    const deadGate = gate('dead', p);
+    await deadGate.acquire({ signal: AbortSignal.timeout(5000), operationId: 'o1', onWait: () => {} });
+    deadGate.stop();
+    const waits: GateWait[] = [];
+    const g = createLeaseGate({
+      objects,
+      policy: p,
+      state: createFleetState({ objects, clock }),
+      node: 'next',
+      clock,
+      logger,
+      metrics: createMetrics({ version: 't', collectDefaults: false }),
+      leaseDurationSeconds: 60,
+      recheckIntervalMs: 3_600_000, // an hour: only the expiry timer can explain a takeover
+      random: () => 0,
+    });
+    gates.push(g);
+    const next = g.acquire({
+      signal: new AbortController().signal,
+      operationId: 'o2',
+      onWait: (w) => w && waits.push(w),
+    });
+    await vi.waitFor(() => expect(waits[0]?.reason).toBe('WaitingForSlot'));
+    await kube.whenWatching(1);
+    await clock.advance(59_000);
+    expect(holderOf(0)).toBe('dead');
+    await clock.advance(2_000);
+    expect((await next)?.name).toBe('agentd-slot-0');
+    expect(holderOf(0)).toBe('next');
+  });
+
+  it('keeps waiting through a failed slot watch: lists again after the backoff', async () => {
+    const p = source(parsePolicy('maxConcurrent: 1'));
+    const a = await gate('a', p).acquire({
+      signal: AbortSignal.timeout(5000),
+      operationId: 'oa',
+      onWait: () => {},
+    });
+    const waits: GateWait[] = [];
+    const b = gate('b', p).acquire({
+      signal: AbortSignal.timeout(10_000),
+      operationId: 'ob',
+      onWait: (w) => w && waits.push(w),
+    });
+    await kube.whenWatching(1);
+    const lists = kube.countRequests({ resource: 'leases', verb: 'list' });
+    kube.failNext(1, { status: 500, match: { resource: 'leases', verb: 'list' } });
+    kube.cutWatches();
+    // The re-list fails (500); the next one, after the backoff, succeeds and watches again.
+    await vi.waitFor(async () => {
+      await clock.advance(1_000);
+      expect(kube.countRequests({ resource: 'leases', verb: 'list' })).toBeGreaterThanOrEqual(lists + 2);
+      expect(kube.openWatches).toBe(1);
+    });
+    await a?.release({ state: 'succeeded', operationId: 'oa', message: null });
+    expect((await b)?.name).toBe('agentd-slot-0');
+  });
+
+  it('takes a slot an older agentd wrote without the slot label, and labels it', async () => {
+    kube.putLease(NS, {
+      metadata: { name: 'agentd-slot-0', namespace: NS },
+      spec: { holderIdentity: '', leaseDurationSeconds: 60 },
+    });
+    const held = await gate('n1', source(parsePolicy('{}'))).acquire({
+      signal: AbortSignal.timeout(5000),
+      operationId: 'o1',
+      onWait: () => {},
+    });
+    expect(held?.name).toBe('agentd-slot-0');
+    expect(kube.getLease(NS, 'agentd-slot-0')?.metadata.labels).toEqual({
+      'app.kubernetes.io/component': 'agentd-fleet-slot',
+    });
   });
 
   it('says why it waits: paused, halted by recorded failures, outside every window', async () => {

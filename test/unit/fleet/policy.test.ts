@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { PolicyError, isTimeZone, parsePolicy } from '../../../src/fleet/policy.js';
+import { MAX_SLOTS, PolicyError, isTimeZone, parsePolicy } from '../../../src/fleet/policy.js';
 
 function fieldOf(text: string): string {
   try {
@@ -66,6 +66,15 @@ describe('fleet policy', () => {
     );
     expect(fieldOf('a: [')).toBe('policy.yaml');
     expect(() => parsePolicy('maxConcurrent: 0')).toThrow(/maxConcurrent: .*received 0/);
+  });
+
+  it('caps maxConcurrent at the slots deploy/rbac.yaml grants, and says so', () => {
+    expect(MAX_SLOTS).toBe(100);
+    expect(parsePolicy('maxConcurrent: 100').maxConcurrent).toBe(100);
+    expect(fieldOf('maxConcurrent: 101')).toBe('maxConcurrent');
+    expect(() => parsePolicy('maxConcurrent: 101')).toThrow(
+      'agentd-fleet/policy.yaml: maxConcurrent: at most 100: deploy/rbac.yaml grants the slots agentd-slot-0 … agentd-slot-99 by name (received 101)',
+    );
   });
 
   it('knows IANA zones through Intl', () => {

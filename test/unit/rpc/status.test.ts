@@ -64,6 +64,7 @@ async function setup(options: { journal?: boolean } = {}): Promise<Harness> {
       kubeconfig,
       machineName: NODE,
       fleet: true,
+      fleetNamespace: 'agentd-system',
       watch: null,
       crdGroup: 'unbounded-cloud.io',
       host: 'sim',

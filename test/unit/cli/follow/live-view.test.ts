@@ -36,6 +36,42 @@ describe('renderLiveLines', () => {
     ]);
   });
 
+  it('shows why the running phase waits, and follows the reason as it changes', () => {
+    const m = new FollowModel();
+    const waiting = (reason: string, message: string, since: number) =>
+      makeOperation({
+        phases: [
+          phase('stage', 'succeeded', { startedAt: iso(0), finishedAt: iso(1000) }),
+          phase('slot', 'running', { startedAt: iso(1000) }),
+          phase('stop'),
+        ],
+        wait: { reason, message, since: iso(since) } as never,
+      });
+    m.applyOperation(waiting('WaitingForSlot', 'all 3 slots (maxConcurrent) are held by other nodes', 1000));
+    expect(renderLiveLines(m, T0 + 4000, plain)).toEqual([
+      'update op-1  kube1 → kube2  running  4.0s',
+      '  ✓ stage  succeeded  1.0s',
+      '  ▸ slot   running    3.0s',
+      '      waiting: WaitingForSlot  all 3 slots (maxConcurrent) are held by other nodes  3.0s',
+      '  · stop   pending',
+    ]);
+    m.applyOperation(waiting('Paused', 'the fleet policy says paused: true (agentctl fleet resume)', 5000));
+    expect(renderLiveLines(m, T0 + 6000, plain)[3]).toBe(
+      '      waiting: Paused  the fleet policy says paused: true (agentctl fleet resume)  1.0s',
+    );
+    // The wait is over: the line goes.
+    m.applyOperation(
+      makeOperation({
+        phases: [
+          phase('stage', 'succeeded', { startedAt: iso(0), finishedAt: iso(1000) }),
+          phase('slot', 'succeeded', { startedAt: iso(1000), finishedAt: iso(7000) }),
+          phase('stop', 'running', { startedAt: iso(7000) }),
+        ],
+      }),
+    );
+    expect(renderLiveLines(m, T0 + 7000, plain).join('\n')).not.toContain('waiting');
+  });
+
   it('shows the first line of a failed phase error', () => {
     const m = new FollowModel();
     m.applyOperation(makeOperation({ phases: [phase('start', 'running', { startedAt: iso(0) })] }));

@@ -40,6 +40,45 @@ describe('createPlainLines', () => {
     ]);
   });
 
+  it('one line each time the reason or message of a wait changes', () => {
+    const slot = [phase('slot', 'running', { startedAt: iso(100) })];
+    const op = (wait?: { reason: string; message: string; since: number }) =>
+      makeOperation({
+        state: 'running',
+        startedAt: iso(100),
+        phases: slot,
+        ...(wait ? { wait: { ...wait, since: iso(wait.since) } as never } : {}),
+      });
+    expect(
+      run([
+        op(),
+        op({
+          reason: 'WaitingForSlot',
+          message: 'all 3 slots (maxConcurrent) are held by other nodes',
+          since: 200,
+        }),
+        op({
+          reason: 'WaitingForSlot',
+          message: 'all 3 slots (maxConcurrent) are held by other nodes',
+          since: 200,
+        }),
+        op({
+          reason: 'OutsideWindow',
+          message: 'outside every maintenance window; the next opens at X',
+          since: 900,
+        }),
+        op(),
+        phaseEvent('slot', 'succeeded', 1500),
+      ]),
+    ).toEqual([
+      '2026-03-01T12:00:00.100Z  update op-1 kube1 → kube2 running',
+      '2026-03-01T12:00:00.100Z  phase slot running',
+      '2026-03-01T12:00:00.200Z  waiting: WaitingForSlot: all 3 slots (maxConcurrent) are held by other nodes',
+      '2026-03-01T12:00:00.900Z  waiting: OutsideWindow: outside every maintenance window; the next opens at X',
+      '2026-03-01T12:00:01.500Z  phase slot succeeded (1.4s)',
+    ]);
+  });
+
   it('few lines per download: first, message changes, every 5 s, and done', () => {
     const total = { totalBytes: 1000 };
     expect(
