@@ -13,10 +13,11 @@
 import { spawnSync } from 'node:child_process';
 import { existsSync } from 'node:fs';
 import { chmod, mkdir, readFile, writeFile } from 'node:fs/promises';
+import { builtinModules } from 'node:module';
 import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
-import { build, type Metafile, type Plugin } from 'esbuild';
+import { build, type BuildOptions, type Metafile, type Plugin } from 'esbuild';
 
 /** The repository root (this file is scripts/build.ts). */
 export const REPO_ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
@@ -30,7 +31,26 @@ export const BUNDLES = {
   sinkWorker: 'dist/sink-worker.cjs',
   /** Loads a program bundle through its V8 code cache (src/bin/load-bundle.ts): the npm bins. */
   loadBundle: 'dist/load-bundle.cjs',
+  /** The libraries only some agentctl commands use (LIBRARY_BUNDLES), loaded on first use. */
+  agentctlLibs: 'dist/agentctl-libs.cjs',
 } as const;
+
+/**
+ * A program's libraries that only some of its commands use, bundled apart from the program (in
+ * `dist/<program>-libs.cjs`) so that a command that does not use them never reads, compiles or
+ * keeps their source: agentctl's bundle was ~1 MiB, four fifths of it undici (`uninstall`), yaml
+ * (`--config` files), execa and pino (the host code of `uninstall`), while `status` needs only
+ * commander (docs/benchmarks.md, "CLI startup"). The program's bundle has every other package
+ * (`keep`) and its own code; each import of a library becomes `require('./<program>-libs.cjs')`
+ * and that library's property, read only when the importing module first runs. One copy of each
+ * library, in one place: the program shares no module state with it but what it imports.
+ */
+export const LIBRARY_BUNDLES = {
+  agentctl: { keep: ['commander'] },
+} as const;
+
+/** The file name of a program's library bundle, as its bundle requires it and as an asset. */
+export const libsBundleName = (program: string): string => `${program}-libs.cjs`;
 
 /**
  * The programs whose bundles get a V8 code cache, with the command run to make it: what every
@@ -79,16 +99,83 @@ const nodeUrlForWhatwgUrl: Plugin = {
   },
 };
 
+/**
+ * The npm bins are CommonJS (dist/bin/package.json says so; package.json's `"type": "module"`
+ * would make them ES modules): running an ES module first sets up Node's ES module loader,
+ * which a CommonJS main skips (docs/benchmarks.md, "CLI startup").
+ */
+/** A bare package specifier (`undici`, `@scope/pkg/sub`), not a built-in module or a path. */
+const BARE_PACKAGE = /^(@[a-z0-9][^/]*\/)?[a-z0-9][^/:]*(\/.*)?$/;
+const isBuiltin = (spec: string): boolean => builtinModules.includes(spec.split('/')[0] ?? spec);
+
+/**
+ * commander requires node:child_process at its start for executable subcommands (a command run
+ * as a program of its own), which agentctl does not have: for its bundle, child_process is
+ * loaded only if commander ever spawns, instead of at every start with net, dgram and the rest.
+ */
+const lazyChildProcessForCommander: Plugin = {
+  name: 'lazy-child-process-for-commander',
+  setup(b) {
+    b.onResolve({ filter: /^node:child_process$/ }, (args) =>
+      args.importer.includes('/node_modules/commander/')
+        ? { path: 'child_process', namespace: 'agentd-lazy-child-process' }
+        : undefined,
+    );
+    b.onLoad({ filter: /.*/, namespace: 'agentd-lazy-child-process' }, () => ({
+      contents: "module.exports = { spawn: (...args) => require('node:child_process').spawn(...args) };",
+      loader: 'js',
+    }));
+  },
+};
+
+/**
+ * For a program's bundle: every package it imports from its own source, except `keep`, is read
+ * from its library bundle (LIBRARY_BUNDLES), and the names used are collected into `used`.
+ */
+function librariesFromLibsBundle(program: string, keep: readonly string[], used: Set<string>): Plugin {
+  const libs = `./${libsBundleName(program)}`;
+  return {
+    name: 'libraries-from-libs-bundle',
+    setup(b) {
+      b.onResolve({ filter: BARE_PACKAGE }, (args) => {
+        const pkg = args.path.startsWith('@')
+          ? args.path.split('/').slice(0, 2).join('/')
+          : args.path.split('/')[0];
+        if (isBuiltin(args.path) || keep.includes(pkg ?? '') || args.importer.includes('/node_modules/'))
+          return undefined;
+        if (OPTIONAL_EXTERNALS.includes(args.path)) return undefined;
+        used.add(args.path);
+        return { path: args.path, namespace: 'agentd-libs' };
+      });
+      b.onResolve({ filter: /^\.\/[^/]+-libs\.cjs$/ }, (args) => ({ path: args.path, external: true }));
+      b.onLoad({ filter: /.*/, namespace: 'agentd-libs' }, (args) => ({
+        contents: `module.exports = require(${JSON.stringify(libs)})[${JSON.stringify(args.path)}];`,
+        loader: 'js',
+      }));
+    },
+  };
+}
+
+/** The entry of a library bundle: each library a getter, evaluated when first read. */
+const libsEntry = (names: Iterable<string>): string =>
+  `module.exports = {\n${[...names]
+    .sort()
+    .map((n) => `  get ${JSON.stringify(n)}() { return require(${JSON.stringify(n)}); },`)
+    .join('\n')}\n};\n`;
+
 const binWrapper = (program: string): string =>
   [
     '#!/usr/bin/env node',
     `// Generated by scripts/build.ts: runs ${program} from the bundle (the release executable runs the same file).`,
-    "import { createRequire } from 'node:module';",
+    "'use strict';",
+    "const path = require('node:path');",
     '',
-    'const require = createRequire(import.meta.url);',
-    `require('../load-bundle.cjs').loadBundleFile(require.resolve('../${program}.cjs')).run();`,
+    `require('../load-bundle.cjs').loadBundleFile(path.join(__dirname, '..', '${program}.cjs')).run();`,
     '',
   ].join('\n');
+
+/** dist/bin/package.json: the bins in it are CommonJS. */
+const BIN_PACKAGE_JSON = `${JSON.stringify({ type: 'commonjs' }, null, 2)}\n`;
 
 /**
  * Write the V8 code cache of each program bundle in `root`/dist to `outDir` (as
@@ -123,15 +210,8 @@ export function writeCodeCaches(o: {
 /** Bundle and write the bins; returns esbuild's metafile (inputs and output sizes). */
 export async function buildBundle(root: string = REPO_ROOT): Promise<Metafile> {
   const pkg = JSON.parse(await readFile(path.join(root, 'package.json'), 'utf8')) as { version: string };
-  const result = await build({
+  const common = {
     absWorkingDir: root,
-    entryPoints: {
-      agentd: 'src/bin/agentd.ts',
-      agentctl: 'src/bin/agentctl.ts',
-      'sea-main': 'src/bin/sea-main.ts',
-      'sink-worker': 'src/provision/artifacts/sink-worker.ts',
-      'load-bundle': 'src/bin/load-bundle.ts',
-    },
     outdir: 'dist',
     outExtension: { '.js': '.cjs' },
     bundle: true,
@@ -149,9 +229,49 @@ export async function buildBundle(root: string = REPO_ROOT): Promise<Metafile> {
     plugins: [nodeUrlForWhatwgUrl],
     metafile: true,
     logLevel: 'warning',
+  } satisfies BuildOptions;
+  const main = await build({
+    ...common,
+    entryPoints: {
+      agentd: 'src/bin/agentd.ts',
+      'sea-main': 'src/bin/sea-main.ts',
+      'sink-worker': 'src/provision/artifacts/sink-worker.ts',
+      'load-bundle': 'src/bin/load-bundle.ts',
+    },
   });
+  const metafile: Metafile = { inputs: { ...main.metafile.inputs }, outputs: { ...main.metafile.outputs } };
+  const entries = { agentctl: 'src/bin/agentctl.ts' } as const;
+  for (const [program, { keep }] of Object.entries(LIBRARY_BUNDLES)) {
+    const used = new Set<string>();
+    const own = await build({
+      ...common,
+      entryPoints: { [program]: entries[program as keyof typeof entries] },
+      plugins: [
+        nodeUrlForWhatwgUrl,
+        lazyChildProcessForCommander,
+        librariesFromLibsBundle(program, keep, used),
+      ],
+    });
+    const libs = await build({
+      ...common,
+      entryPoints: undefined,
+      outdir: undefined,
+      outfile: path.join('dist', libsBundleName(program)),
+      stdin: {
+        contents: libsEntry(used),
+        resolveDir: root,
+        sourcefile: `${program}-libs-entry.js`,
+        loader: 'js',
+      },
+    });
+    for (const r of [own, libs]) {
+      Object.assign(metafile.inputs, r.metafile.inputs);
+      Object.assign(metafile.outputs, r.metafile.outputs);
+    }
+  }
   const binDir = path.join(root, 'dist', 'bin');
   await mkdir(binDir, { recursive: true });
+  await writeFile(path.join(binDir, 'package.json'), BIN_PACKAGE_JSON);
   for (const program of ['agentd', 'agentctl']) {
     const file = path.join(binDir, `${program}.js`);
     await writeFile(file, binWrapper(program));
@@ -159,7 +279,7 @@ export async function buildBundle(root: string = REPO_ROOT): Promise<Metafile> {
   }
   // For the npm bins: this runtime, no V8 flags (a bin runs `node` plain).
   writeCodeCaches({ root, node: process.execPath, flags: [], outDir: path.join(root, 'dist') });
-  return result.metafile;
+  return metafile;
 }
 
 // Run only when executed (`tsx scripts/build.ts`), not when imported by the release script.

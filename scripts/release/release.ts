@@ -96,6 +96,8 @@ async function buildExecutable(node: string, root: string, out: string, work: st
       assets: {
         'agentd.cjs': path.join(root, BUNDLES.agentd),
         'agentctl.cjs': path.join(root, BUNDLES.agentctl),
+        // The libraries only some agentctl commands use, loaded by agentctl's bundle on first use.
+        'agentctl-libs.cjs': path.join(root, BUNDLES.agentctlLibs),
         // agentd's bundle starts the download worker from this asset (src/provision/artifacts/sink.ts).
         'sink-worker.cjs': path.join(root, BUNDLES.sinkWorker),
         'agentd.cjs.cache': path.join(caches, 'agentd.cjs.cache'),

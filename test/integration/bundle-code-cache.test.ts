@@ -48,6 +48,26 @@ describe('bundle code caches', () => {
     );
   });
 
+  it("a bundle's sibling bundle (`./<name>.cjs`) is loaded from its directory, once, on first require", async () => {
+    const dir = await makeTempDir('agentd-code-cache-');
+    const bundle = path.join(dir, 'prog.cjs');
+    await writeFile(
+      path.join(dir, 'prog-libs.cjs'),
+      'globalThis.loads = (globalThis.loads ?? 0) + 1; module.exports = { lib: require("node:path").sep };\n',
+    );
+    await writeFile(
+      bundle,
+      [
+        'exports.run = () => {',
+        '  const before = globalThis.loads ?? 0;',
+        '  const a = require("./prog-libs.cjs"), b = require("./prog-libs.cjs");',
+        '  process.stdout.write([before, globalThis.loads, a === b, a.lib].join(","));',
+        '};',
+      ].join('\n'),
+    );
+    expect(node(`L.loadBundleFile(${JSON.stringify(bundle)}).run();`)).toBe('0,1,true,/');
+  });
+
   it('a cache V8 rejects, or none, still runs the program', async () => {
     const bundle = path.join(await makeTempDir('agentd-code-cache-'), 'other.cjs');
     await writeFile(bundle, 'exports.run = () => process.stdout.write("ran");\n');
