@@ -12,7 +12,7 @@
  */
 import { spawnSync } from 'node:child_process';
 import { existsSync } from 'node:fs';
-import { chmod, mkdir, readFile, writeFile } from 'node:fs/promises';
+import { chmod, mkdir, readdir, readFile, rm, writeFile } from 'node:fs/promises';
 import { builtinModules } from 'node:module';
 import os from 'node:os';
 import path from 'node:path';
@@ -178,33 +178,44 @@ const binWrapper = (program: string): string =>
 const BIN_PACKAGE_JSON = `${JSON.stringify({ type: 'commonjs' }, null, 2)}\n`;
 
 /**
- * Write the V8 code cache of each program bundle in `root`/dist to `outDir` (as
- * `<bundle>.cache`), made by `node` with V8 `flags`: a cache serves only the runtime and flags
- * that made it. Each is made in a child process that runs the program's CODE_CACHE_RUNS command.
+ * Write the V8 code cache of each program bundle in `root`/dist to `outDir`, made by `node`
+ * with V8 `flags`: a cache serves only the runtime and flags that made it, so its file name
+ * carries their key (`<bundle>.<key>.cache`, src/bin/load-bundle.ts). Each is made in a child
+ * process that runs the program's CODE_CACHE_RUNS command. Returns each program's cache file.
  */
 export function writeCodeCaches(o: {
   root: string;
   node: string;
   flags: readonly string[];
   outDir: string;
-}): void {
+}): Record<keyof typeof CODE_CACHE_RUNS, string> {
   const loader = path.join(o.root, BUNDLES.loadBundle);
+  const env: NodeJS.ProcessEnv = { PATH: process.env.PATH ?? '/usr/bin:/bin', HOME: os.tmpdir() };
+  const inChild = (code: string, stdout: 'ignore' | 'pipe') =>
+    spawnSync(o.node, [...o.flags, '-e', code], { env, stdio: ['ignore', stdout, 'pipe'], timeout: 60_000 });
+  const keyRun = inChild(`process.stdout.write(require(${JSON.stringify(loader)}).codeCacheKey())`, 'pipe');
+  const key = keyRun.stdout?.toString() ?? '';
+  if (keyRun.status !== 0 || !/^[0-9a-f]+$/.test(key)) {
+    throw new Error(
+      `code cache key of ${o.node} ${o.flags.join(' ')}: ${keyRun.error?.message ?? keyRun.stderr.toString().trim().slice(-500)}`,
+    );
+  }
+  const written: Partial<Record<keyof typeof CODE_CACHE_RUNS, string>> = {};
   for (const [program, argv] of Object.entries(CODE_CACHE_RUNS)) {
     const bundle = path.join(o.root, 'dist', `${program}.cjs`);
-    const out = path.join(o.outDir, `${program}.cjs.cache`);
-    const code = `require(${JSON.stringify(loader)}).writeCodeCache(${JSON.stringify(bundle)}, ${JSON.stringify(argv)}, ${JSON.stringify(out)})`;
-    const env: NodeJS.ProcessEnv = { PATH: process.env.PATH ?? '/usr/bin:/bin', HOME: os.tmpdir() };
-    const r = spawnSync(o.node, [...o.flags, '-e', code], {
-      env,
-      stdio: ['ignore', 'ignore', 'pipe'],
-      timeout: 60_000,
-    });
+    const out = path.join(o.outDir, `${program}.cjs.${key}.cache`);
+    const r = inChild(
+      `require(${JSON.stringify(loader)}).writeCodeCache(${JSON.stringify(bundle)}, ${JSON.stringify(argv)}, ${JSON.stringify(o.outDir)})`,
+      'ignore',
+    );
     if (r.error || !existsSync(out)) {
       throw new Error(
         `code cache of ${program}: ${o.node} ${o.flags.join(' ')} -e …: ${r.error?.message ?? r.stderr.toString().trim().slice(-500)}`,
       );
     }
+    written[program as keyof typeof CODE_CACHE_RUNS] = out;
   }
+  return written as Record<keyof typeof CODE_CACHE_RUNS, string>;
 }
 
 /** Bundle and write the bins; returns esbuild's metafile (inputs and output sizes). */
@@ -277,8 +288,15 @@ export async function buildBundle(root: string = REPO_ROOT): Promise<Metafile> {
     await writeFile(file, binWrapper(program));
     await chmod(file, 0o755);
   }
-  // For the npm bins: this runtime, no V8 flags (a bin runs `node` plain).
-  writeCodeCaches({ root, node: process.execPath, flags: [], outDir: path.join(root, 'dist') });
+  // For the npm bins, on this runtime: without V8 flags (a bin runs `node` plain), and with the
+  // release's RUNTIME_FLAGS (`node --max-semi-space-size=1 --optimize-for-size dist/bin/agentd.js`):
+  // without a cache of its own, a run under those flags compiles the whole bundle, whose parse
+  // alone raised agentd's resident memory by ~27 MiB (docs/benchmarks.md, "Footprint").
+  const dist = path.join(root, 'dist');
+  for (const stale of (await readdir(dist)).filter((f) => f.endsWith('.cache')))
+    await rm(path.join(dist, stale));
+  for (const flags of [[], RUNTIME_FLAGS])
+    writeCodeCaches({ root, node: process.execPath, flags, outDir: dist });
   return metafile;
 }
 
@@ -290,7 +308,7 @@ if (process.argv[1] && import.meta.url === pathToFileURL(path.resolve(process.ar
         console.log(`wrote ${file} (${((meta.outputs[file]?.bytes ?? 0) / 1024).toFixed(0)} KiB)`);
       }
       console.log(
-        'wrote dist/bin/agentd.js and dist/bin/agentctl.js, dist/agentd.cjs.cache and dist/agentctl.cjs.cache',
+        'wrote dist/bin/agentd.js and dist/bin/agentctl.js, and the code caches dist/{agentd,agentctl}.cjs.<key>.cache',
       );
     },
     (err: unknown) => {

@@ -18,8 +18,25 @@ export interface ProgramBundle {
   run(): void;
 }
 
-/** The bundle's code cache file: next to the bundle (npm) or an asset of that name (release). */
-export const codeCacheName = (bundle: string): string => `${bundle}.cache`;
+/**
+ * What a V8 code cache is valid for in this process: the runtime's V8 version and flags. V8
+ * keeps them to itself; a cache's header carries them, so the key is taken from the cache of an
+ * empty script (its first 16 bytes are the same for every script but the source's hash, bytes
+ * 8 to 11, left out). The same runtime with the same flags gives the same key; with other flags
+ * (`--max-semi-space-size=1`, the release's) another one, and a cache made under one set of
+ * flags is rejected under another (docs/benchmarks.md, "Footprint").
+ */
+export function codeCacheKey(): string {
+  const header = new Script('').createCachedData().subarray(0, 16);
+  return Buffer.concat([header.subarray(0, 8), header.subarray(12, 16)]).toString('hex');
+}
+
+/**
+ * The bundle's code cache for this runtime and flags: a file next to the bundle (npm) or an
+ * asset of that name (release). A bundle can have one per runtime and set of flags; a process
+ * reads only its own.
+ */
+export const codeCacheName = (bundle: string): string => `${bundle}.${codeCacheKey()}.cache`;
 
 /** CommonJS's module wrapper: the same text when the cache is made and when it is used. */
 const wrap = (source: string): string =>
@@ -101,10 +118,12 @@ export function loadBundleFile(file: string): ProgramBundle {
 
 /**
  * Make the code cache of the bundle `file`: load it, run it with `argv` (a representative
- * command, so that what the command compiles is in the cache too), and write the cache to `out`
- * when the process exits. Run in a child process of the runtime and V8 flags the cache is for.
+ * command, so that what the command compiles is in the cache too), and write the cache into
+ * `outDir` (as `codeCacheName`) when the process exits. Run in a child process of the runtime
+ * and V8 flags the cache is for.
  */
-export function writeCodeCache(file: string, argv: string[], out: string): void {
+export function writeCodeCache(file: string, argv: string[], outDir: string): void {
+  const out = path.join(outDir, codeCacheName(path.basename(file)));
   const script = compileBundle(file, readFileSync(file, 'utf8'), undefined);
   process.on('exit', () => writeFileSync(out, script.createCachedData()));
   process.argv = [process.argv[0] ?? 'node', path.basename(file, '.cjs'), ...argv];

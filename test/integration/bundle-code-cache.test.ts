@@ -8,6 +8,7 @@ import { existsSync } from 'node:fs';
 import { writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
+import { RUNTIME_FLAGS } from '../../scripts/build.js';
 import { REPO_ROOT, makeTempDir } from '../support/daemon.js';
 
 const LOADER = path.join(REPO_ROOT, 'dist/load-bundle.cjs');
@@ -30,19 +31,45 @@ const rejected = (bundle: string, cache: string): string =>
   );
 
 describe('bundle code caches', () => {
-  it.each(['agentd', 'agentctl'])('the build wrote a cache for %s that the loader accepts', (program) => {
-    const bundle = path.join(REPO_ROOT, 'dist', `${program}.cjs`);
-    expect(existsSync(`${bundle}.cache`)).toBe(true);
-    expect(rejected(bundle, `${bundle}.cache`)).toBe('false');
-  });
+  /** The cache file the loader reads for `bundle` in a `node` run with `flags`. */
+  const cacheFileFor = (bundle: string, flags: string[]): string => {
+    const r = spawnSync(
+      process.execPath,
+      [
+        ...flags,
+        '-e',
+        `process.stdout.write(require(${JSON.stringify(LOADER)}).codeCacheName(${JSON.stringify(bundle)}))`,
+      ],
+      { encoding: 'utf8' },
+    );
+    expect(r.status, r.stderr).toBe(0);
+    return r.stdout;
+  };
+
+  it.each(['agentd', 'agentctl'])(
+    'the build wrote caches for %s that the loader accepts, plain and under the release flags',
+    (program) => {
+      const bundle = path.join(REPO_ROOT, 'dist', `${program}.cjs`);
+      const plain = cacheFileFor(bundle, []);
+      const release = cacheFileFor(bundle, [...RUNTIME_FLAGS]);
+      // Other flags, another key: a cache made under one set is rejected under the other.
+      expect(release).not.toBe(plain);
+      expect(existsSync(plain)).toBe(true);
+      expect(existsSync(release)).toBe(true);
+      expect(rejected(bundle, plain)).toBe('false');
+      expect(rejected(bundle, release)).toBe('true');
+    },
+  );
 
   it('a cache made by running the program is accepted and the program runs with it', async () => {
     const bundle = path.join(await makeTempDir('agentd-code-cache-'), 'prog.cjs');
     await writeFile(bundle, 'exports.run = () => process.stdout.write(process.argv.slice(2).join(","));\n');
     expect(
-      node(`L.writeCodeCache(${JSON.stringify(bundle)}, ['a', 'b'], ${JSON.stringify(`${bundle}.cache`)});`),
+      node(
+        `L.writeCodeCache(${JSON.stringify(bundle)}, ['a', 'b'], ${JSON.stringify(path.dirname(bundle))});`,
+      ),
     ).toBe('a,b');
-    expect(rejected(bundle, `${bundle}.cache`)).toBe('false');
+    expect(rejected(bundle, cacheFileFor(bundle, []))).toBe('false');
     expect(node(`process.argv.push('prog', 'x'); L.loadBundleFile(${JSON.stringify(bundle)}).run();`)).toBe(
       'x',
     );
@@ -72,8 +99,8 @@ describe('bundle code caches', () => {
     const bundle = path.join(await makeTempDir('agentd-code-cache-'), 'other.cjs');
     await writeFile(bundle, 'exports.run = () => process.stdout.write("ran");\n');
     expect(node(`L.loadBundleFile(${JSON.stringify(bundle)}).run();`)).toBe('ran');
-    await writeFile(`${bundle}.cache`, 'not a code cache');
-    expect(rejected(bundle, `${bundle}.cache`)).toBe('true');
+    await writeFile(cacheFileFor(bundle, []), 'not a code cache');
+    expect(rejected(bundle, cacheFileFor(bundle, []))).toBe('true');
     expect(node(`L.loadBundleFile(${JSON.stringify(bundle)}).run();`)).toBe('ran');
   });
 });

@@ -4,7 +4,7 @@
  * and an agentd of another version — one that lacks a method, or the event stream.
  */
 import { spawn, spawnSync } from 'node:child_process';
-import { copyFile, mkdir, readFile, writeFile } from 'node:fs/promises';
+import { copyFile, mkdir, readdir, readFile, writeFile } from 'node:fs/promises';
 import http from 'node:http';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -74,7 +74,7 @@ describe('agentctl status runs only what it uses', () => {
       'bin/package.json',
       'load-bundle.cjs',
       'agentctl.cjs',
-      'agentctl.cjs.cache',
+      ...(await readdir(path.join(REPO_ROOT, 'dist'))).filter((f) => /^agentctl\.cjs\..*cache$/.test(f)),
     ])
       await copyFile(path.join(REPO_ROOT, 'dist', f), path.join(dir, f));
     const config = path.join(dir, 'config.yaml');
