@@ -11,12 +11,13 @@
  * `import()`s inside a bundle become lazily evaluated functions in the same file.
  */
 import { spawnSync } from 'node:child_process';
-import { existsSync, writeFileSync } from 'node:fs';
-import { chmod, mkdir, readFile, writeFile } from 'node:fs/promises';
+import { existsSync } from 'node:fs';
+import { chmod, mkdir, readdir, readFile, rm, writeFile } from 'node:fs/promises';
+import { builtinModules } from 'node:module';
 import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
-import { build, type Metafile, type Plugin } from 'esbuild';
+import { build, type BuildOptions, type Metafile, type Plugin } from 'esbuild';
 
 /** The repository root (this file is scripts/build.ts). */
 export const REPO_ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
@@ -30,7 +31,26 @@ export const BUNDLES = {
   sinkWorker: 'dist/sink-worker.cjs',
   /** Loads a program bundle through its V8 code cache (src/bin/load-bundle.ts): the npm bins. */
   loadBundle: 'dist/load-bundle.cjs',
+  /** The libraries only some agentctl commands use (LIBRARY_BUNDLES), loaded on first use. */
+  agentctlLibs: 'dist/agentctl-libs.cjs',
 } as const;
+
+/**
+ * A program's libraries that only some of its commands use, bundled apart from the program (in
+ * `dist/<program>-libs.cjs`) so that a command that does not use them never reads, compiles or
+ * keeps their source: agentctl's bundle was ~1 MiB, four fifths of it undici (`uninstall`), yaml
+ * (`--config` files), execa and pino (the host code of `uninstall`), while `status` needs only
+ * commander (docs/benchmarks.md, "CLI startup"). The program's bundle has every other package
+ * (`keep`) and its own code; each import of a library becomes `require('./<program>-libs.cjs')`
+ * and that library's property, read only when the importing module first runs. One copy of each
+ * library, in one place: the program shares no module state with it but what it imports.
+ */
+export const LIBRARY_BUNDLES = {
+  agentctl: { keep: ['commander'] },
+} as const;
+
+/** The file name of a program's library bundle, as its bundle requires it and as an asset. */
+export const libsBundleName = (program: string): string => `${program}-libs.cjs`;
 
 /**
  * The programs whose bundles get a V8 code cache, with the command run to make it: what every
@@ -79,76 +99,130 @@ const nodeUrlForWhatwgUrl: Plugin = {
   },
 };
 
+/**
+ * The npm bins are CommonJS (dist/bin/package.json says so; package.json's `"type": "module"`
+ * would make them ES modules): running an ES module first sets up Node's ES module loader,
+ * which a CommonJS main skips (docs/benchmarks.md, "CLI startup").
+ */
+/** A bare package specifier (`undici`, `@scope/pkg/sub`), not a built-in module or a path. */
+const BARE_PACKAGE = /^(@[a-z0-9][^/]*\/)?[a-z0-9][^/:]*(\/.*)?$/;
+const isBuiltin = (spec: string): boolean => builtinModules.includes(spec.split('/')[0] ?? spec);
+
+/**
+ * commander requires node:child_process at its start for executable subcommands (a command run
+ * as a program of its own), which agentctl does not have: for its bundle, child_process is
+ * loaded only if commander ever spawns, instead of at every start with net, dgram and the rest.
+ */
+const lazyChildProcessForCommander: Plugin = {
+  name: 'lazy-child-process-for-commander',
+  setup(b) {
+    b.onResolve({ filter: /^node:child_process$/ }, (args) =>
+      args.importer.includes('/node_modules/commander/')
+        ? { path: 'child_process', namespace: 'agentd-lazy-child-process' }
+        : undefined,
+    );
+    b.onLoad({ filter: /.*/, namespace: 'agentd-lazy-child-process' }, () => ({
+      contents: "module.exports = { spawn: (...args) => require('node:child_process').spawn(...args) };",
+      loader: 'js',
+    }));
+  },
+};
+
+/**
+ * For a program's bundle: every package it imports from its own source, except `keep`, is read
+ * from its library bundle (LIBRARY_BUNDLES), and the names used are collected into `used`.
+ */
+function librariesFromLibsBundle(program: string, keep: readonly string[], used: Set<string>): Plugin {
+  const libs = `./${libsBundleName(program)}`;
+  return {
+    name: 'libraries-from-libs-bundle',
+    setup(b) {
+      b.onResolve({ filter: BARE_PACKAGE }, (args) => {
+        const pkg = args.path.startsWith('@')
+          ? args.path.split('/').slice(0, 2).join('/')
+          : args.path.split('/')[0];
+        if (isBuiltin(args.path) || keep.includes(pkg ?? '') || args.importer.includes('/node_modules/'))
+          return undefined;
+        if (OPTIONAL_EXTERNALS.includes(args.path)) return undefined;
+        used.add(args.path);
+        return { path: args.path, namespace: 'agentd-libs' };
+      });
+      b.onResolve({ filter: /^\.\/[^/]+-libs\.cjs$/ }, (args) => ({ path: args.path, external: true }));
+      b.onLoad({ filter: /.*/, namespace: 'agentd-libs' }, (args) => ({
+        contents: `module.exports = require(${JSON.stringify(libs)})[${JSON.stringify(args.path)}];`,
+        loader: 'js',
+      }));
+    },
+  };
+}
+
+/** The entry of a library bundle: each library a getter, evaluated when first read. */
+const libsEntry = (names: Iterable<string>): string =>
+  `module.exports = {\n${[...names]
+    .sort()
+    .map((n) => `  get ${JSON.stringify(n)}() { return require(${JSON.stringify(n)}); },`)
+    .join('\n')}\n};\n`;
+
 const binWrapper = (program: string): string =>
   [
     '#!/usr/bin/env node',
     `// Generated by scripts/build.ts: runs ${program} from the bundle (the release executable runs the same file).`,
-    "import { createRequire } from 'node:module';",
+    "'use strict';",
+    "const path = require('node:path');",
     '',
-    'const require = createRequire(import.meta.url);',
-    `require('../load-bundle.cjs').loadBundleFile(require.resolve('../${program}.cjs')).run();`,
+    `require('../load-bundle.cjs').loadBundleFile(path.join(__dirname, '..', '${program}.cjs')).run();`,
     '',
   ].join('\n');
 
-/** The file next to the caches that says which runtime made them (`CodeCacheOrigin`). */
-export const CODE_CACHE_ORIGIN = 'code-cache-origin.json';
-
-/** Which runtime and V8 flags made the caches in a directory: only that runtime can use them. */
-export interface CodeCacheOrigin {
-  node: string;
-  v8: string;
-  flags: string[];
-}
+/** dist/bin/package.json: the bins in it are CommonJS. */
+const BIN_PACKAGE_JSON = `${JSON.stringify({ type: 'commonjs' }, null, 2)}\n`;
 
 /**
- * Write the V8 code cache of each program bundle in `root`/dist to `outDir` (as
- * `<bundle>.cache`), made by `node` with V8 `flags`: a cache serves only the runtime and flags
- * that made it, which `outDir`/CODE_CACHE_ORIGIN records. Each is made in a child process that
- * runs the program's CODE_CACHE_RUNS command.
+ * Write the V8 code cache of each program bundle in `root`/dist to `outDir`, made by `node`
+ * with V8 `flags`: a cache serves only the runtime and flags that made it, so its file name
+ * carries their key (`<bundle>.<key>.cache`, src/bin/load-bundle.ts). Each is made in a child
+ * process that runs the program's CODE_CACHE_RUNS command. Returns each program's cache file.
  */
 export function writeCodeCaches(o: {
   root: string;
   node: string;
   flags: readonly string[];
   outDir: string;
-}): void {
+}): Record<keyof typeof CODE_CACHE_RUNS, string> {
   const loader = path.join(o.root, BUNDLES.loadBundle);
+  const env: NodeJS.ProcessEnv = { PATH: process.env.PATH ?? '/usr/bin:/bin', HOME: os.tmpdir() };
+  const inChild = (code: string, stdout: 'ignore' | 'pipe') =>
+    spawnSync(o.node, [...o.flags, '-e', code], { env, stdio: ['ignore', stdout, 'pipe'], timeout: 60_000 });
+  const keyRun = inChild(`process.stdout.write(require(${JSON.stringify(loader)}).codeCacheKey())`, 'pipe');
+  const key = keyRun.stdout?.toString() ?? '';
+  if (keyRun.status !== 0 || !/^[0-9a-f]+$/.test(key)) {
+    throw new Error(
+      `code cache key of ${o.node} ${o.flags.join(' ')}: ${keyRun.error?.message ?? keyRun.stderr.toString().trim().slice(-500)}`,
+    );
+  }
+  const written: Partial<Record<keyof typeof CODE_CACHE_RUNS, string>> = {};
   for (const [program, argv] of Object.entries(CODE_CACHE_RUNS)) {
     const bundle = path.join(o.root, 'dist', `${program}.cjs`);
-    const out = path.join(o.outDir, `${program}.cjs.cache`);
-    const code = `require(${JSON.stringify(loader)}).writeCodeCache(${JSON.stringify(bundle)}, ${JSON.stringify(argv)}, ${JSON.stringify(out)})`;
-    const env: NodeJS.ProcessEnv = { PATH: process.env.PATH ?? '/usr/bin:/bin', HOME: os.tmpdir() };
-    const r = spawnSync(o.node, [...o.flags, '-e', code], {
-      env,
-      stdio: ['ignore', 'ignore', 'pipe'],
-      timeout: 60_000,
-    });
+    const out = path.join(o.outDir, `${program}.cjs.${key}.cache`);
+    const r = inChild(
+      `require(${JSON.stringify(loader)}).writeCodeCache(${JSON.stringify(bundle)}, ${JSON.stringify(argv)}, ${JSON.stringify(o.outDir)})`,
+      'ignore',
+    );
     if (r.error || !existsSync(out)) {
       throw new Error(
         `code cache of ${program}: ${o.node} ${o.flags.join(' ')} -e …: ${r.error?.message ?? r.stderr.toString().trim().slice(-500)}`,
       );
     }
+    written[program as keyof typeof CODE_CACHE_RUNS] = out;
   }
-  const versions = spawnSync(o.node, ['-p', 'JSON.stringify([process.version, process.versions.v8])'], {
-    encoding: 'utf8',
-  });
-  const [node, v8] = JSON.parse(versions.stdout) as [string, string];
-  const origin: CodeCacheOrigin = { node, v8, flags: [...o.flags] };
-  writeFileSync(path.join(o.outDir, CODE_CACHE_ORIGIN), `${JSON.stringify(origin, null, 2)}\n`);
+  return written as Record<keyof typeof CODE_CACHE_RUNS, string>;
 }
 
 /** Bundle and write the bins; returns esbuild's metafile (inputs and output sizes). */
 export async function buildBundle(root: string = REPO_ROOT): Promise<Metafile> {
   const pkg = JSON.parse(await readFile(path.join(root, 'package.json'), 'utf8')) as { version: string };
-  const result = await build({
+  const common = {
     absWorkingDir: root,
-    entryPoints: {
-      agentd: 'src/bin/agentd.ts',
-      agentctl: 'src/bin/agentctl.ts',
-      'sea-main': 'src/bin/sea-main.ts',
-      'sink-worker': 'src/provision/artifacts/sink-worker.ts',
-      'load-bundle': 'src/bin/load-bundle.ts',
-    },
     outdir: 'dist',
     outExtension: { '.js': '.cjs' },
     bundle: true,
@@ -166,17 +240,64 @@ export async function buildBundle(root: string = REPO_ROOT): Promise<Metafile> {
     plugins: [nodeUrlForWhatwgUrl],
     metafile: true,
     logLevel: 'warning',
+  } satisfies BuildOptions;
+  const main = await build({
+    ...common,
+    entryPoints: {
+      agentd: 'src/bin/agentd.ts',
+      'sea-main': 'src/bin/sea-main.ts',
+      'sink-worker': 'src/provision/artifacts/sink-worker.ts',
+      'load-bundle': 'src/bin/load-bundle.ts',
+    },
   });
+  const metafile: Metafile = { inputs: { ...main.metafile.inputs }, outputs: { ...main.metafile.outputs } };
+  const entries = { agentctl: 'src/bin/agentctl.ts' } as const;
+  for (const [program, { keep }] of Object.entries(LIBRARY_BUNDLES)) {
+    const used = new Set<string>();
+    const own = await build({
+      ...common,
+      entryPoints: { [program]: entries[program as keyof typeof entries] },
+      plugins: [
+        nodeUrlForWhatwgUrl,
+        lazyChildProcessForCommander,
+        librariesFromLibsBundle(program, keep, used),
+      ],
+    });
+    const libs = await build({
+      ...common,
+      entryPoints: undefined,
+      outdir: undefined,
+      outfile: path.join('dist', libsBundleName(program)),
+      stdin: {
+        contents: libsEntry(used),
+        resolveDir: root,
+        sourcefile: `${program}-libs-entry.js`,
+        loader: 'js',
+      },
+    });
+    for (const r of [own, libs]) {
+      Object.assign(metafile.inputs, r.metafile.inputs);
+      Object.assign(metafile.outputs, r.metafile.outputs);
+    }
+  }
   const binDir = path.join(root, 'dist', 'bin');
   await mkdir(binDir, { recursive: true });
+  await writeFile(path.join(binDir, 'package.json'), BIN_PACKAGE_JSON);
   for (const program of ['agentd', 'agentctl']) {
     const file = path.join(binDir, `${program}.js`);
     await writeFile(file, binWrapper(program));
     await chmod(file, 0o755);
   }
-  // For the npm bins: this runtime, no V8 flags (a bin runs `node` plain).
-  writeCodeCaches({ root, node: process.execPath, flags: [], outDir: path.join(root, 'dist') });
-  return result.metafile;
+  // For the npm bins, on this runtime: without V8 flags (a bin runs `node` plain), and with the
+  // release's RUNTIME_FLAGS (`node --max-semi-space-size=1 --optimize-for-size dist/bin/agentd.js`):
+  // without a cache of its own, a run under those flags compiles the whole bundle, whose parse
+  // alone raised agentd's resident memory by ~27 MiB (docs/benchmarks.md, "Footprint").
+  const dist = path.join(root, 'dist');
+  for (const stale of (await readdir(dist)).filter((f) => f.endsWith('.cache')))
+    await rm(path.join(dist, stale));
+  for (const flags of [[], RUNTIME_FLAGS])
+    writeCodeCaches({ root, node: process.execPath, flags, outDir: dist });
+  return metafile;
 }
 
 // Run only when executed (`tsx scripts/build.ts`), not when imported by the release script.
@@ -187,7 +308,7 @@ if (process.argv[1] && import.meta.url === pathToFileURL(path.resolve(process.ar
         console.log(`wrote ${file} (${((meta.outputs[file]?.bytes ?? 0) / 1024).toFixed(0)} KiB)`);
       }
       console.log(
-        'wrote dist/bin/agentd.js and dist/bin/agentctl.js, dist/agentd.cjs.cache and dist/agentctl.cjs.cache',
+        'wrote dist/bin/agentd.js and dist/bin/agentctl.js, and the code caches dist/{agentd,agentctl}.cjs.<key>.cache',
       );
     },
     (err: unknown) => {

@@ -32,9 +32,19 @@ interface Run {
 }
 
 /** One vitest process: `projects` with `extra` arguments on `node`, its lines prefixed unless null. */
-function run(projects: string[], extra: string[], prefix: string | null, node = process.execPath): Run {
+function run(
+  projects: string[],
+  extra: string[],
+  prefix: string | null,
+  node = process.execPath,
+  moreEnv: NodeJS.ProcessEnv = {},
+): Run {
   // What the tests start as `node` (and as `process.execPath`) is this runtime too.
-  const env = { ...process.env, PATH: `${path.dirname(node)}${path.delimiter}${process.env.PATH ?? ''}` };
+  const env = {
+    ...process.env,
+    ...moreEnv,
+    PATH: `${path.dirname(node)}${path.delimiter}${process.env.PATH ?? ''}`,
+  };
   const args = [VITEST, 'run', ...projects.flatMap((p) => ['--project', p]), ...extra, ...ARGS];
   const child = spawn(node, args, {
     env,
@@ -99,6 +109,7 @@ if (secondError !== null) {
     ['--exclude', 'test/system/**'],
     `[node ${secondLabel}] `,
     secondNode,
+    { AGENTD_TEST_FOREIGN_DIST: '1' },
   );
   runs.push(again);
   secondCode = await again.done;

@@ -88,7 +88,7 @@ async function buildExecutable(node: string, root: string, out: string, work: st
   // by another runtime or with other flags would be rejected, silently, at every start).
   const caches = path.join(work, 'code-cache');
   await mkdir(caches, { recursive: true });
-  writeCodeCaches({ root, node, flags: RUNTIME_FLAGS, outDir: caches });
+  const cacheFiles = writeCodeCaches({ root, node, flags: RUNTIME_FLAGS, outDir: caches });
   await writeFile(
     config,
     JSON.stringify({
@@ -96,10 +96,12 @@ async function buildExecutable(node: string, root: string, out: string, work: st
       assets: {
         'agentd.cjs': path.join(root, BUNDLES.agentd),
         'agentctl.cjs': path.join(root, BUNDLES.agentctl),
+        // The libraries only some agentctl commands use, loaded by agentctl's bundle on first use.
+        'agentctl-libs.cjs': path.join(root, BUNDLES.agentctlLibs),
         // agentd's bundle starts the download worker from this asset (src/provision/artifacts/sink.ts).
         'sink-worker.cjs': path.join(root, BUNDLES.sinkWorker),
-        'agentd.cjs.cache': path.join(caches, 'agentd.cjs.cache'),
-        'agentctl.cjs.cache': path.join(caches, 'agentctl.cjs.cache'),
+        // Named as the main looks them up: by the runtime's and flags' key (src/bin/load-bundle.ts).
+        ...Object.fromEntries(Object.values(cacheFiles).map((f) => [path.basename(f), f])),
       },
       output: out,
       disableExperimentalSEAWarning: true,

@@ -7,7 +7,7 @@
  */
 import path from 'node:path';
 import { getAsset, isSea } from 'node:sea';
-import { codeCacheName, loadBundleSource } from './load-bundle.js';
+import { bundleRequire, codeCacheName, loadBundleSource, type ProgramBundle } from './load-bundle.js';
 
 export type ProgramName = 'agentd' | 'agentctl';
 
@@ -27,13 +27,16 @@ function optionalAsset(name: string): Buffer | undefined {
 
 // `process.argv0` is the name it was started as; `process.execPath` is the resolved file. The
 // bundle's `require` is this script's, which in a single executable application loads only
-// built-in modules: the bundles need nothing else. Its code cache was made by the release
+// built-in modules, and the other embedded bundles (a program's library bundle, an asset too):
+// the bundles need nothing else. Its code cache was made by the release
 // script with this runtime and flags (scripts/release/release.ts).
-if (isSea()) {
-  const program = programFromName(process.argv0);
-  const bundle = `${program}.cjs`;
-  loadBundleSource(bundle, getAsset(bundle, 'utf8'), optionalAsset(codeCacheName(bundle)), {
-    req: require,
+/** An embedded bundle, through its code cache when there is one; the bundles it requires too. */
+function loadAsset(bundle: string): ProgramBundle {
+  const req = bundleRequire(require, loadAsset);
+  return loadBundleSource(bundle, getAsset(bundle, 'utf8'), optionalAsset(codeCacheName(bundle)), {
+    req,
     filename: process.execPath,
-  }).run();
+  });
 }
+
+if (isSea()) loadAsset(`${programFromName(process.argv0)}.cjs`).run();

@@ -45,7 +45,10 @@ export interface CliContext {
 
 /** The real process: stdin, the system clock and SIGINT. */
 export const defaultCliProcess: CliProcess = {
-  stdin: process.stdin,
+  // A getter: touching process.stdin sets up a stream, which only a confirmation prompt needs.
+  get stdin() {
+    return process.stdin;
+  },
   clock: systemClock,
   onInterrupt(handler) {
     process.on('SIGINT', handler);

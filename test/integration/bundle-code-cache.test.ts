@@ -4,11 +4,11 @@
  * and a cache V8 rejects (or none) only means compiling without one: the program still runs.
  */
 import { spawnSync } from 'node:child_process';
-import { existsSync, readFileSync } from 'node:fs';
+import { existsSync, readdirSync } from 'node:fs';
 import { writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { CODE_CACHE_ORIGIN, type CodeCacheOrigin } from '../../scripts/build.js';
+import { RUNTIME_FLAGS } from '../../scripts/build.js';
 import { REPO_ROOT, makeTempDir } from '../support/daemon.js';
 
 const LOADER = path.join(REPO_ROOT, 'dist/load-bundle.cjs');
@@ -31,32 +31,54 @@ const rejected = (bundle: string, cache: string): string =>
   );
 
 describe('bundle code caches', () => {
-  // A cache serves only the runtime that made it. On that runtime the build's caches must be
-  // accepted; on another (CI's second runtime runs these tests on the release's Node LTS against
-  // dist/ built by the first) V8 must reject them and the program must still run.
-  const origin = JSON.parse(
-    readFileSync(path.join(REPO_ROOT, 'dist', CODE_CACHE_ORIGIN), 'utf8'),
-  ) as CodeCacheOrigin;
-  const sameRuntime = origin.v8 === process.versions.v8 && origin.flags.length === 0;
+  /** The cache file the loader reads for `bundle` in a `node` run with `flags`. */
+  const cacheFileFor = (bundle: string, flags: string[]): string => {
+    const r = spawnSync(
+      process.execPath,
+      [
+        ...flags,
+        '-e',
+        `process.stdout.write(require(${JSON.stringify(LOADER)}).codeCacheName(${JSON.stringify(bundle)}))`,
+      ],
+      { encoding: 'utf8' },
+    );
+    expect(r.status, r.stderr).toBe(0);
+    return r.stdout;
+  };
+
+  // CI's second runtime runs these tests against dist/ built by the first (scripts/test.ts sets
+  // AGENTD_TEST_FOREIGN_DIST): there the build's caches belong to another V8 and must be refused.
+  const foreignDist = process.env.AGENTD_TEST_FOREIGN_DIST === '1';
 
   it.each(['agentd', 'agentctl'])(
-    'the build wrote a cache for %s that the loader takes when it can',
+    'the build wrote caches for %s that the loader accepts, plain and under the release flags',
     (program) => {
       const bundle = path.join(REPO_ROOT, 'dist', `${program}.cjs`);
-      expect(existsSync(`${bundle}.cache`)).toBe(true);
-      expect(
-        rejected(bundle, `${bundle}.cache`),
-        `dist/${program}.cjs.cache was made by node ${origin.node} (V8 ${origin.v8}); this is ${process.version} (V8 ${process.versions.v8})`,
-      ).toBe(sameRuntime ? 'false' : 'true');
-      const r = spawnSync(
-        process.execPath,
-        [path.join(REPO_ROOT, 'dist', 'bin', `${program}.js`), '--version'],
-        {
-          encoding: 'utf8',
-        },
-      );
-      expect(r.status, r.stderr).toBe(0);
-      expect(r.stdout.trim()).toMatch(/^\d+\.\d+\.\d+/);
+      const plain = cacheFileFor(bundle, []);
+      const release = cacheFileFor(bundle, [...RUNTIME_FLAGS]);
+      // Other flags, another key: a cache made under one set is rejected under the other.
+      expect(release).not.toBe(plain);
+      if (foreignDist) {
+        const made = readdirSync(path.dirname(bundle))
+          .filter((f) => f.startsWith(`${program}.cjs.`) && f.endsWith('.cache'))
+          .map((f) => path.join(path.dirname(bundle), f));
+        expect(made.length).toBeGreaterThanOrEqual(2);
+        expect(made).not.toContain(plain);
+        for (const cache of made) expect(rejected(bundle, cache), cache).toBe('true');
+        const r = spawnSync(
+          process.execPath,
+          [path.join(REPO_ROOT, 'dist', 'bin', `${program}.js`), '--version'],
+          {
+            encoding: 'utf8',
+          },
+        );
+        expect(r.status, r.stderr).toBe(0);
+        return;
+      }
+      expect(existsSync(plain)).toBe(true);
+      expect(existsSync(release)).toBe(true);
+      expect(rejected(bundle, plain)).toBe('false');
+      expect(rejected(bundle, release)).toBe('true');
     },
   );
 
@@ -64,20 +86,42 @@ describe('bundle code caches', () => {
     const bundle = path.join(await makeTempDir('agentd-code-cache-'), 'prog.cjs');
     await writeFile(bundle, 'exports.run = () => process.stdout.write(process.argv.slice(2).join(","));\n');
     expect(
-      node(`L.writeCodeCache(${JSON.stringify(bundle)}, ['a', 'b'], ${JSON.stringify(`${bundle}.cache`)});`),
+      node(
+        `L.writeCodeCache(${JSON.stringify(bundle)}, ['a', 'b'], ${JSON.stringify(path.dirname(bundle))});`,
+      ),
     ).toBe('a,b');
-    expect(rejected(bundle, `${bundle}.cache`)).toBe('false');
+    expect(rejected(bundle, cacheFileFor(bundle, []))).toBe('false');
     expect(node(`process.argv.push('prog', 'x'); L.loadBundleFile(${JSON.stringify(bundle)}).run();`)).toBe(
       'x',
     );
+  });
+
+  it("a bundle's sibling bundle (`./<name>.cjs`) is loaded from its directory, once, on first require", async () => {
+    const dir = await makeTempDir('agentd-code-cache-');
+    const bundle = path.join(dir, 'prog.cjs');
+    await writeFile(
+      path.join(dir, 'prog-libs.cjs'),
+      'globalThis.loads = (globalThis.loads ?? 0) + 1; module.exports = { lib: require("node:path").sep };\n',
+    );
+    await writeFile(
+      bundle,
+      [
+        'exports.run = () => {',
+        '  const before = globalThis.loads ?? 0;',
+        '  const a = require("./prog-libs.cjs"), b = require("./prog-libs.cjs");',
+        '  process.stdout.write([before, globalThis.loads, a === b, a.lib].join(","));',
+        '};',
+      ].join('\n'),
+    );
+    expect(node(`L.loadBundleFile(${JSON.stringify(bundle)}).run();`)).toBe('0,1,true,/');
   });
 
   it('a cache V8 rejects, or none, still runs the program', async () => {
     const bundle = path.join(await makeTempDir('agentd-code-cache-'), 'other.cjs');
     await writeFile(bundle, 'exports.run = () => process.stdout.write("ran");\n');
     expect(node(`L.loadBundleFile(${JSON.stringify(bundle)}).run();`)).toBe('ran');
-    await writeFile(`${bundle}.cache`, 'not a code cache');
-    expect(rejected(bundle, `${bundle}.cache`)).toBe('true');
+    await writeFile(cacheFileFor(bundle, []), 'not a code cache');
+    expect(rejected(bundle, cacheFileFor(bundle, []))).toBe('true');
     expect(node(`L.loadBundleFile(${JSON.stringify(bundle)}).run();`)).toBe('ran');
   });
 });

@@ -39,6 +39,8 @@ describe.skipIf(availableParallelism() < WORKER_SINK_MIN_CPUS)('the bundle’s d
     await mkdir(path.join(copy, 'bin'));
     await writeFile(path.join(copy, 'package.json'), '{ "type": "module" }\n');
     await copyFile(path.join(REPO_ROOT, 'dist/bin/agentd.js'), path.join(copy, 'bin/agentd.js'));
+    // The bins are CommonJS by their own package.json (dist/bin/package.json).
+    await copyFile(path.join(REPO_ROOT, 'dist/bin/package.json'), path.join(copy, 'bin/package.json'));
     for (const file of ['agentd.cjs', 'load-bundle.cjs'])
       await copyFile(path.join(REPO_ROOT, 'dist', file), path.join(copy, file));
   });

@@ -3,13 +3,13 @@
  * bundle: no Kubernetes client, no server, no download code), `… | head` closing the pipe early,
  * and an agentd of another version — one that lacks a method, or the event stream.
  */
-import { spawn } from 'node:child_process';
-import { readFile, writeFile } from 'node:fs/promises';
+import { spawn, spawnSync } from 'node:child_process';
+import { copyFile, mkdir, readdir, readFile, writeFile } from 'node:fs/promises';
 import http from 'node:http';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { AGENTCTL_BIN, runAgentctl } from '../support/cli.js';
-import { childEnv, makeTempDir, startTestDaemon, type TestDaemon } from '../support/daemon.js';
+import { REPO_ROOT, childEnv, makeTempDir, startTestDaemon, type TestDaemon } from '../support/daemon.js';
 
 describe('agentctl status runs only what it uses', () => {
   let d: TestDaemon;
@@ -59,6 +59,45 @@ describe('agentctl status runs only what it uses', () => {
     expect(builtins).toContain('http');
     const forbidden = ['tls', 'https', 'http2', 'zlib', 'worker_threads'];
     expect(builtins.filter((m) => forbidden.includes(m))).toEqual([]);
+  });
+
+  /**
+   * agentctl's bundle without its library bundle (dist/agentctl-libs.cjs, scripts/build.ts):
+   * what status, version and help need is all in agentctl's own bundle; a command that needs a
+   * library (yaml, to read a --config file) loads the library bundle on first use.
+   */
+  it('status needs no library bundle; a command that needs a library loads it', async () => {
+    const dir = await makeTempDir('agentctl-split-');
+    await mkdir(path.join(dir, 'bin'));
+    for (const f of [
+      'bin/agentctl.js',
+      'bin/package.json',
+      'load-bundle.cjs',
+      'agentctl.cjs',
+      ...(await readdir(path.join(REPO_ROOT, 'dist'))).filter((f) => /^agentctl\.cjs\..*cache$/.test(f)),
+    ])
+      await copyFile(path.join(REPO_ROOT, 'dist', f), path.join(dir, f));
+    const config = path.join(dir, 'config.yaml');
+    await writeFile(config, 'KubernetesVersion: 1.35.0\n');
+    const agentctl = (args: string[]) =>
+      spawnSync(process.execPath, [path.join(dir, 'bin/agentctl.js'), '--socket', d.socket, ...args], {
+        env: childEnv(),
+        encoding: 'utf8',
+      });
+    const status = agentctl(['--json', 'status']);
+    expect(status.status, status.stderr).toBe(0);
+    expect(JSON.parse(status.stdout)).toHaveProperty('daemon.state');
+    expect(agentctl(['--version']).status).toBe(0);
+    expect(agentctl(['help', 'update']).status).toBe(0);
+    const update = ['update', '--config', config, '--dry-run'];
+    const withoutLibs = agentctl(update);
+    expect(withoutLibs.status).toBe(1);
+    expect(withoutLibs.stderr).toContain('agentctl-libs.cjs');
+    await copyFile(path.join(REPO_ROOT, 'dist/agentctl-libs.cjs'), path.join(dir, 'agentctl-libs.cjs'));
+    // The YAML file was read (yaml, from the library bundle) and sent: the daemon judged it.
+    const withLibs = agentctl(update);
+    expect(withLibs.stderr).not.toContain('agentctl-libs.cjs');
+    expect(withLibs.stderr).toContain('invalid params');
   });
 });
 

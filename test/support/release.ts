@@ -19,6 +19,7 @@ const REPO = fileURLToPath(new URL('../../', import.meta.url));
 const INPUTS = [
   'dist/agentd.cjs',
   'dist/agentctl.cjs',
+  'dist/agentctl-libs.cjs',
   'dist/sea-main.cjs',
   'dist/sink-worker.cjs',
   'dist/load-bundle.cjs',
