@@ -51,7 +51,7 @@ describe.skipIf(!requireRealHost())('the .deb on a real systemd host', { timeout
     await node.host.execOk([
       'sh',
       '-c',
-      `set -e; rm -rf /root/deb; dpkg-deb -R /root/agentd_${version}_amd64.deb /root/deb; sed -i "s/^Version: .*/Version: $1/" /root/deb/DEBIAN/control; dpkg-deb --root-owner-group -b /root/deb /root/agentd-newer.deb`,
+      `set -e; rm -rf /root/deb; dpkg-deb -R /root/agentd_${version}_amd64.deb /root/deb; sed -i "s/^Version: .*/Version: $1/" /root/deb/DEBIAN/control; dpkg-deb --root-owner-group -Zgzip -z1 -b /root/deb /root/agentd-newer.deb`,
       'sh',
       newer,
     ]);

@@ -141,5 +141,5 @@ describe('Machine watcher: a target that rolled back', () => {
     expect((await watcher(d)).blocked).toBeNull();
     expect(existsSync(path.join(dir, 'state', 'watcher-blocked-target.json'))).toBe(false);
     expect((kube.getMachine(NAME)?.status?.operations as { repaveCounter: number }).repaveCounter).toBe(2);
-  });
+  }, 90_000); // two daemons, a rollback and a restart: ~15 s alone, twice that on a busy machine
 });
