@@ -242,7 +242,7 @@ export function createLeaseGate(o: LeaseGateOptions): LeaseGate {
    */
   async function decide(policy: FleetPolicy, known: FleetFailure[] | null): Promise<Decision> {
     let failures = known ?? (await o.state.failures());
-    let fresh = known === null;
+    const fresh = known === null;
     const halted = (): Decision | null => {
       const stop = failures.length >= policy.maxFailures;
       metrics.fleetHalted.set(stop ? 1 : 0);
@@ -280,7 +280,6 @@ export function createLeaseGate(o: LeaseGateOptions): LeaseGate {
       if (!fresh) {
         // About to write: a failure recorded since the last full look may have halted the fleet.
         failures = await o.state.failures();
-        fresh = true;
         const stop = halted();
         if (stop !== null) return stop;
       }
