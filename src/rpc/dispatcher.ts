@@ -76,9 +76,23 @@ interface Cached {
   version: number;
   json: string;
   bytes: Buffer;
+  /** The last whole answer built from it, and the id it answered. */
+  answer: { idJson: string; bytes: Buffer } | null;
 }
 
 const CLOSE = Buffer.from('}');
+
+/** Longest request text whose parse is kept for the next call (a poll is ~50 characters). */
+const PARSE_MEMO_MAX_CHARS = 512;
+
+/** `value`, frozen all the way down (a parsed request is shared by the calls that repeat it). */
+function deepFreeze<T>(value: T): T {
+  if (typeof value === 'object' && value !== null && !Object.isFrozen(value)) {
+    Object.freeze(value);
+    for (const v of Object.values(value)) deepFreeze(v);
+  }
+  return value;
+}
 
 type MaybePromise<T> = T | Promise<T>;
 
@@ -120,6 +134,15 @@ function screen(member: unknown): { id: RpcId; message: string } | null {
     return { id, message: 'invalid request: params must be an object or an array' };
   }
   return null;
+}
+
+/** One call under way: what its answer and its count need once the result is known. */
+interface Call {
+  entry: Entry;
+  id: RpcId;
+  notification: boolean;
+  caller: string;
+  started: number;
 }
 
 interface Entry {
@@ -194,7 +217,7 @@ export function createDispatcher(options: DispatcherOptions): Dispatcher {
     if (cached !== null && cached.version === version) return cached.json;
     return method.handler(params, ctx).then((result) => {
       const json = JSON.stringify(result) ?? 'null';
-      entry.cached = { version, json, bytes: Buffer.from(json) };
+      entry.cached = { version, json, bytes: Buffer.from(json), answer: null };
       return json;
     });
   }
@@ -221,23 +244,11 @@ export function createDispatcher(options: DispatcherOptions): Dispatcher {
       );
       return { text: notification ? null : errorText(id, error), mutating: false };
     }
-    const { mutating } = entry.method;
-    const fail = (err: unknown): Answered => {
-      const { error, internal } = toWireError(err);
-      if (internal) logger.error({ err, rpc: entry.method.name }, 'internal error in a JSON-RPC method');
-      record(entry.method.name, mutating, String(error.data.code), ctx.caller, started);
-      return { text: notification ? null : errorText(id, error), mutating };
-    };
-    const succeed = (json: string): Answered => {
-      record(entry.method.name, mutating, 'ok', ctx.caller, started);
-      if (notification) return { text: null, mutating };
-      const cached = entry.cached?.json === json ? entry.cached : undefined;
-      return { text: resultText(id, json), mutating, cached, id };
-    };
+    const c: Call = { entry, id, notification, caller: ctx.caller, started };
     let json: MaybePromise<string>;
     try {
       const params = validate(entry, request.params);
-      if (mutating) {
+      if (entry.method.mutating) {
         if (options.isDraining()) throw new DrainingError();
         if (!options.isReady()) {
           throw new UnavailableError('agentd is still recovering; retry once /readyz answers 200');
@@ -245,18 +256,46 @@ export function createDispatcher(options: DispatcherOptions): Dispatcher {
       }
       json = run(entry, params, ctx);
     } catch (err) {
-      return fail(err);
+      return failed(c, err);
     }
-    return typeof json === 'string' ? succeed(json) : json.then(succeed, fail);
+    // No closures on the synchronous path (a cached `status` poll): it allocates nothing it can avoid.
+    return typeof json === 'string'
+      ? succeeded(c, json)
+      : json.then(
+          (j) => succeeded(c, j),
+          (err: unknown) => failed(c, err),
+        );
+  }
+
+  function failed(c: Call, err: unknown): Answered {
+    const { method } = c.entry;
+    const { error, internal } = toWireError(err);
+    if (internal) logger.error({ err, rpc: method.name }, 'internal error in a JSON-RPC method');
+    record(method.name, method.mutating, String(error.data.code), c.caller, c.started);
+    return { text: c.notification ? null : errorText(c.id, error), mutating: method.mutating };
+  }
+
+  function succeeded(c: Call, json: string): Answered {
+    const { method } = c.entry;
+    record(method.name, method.mutating, 'ok', c.caller, c.started);
+    if (c.notification) return { text: null, mutating: method.mutating };
+    const cached = c.entry.cached?.json === json ? c.entry.cached : undefined;
+    return { text: resultText(c.id, json), mutating: method.mutating, cached, id: c.id };
   }
 
   /** A single answer within the answer limit (a read's answer past it becomes an error). */
   function single(answered: Answered, member: unknown): WireAnswer {
     const { text, cached } = answered;
     if (cached !== undefined && cached.bytes.length < MAX_ANSWER_BYTES - 64) {
-      // The polled read: its result's bytes are made once per version, not per call.
-      const head = `{"jsonrpc":"2.0","id":${JSON.stringify(answered.id ?? null)},"result":`;
-      return Buffer.concat([Buffer.from(head), cached.bytes, CLOSE]);
+      // The polled read: its whole answer is made once per version and id (a poller reuses
+      // its id), not per call.
+      const idJson = JSON.stringify(answered.id ?? null);
+      const last = cached.answer;
+      if (last !== null && last.idJson === idJson) return last.bytes;
+      const head = Buffer.from(`{"jsonrpc":"2.0","id":${idJson},"result":`);
+      const bytes = Buffer.concat([head, cached.bytes, CLOSE]);
+      cached.answer = { idJson, bytes };
+      return bytes;
     }
     if (text === null || answered.mutating || !exceeds(text, MAX_ANSWER_BYTES)) return text;
     return errorText((member as { id: RpcId }).id, tooLarge());
@@ -324,13 +363,26 @@ export function createDispatcher(options: DispatcherOptions): Dispatcher {
     return errorText(null, makeWireError('PARSE_ERROR', `parse error: ${(err as Error).message}`));
   };
 
+  // The last request text and its parse. A poller sends the same bytes every time, and in a
+  // process of agentd's size JSON.parse of even a tiny request costs more than the rest of a
+  // cached `status` call: its keys are looked up in V8's large string table and shape tree
+  // (bench/rpc.ts; docs/benchmarks.md). Parsing is pure and the parse is frozen, so the memo
+  // only skips work: every call is still screened, validated, run and counted.
+  let lastText: string | null = null;
+  let lastBody: unknown = null;
+
   return {
     handleText(text, caller) {
+      if (text === lastText) return dispatch(lastBody, caller);
       let body: unknown;
       try {
         body = JSON.parse(text);
       } catch (err) {
         return parseError(err, caller);
+      }
+      if (text.length <= PARSE_MEMO_MAX_CHARS) {
+        lastText = text;
+        lastBody = deepFreeze(body);
       }
       return dispatch(body, caller);
     },

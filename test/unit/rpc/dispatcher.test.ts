@@ -556,6 +556,36 @@ describe('versioned reads (methods with a version)', () => {
     expect(h.wire('{"jsonrpc":"2.0","id":2,"method":"polled"}')).toBeInstanceOf(Promise);
   });
 
+  it('a repeated poll (the same text) is answered afresh each version, counted each time, with its own id', async () => {
+    const h = versionedSetup();
+    const poll = '{"jsonrpc":"2.0","id":7,"method":"polled"}';
+    const text = async (raw: string): Promise<Resp> => JSON.parse((await h.wire(raw))!.toString()) as Resp;
+    expect(await text(poll)).toEqual({ jsonrpc: '2.0', id: 7, result: { n: 1 } });
+    expect(await text(poll)).toEqual({ jsonrpc: '2.0', id: 7, result: { n: 1 } });
+    // Another id between two polls with the same id: each answer carries its own.
+    expect((await text('{"jsonrpc":"2.0","id":"other","method":"polled"}')).id).toBe('other');
+    expect(await text(poll)).toEqual({ jsonrpc: '2.0', id: 7, result: { n: 1 } });
+    h.bump();
+    expect(await text(poll)).toEqual({ jsonrpc: '2.0', id: 7, result: { n: 2 } });
+    expect(h.computed()).toBe(2);
+    expect(await counter(h.metrics, 'polled', 'ok')).toBe(5);
+  });
+
+  it('a repeated request text is screened and validated every time: errors repeat, nothing is shared', async () => {
+    const h = versionedSetup();
+    const bad = '{"jsonrpc":"2.0","id":1,"method":"polled","params":{"x":{"y":1}}}';
+    for (let i = 0; i < 2; i++) {
+      const r = JSON.parse((await h.wire(bad))!.toString()) as Resp;
+      expect(r.error?.code).toBe(-32602);
+    }
+    const unknown = '{"jsonrpc":"2.0","id":1,"method":"nope"}';
+    for (let i = 0; i < 2; i++) {
+      expect((JSON.parse((await h.wire(unknown))!.toString()) as Resp).error?.code).toBe(-32601);
+    }
+    expect(await counter(h.metrics, 'polled', 'INVALID_PARAMS')).toBe(2);
+    expect(await counter(h.metrics, '(unknown)', 'METHOD_NOT_FOUND')).toBe(2);
+  });
+
   it('never serves the cache for positional params, unknown params or notifications', async () => {
     const h = versionedSetup();
     await h.call({ jsonrpc: '2.0', id: 1, method: 'polled' });
