@@ -5,7 +5,7 @@
  * its own timeout. The checks run side by side; the gate passes only when all of them do.
  */
 import type { Logger } from 'pino';
-import { request } from 'undici';
+import { loadUndici } from '../lazy-undici.js';
 import { CancelledError, HealthGateFailedError, describeError } from '../errors.js';
 import type { HealthGate as EngineHealthGate, HealthGateTarget } from '../engine/update.js';
 import type { Clock, CommandResult, MachineName } from '../host/types.js';
@@ -91,6 +91,7 @@ const stripV = (v: string): string => v.replace(/^v/, '');
 
 /** The default HTTP GET: undici, the body read and discarded, bounded by `timeoutMs`. */
 export const undiciGet: HttpGet = async (url, { timeoutMs, signal }) => {
+  const { request } = await loadUndici();
   const res = await request(url, {
     method: 'GET',
     signal: AbortSignal.any([signal, AbortSignal.timeout(timeoutMs)]),

@@ -46,7 +46,7 @@ export async function checkArtifacts(
   const specs = resolveArtifacts(config, arch);
   return runLimited(specs, options.concurrency ?? 8, options.signal, async (spec, _i, signal) => {
     const ctx: HttpContext = {
-      dispatcher: options.dispatcher ?? defaultArtifactDispatcher(),
+      dispatcher: options.dispatcher ?? (await defaultArtifactDispatcher()),
       clock: options.clock ?? systemClock,
       signal,
       retry: { retries: options.retries ?? 1, baseDelayMs: 500, maxDelayMs: 2_000 },

@@ -3,7 +3,8 @@
  * release assets redirect to a CDN), classification of failures into transient (retried) and
  * final ones, and retries with the one backoff policy (src/retry) on the injected clock.
  */
-import { Agent, interceptors, request, type Dispatcher } from 'undici';
+import type { Dispatcher } from 'undici';
+import { loadUndici } from '../../lazy-undici.js';
 import { DownloadFailedError, toAgentError as fromForeign } from '../../errors.js';
 import type { AgentError } from '../../errors.js';
 import type { Clock } from '../../host/types.js';
@@ -37,7 +38,8 @@ export interface HttpContext {
 let defaultDispatcher: Dispatcher | undefined;
 
 /** The process-wide dispatcher: keep-alive pool, redirects followed, generous but finite timeouts. */
-export function defaultArtifactDispatcher(): Dispatcher {
+export async function defaultArtifactDispatcher(): Promise<Dispatcher> {
+  const { Agent, interceptors } = await loadUndici();
   defaultDispatcher ??= new Agent({
     connect: { timeout: 30_000 },
     headersTimeout: 60_000,
@@ -115,6 +117,7 @@ export type HttpResponse = Dispatcher.ResponseData;
 
 /** One request (no retries) on the context's dispatcher and signal. */
 export async function send(ctx: HttpContext, method: 'GET' | 'HEAD', url: string): Promise<HttpResponse> {
+  const { request } = await loadUndici();
   return request(url, {
     method,
     dispatcher: ctx.dispatcher,

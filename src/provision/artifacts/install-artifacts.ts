@@ -93,7 +93,7 @@ export async function installArtifacts(
   const probe = options.versionProbe ?? defaultVersionProbe;
   const outcomes = await runLimited(specs, concurrency, options.signal, async (spec, _i, signal) => {
     const ctx: HttpContext = {
-      dispatcher: options.dispatcher ?? defaultArtifactDispatcher(),
+      dispatcher: options.dispatcher ?? (await defaultArtifactDispatcher()),
       clock: options.clock ?? systemClock,
       signal,
       retry: {

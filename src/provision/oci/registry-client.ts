@@ -4,8 +4,8 @@
  * registry's origin), the HTTP/HTTPS policy, and retries of transient failures.
  */
 import type { Readable } from 'node:stream';
-import { Agent, request } from 'undici';
 import type { Dispatcher } from 'undici';
+import { loadUndici } from '../../lazy-undici.js';
 import { ChecksumMismatchError, ImagePullFailedError } from '../../errors.js';
 import type { Clock } from '../../host/types.js';
 import { systemClock } from '../../host/clock.js';
@@ -84,7 +84,8 @@ export class RegistryClient {
   readonly baseUrl: string;
   readonly label: string;
   readonly #ref: ImageReference;
-  readonly #dispatcher: Dispatcher;
+  /** The caller's dispatcher, or our own Agent once the first request made it. */
+  #dispatcher: Dispatcher | undefined;
   readonly #ownsDispatcher: boolean;
   readonly #signal: AbortSignal | undefined;
   readonly #logger: OciLogger;
@@ -96,14 +97,7 @@ export class RegistryClient {
     this.baseUrl = registryBaseUrl(ref.registry);
     this.label = formatImageReference(ref);
     this.#ownsDispatcher = options.dispatcher === undefined;
-    this.#dispatcher =
-      options.dispatcher ??
-      new Agent({
-        connect: { timeout: 30_000 },
-        headersTimeout: 60_000,
-        bodyTimeout: 120_000,
-        keepAliveTimeout: 4_000,
-      });
+    this.#dispatcher = options.dispatcher;
     this.#signal = options.signal;
     this.#logger = options.logger ?? silentLogger;
     this.#retry = {
@@ -167,7 +161,7 @@ export class RegistryClient {
 
   /** Release the connections of the private dispatcher (a caller's dispatcher is left open). */
   async close(): Promise<void> {
-    if (this.#ownsDispatcher) await this.#dispatcher.close();
+    if (this.#ownsDispatcher) await this.#dispatcher?.close();
   }
 
   /** One request with redirects and one round of the token flow; resolves only on HTTP 200. */
@@ -215,7 +209,14 @@ export class RegistryClient {
 
   async #request(url: URL, headers: Record<string, string>, what: string): Promise<ResponseData> {
     try {
-      return await request(url, {
+      const undici = await loadUndici();
+      this.#dispatcher ??= new undici.Agent({
+        connect: { timeout: 30_000 },
+        headersTimeout: 60_000,
+        bodyTimeout: 120_000,
+        keepAliveTimeout: 4_000,
+      });
+      return await undici.request(url, {
         method: 'GET',
         headers,
         dispatcher: this.#dispatcher,

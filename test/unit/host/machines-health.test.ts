@@ -37,6 +37,29 @@ describe('createHttpKubeletHealthCheck', () => {
     expect(await createHttpKubeletHealthCheck(url)('kube2')).toBe(false);
   });
 
+  it('is unhealthy when the kubelet does not answer within the timeout', async () => {
+    let held: http.ServerResponse | undefined;
+    server = http.createServer((_req, res) => {
+      held = res; // never answered
+    });
+    await new Promise<void>((resolve) => server!.listen(0, '127.0.0.1', resolve));
+    const url = `http://127.0.0.1:${(server.address() as AddressInfo).port}/healthz`;
+    expect(await createHttpKubeletHealthCheck(url, 100)('kube1')).toBe(false);
+    held?.destroy();
+    server.closeAllConnections();
+  });
+
+  it('is unhealthy when the answer is cut off mid-body', async () => {
+    server = http.createServer((_req, res) => {
+      res.writeHead(200, { 'content-length': 100 });
+      res.write('ok');
+      setTimeout(() => res.destroy(), 20);
+    });
+    await new Promise<void>((resolve) => server!.listen(0, '127.0.0.1', resolve));
+    const url = `http://127.0.0.1:${(server.address() as AddressInfo).port}/healthz`;
+    expect(await createHttpKubeletHealthCheck(url)('kube1')).toBe(false);
+  });
+
   it('is unhealthy when cancelled', async () => {
     const check = createHttpKubeletHealthCheck(await serve(200));
     expect(await check('kube1', AbortSignal.abort())).toBe(false);
