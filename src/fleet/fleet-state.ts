@@ -56,6 +56,19 @@ function parseFailures(text: string | undefined, namespace: string): FleetFailur
   return r.data;
 }
 
+/**
+ * How many failures the ConfigMap data records, for a waiter deciding whether a halt may have
+ * ended; content that does not parse counts as none, so the waiter looks again and reports it.
+ */
+export function countFailures(data: Readonly<Record<string, string>>): number {
+  try {
+    const list: unknown = JSON.parse(data[FAILURES_KEY] ?? '[]');
+    return Array.isArray(list) ? list.length : 0;
+  } catch {
+    return 0;
+  }
+}
+
 export function createFleetState(o: {
   objects: Pick<FleetObjects, 'getConfigMap' | 'createConfigMap' | 'replaceConfigMap' | 'namespace'>;
   clock: Clock;

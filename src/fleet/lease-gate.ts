@@ -8,7 +8,8 @@
  *
  * A waiting update does not poll: it watches the slot Leases (slot-watch.ts) and the policy, and
  * looks again when a slot may have been freed, when the policy changes, when a held slot expires
- * (a timer at its expiry) and, as a safety net, after a slow re-check interval.
+ * (a timer at its expiry), while halted when the recorded failures change (`agentctl fleet
+ * resume`), and, as a safety net, after a slow re-check interval.
  */
 import type { Logger } from 'pino';
 import { CancelledError, describeError } from '../errors.js';
@@ -21,9 +22,9 @@ import {
   type LeaseSpecWrite,
 } from '../kube/index.js';
 import type { Metrics } from '../metrics/metrics.js';
-import type { FleetFailure, FleetState } from './fleet-state.js';
+import { countFailures, type FleetFailure, type FleetState } from './fleet-state.js';
 import type { FleetPolicySource } from './policy-watch.js';
-import { SLOT_PREFIX, type FleetPolicy } from './policy.js';
+import { SLOT_PREFIX, STATE_CONFIGMAP, type FleetPolicy } from './policy.js';
 import { holdSlot, slotSpec, type HeldSlot } from './held-slot.js';
 import { createSlotWatch, type SeenLease, type SlotWatch } from './slot-watch.js';
 import { anyWindowOpen, nextWindowOpen } from './windows.js';
@@ -44,7 +45,13 @@ export interface GateWait {
 export interface LeaseGateOptions {
   objects: Pick<
     FleetObjects,
-    'listLeases' | 'watchLeases' | 'getLease' | 'createLease' | 'replaceLease' | 'namespace'
+    | 'listLeases'
+    | 'watchLeases'
+    | 'getLease'
+    | 'createLease'
+    | 'replaceLease'
+    | 'watchConfigMap'
+    | 'namespace'
   >;
   policy: FleetPolicySource;
   state: Pick<FleetState, 'failures' | 'record'>;
@@ -59,8 +66,8 @@ export interface LeaseGateOptions {
   renewIntervalMs?: number;
   /**
    * The safety re-check: how often a waiting update looks again with no event (default 60 s,
-   * less up to 20 % jitter). Slot releases, policy changes and expiries wake it sooner; this
-   * catches what no watched object says (a halt ended by resume) and a slot watch that is down.
+   * less up to 20 % jitter). Slot releases, policy changes, expiries and (while halted) a change
+   * of the recorded failures wake it sooner; this catches a watch that is down.
    */
   recheckIntervalMs?: number;
   /**
@@ -294,14 +301,53 @@ export function createLeaseGate(o: LeaseGateOptions): LeaseGate {
   }
 
   /**
+   * Resolves when the recorded failures change after a halt decision (a resume empties them), or
+   * when `signal` aborts. A watch that cannot start or fails leaves the wait to the re-check.
+   */
+  function failuresChange(signal: AbortSignal, halting: number): Promise<void> {
+    return new Promise<void>((resolve) => {
+      if (signal.aborted) return resolve();
+      let stopWatch: (() => void) | null = null;
+      const done = (): void => {
+        signal.removeEventListener('abort', done);
+        stopWatch?.();
+        stopWatch = null;
+        resolve();
+      };
+      signal.addEventListener('abort', done, { once: true });
+      objects
+        .watchConfigMap(
+          STATE_CONFIGMAP,
+          // The list is the state after the look that decided the halt: a resume in between
+          // shows here as fewer failures (or no ConfigMap).
+          (cm) => {
+            if (cm === null || countFailures(cm.data) < halting) done();
+          },
+          () => done(),
+          (err) => {
+            if (err !== null) logger.debug({ err: describeError(err) }, 'watch of the fleet failures ended');
+          },
+        )
+        .then(
+          (stop) => {
+            if (signal.aborted) stop();
+            else stopWatch = stop;
+          },
+          (err: unknown) => logger.debug({ err: describeError(err) }, 'cannot watch the fleet failures'),
+        );
+    });
+  }
+
+  /**
    * Wait for the next reason to look again: a slot event, a policy change, the first expiry of a
-   * held slot, the decision's own retry time, or the safety re-check.
+   * held slot, a change of the failures that halt, the decision's own retry time, or the safety
+   * re-check.
    */
   async function sleepUntilWoken(
     signal: AbortSignal,
     decision: Exclude<Decision, { slot: LeaseRecord }>,
     policy: FleetPolicy | null,
-  ): Promise<'slot' | 'policy' | 'timer'> {
+  ): Promise<'slot' | 'policy' | 'timer' | 'failures'> {
     const jittered = Math.round(recheckMs * (0.8 + 0.2 * random()));
     // At least half a second: a slot that has expired but could not be taken (its update was
     // refused) must not make the wait a busy loop.
@@ -320,6 +366,9 @@ export function createLeaseGate(o: LeaseGateOptions): LeaseGate {
         ),
         watch.next(until).then(() => 'slot' as const),
         ...(o.policy.nextChange ? [o.policy.nextChange(until).then(() => 'policy' as const)] : []),
+        ...(decision.wait === 'Halted'
+          ? [failuresChange(until, decision.failures?.length ?? 0).then(() => 'failures' as const)]
+          : []),
       ]);
     } finally {
       woke.abort();

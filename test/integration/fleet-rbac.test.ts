@@ -96,11 +96,24 @@ describe('the fleet gate under deploy/rbac.yaml', () => {
     const second = await fleet.gate.acquire({ signal, operationId: 'o2', onWait: () => {} });
     await second?.release({ state: 'failed', operationId: 'o2', message: 'x' });
 
+    // Two failures reach maxFailures 2: a waiter is halted and watches the recorded failures.
+    kube.putConfigMap(NS, 'agentd-fleet', { 'policy.yaml': 'maxConcurrent: 2\nmaxFailures: 2' });
+    await expect.poll(() => third.policy.current()?.maxFailures).toBe(2);
+    const haltWaits: string[] = [];
+    const halted = third.gate.acquire({
+      signal,
+      operationId: 'o4',
+      onWait: (w) => w && haltWaits.push(w.reason),
+    });
+    await expect.poll(() => haltWaits).toEqual(['Halted']);
+
     const status = await fleet.control.status();
     expect(status.errors).toEqual([]);
     expect(status.failures).toHaveLength(2);
     expect((await fleet.control.pause()).paused).toBe(true);
     expect((await fleet.control.resume()).clearedFailures).toBe(2);
+    // The resume lets the halted waiter go on.
+    await (await halted)?.release({ state: 'succeeded', operationId: 'o4', message: null });
 
     const denied = kube.requests.filter((r) => r.status === 403);
     expect(denied).toEqual([]);

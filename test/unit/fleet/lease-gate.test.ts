@@ -271,6 +271,30 @@ describe('the fleet lease gate', () => {
     await expect(pending).rejects.toMatchObject({ code: 'CANCELLED' });
   });
 
+  it('a halted waiter goes on as soon as resume clears the failures, not at the re-check', async () => {
+    const state = createFleetState({ objects, clock });
+    for (const n of ['x', 'y'])
+      await state.record({ node: n, operation: 'o', state: 'failed', message: 'm', at: 't' });
+    const p = source(parsePolicy('maxFailures: 2'));
+    const waits: Array<GateWait | null> = [];
+    // The safety re-check is an hour away: only the watch of the failures can wake it.
+    const pending = gate('n1', p, undefined, { recheckIntervalMs: 3_600_000 }).acquire({
+      signal: AbortSignal.timeout(5000),
+      operationId: 'o',
+      onWait: (w) => waits.push(w),
+    });
+    await vi.waitFor(() => expect(waits.at(-1)?.reason).toBe('Halted'));
+    await vi.waitFor(() => expect(kube.countRequests({ resource: 'configmaps', verb: 'watch' })).toBe(1));
+    // Another failure recorded while halted wakes it too; it looks again and stays halted.
+    await state.record({ node: 'z', operation: 'o', state: 'failed', message: 'm', at: 't' });
+    await vi.waitFor(() => expect(waits.at(-1)?.message).toMatch(/3 recorded failures/));
+    expect(await state.clear()).toBe(3);
+    const held = await pending;
+    expect(held?.name).toBe('agentd-slot-0');
+    expect(waits.at(-1)).toBeNull();
+    await held?.release({ state: 'succeeded', operationId: 'o', message: null });
+  });
+
   it('records a failed update in the fleet state', async () => {
     const p = source(parsePolicy('{}'));
     const held = await gate('n1', p).acquire({
