@@ -73,7 +73,7 @@ export type ConfigMapWatchEvent =
 export interface FleetObjects {
   readonly namespace: string;
   getLease(name: string): Promise<LeaseRecord | null>;
-  /** The slot Leases of the namespace (those with the slot label). */
+  /** The Leases of the namespace, labelled or not (callers pick the slots by name). */
   listLeases(): Promise<LeaseRecord[]>;
   /**
    * List then watch the slot Leases (label selector). `onList` gets the state the watch starts
@@ -187,11 +187,11 @@ export function createFleetObjects(o: {
       notFoundIsNull(`get Lease ${namespace}/${name}`, async () =>
         toLease(await coordination.readNamespacedLease({ name, namespace })),
       ),
+    // Every Lease of the namespace, not only the labelled ones: a slot an older agentd wrote
+    // without the label must still show in fleet status and be seen by a look without the watch.
     listLeases: async () =>
       call(`list Leases in ${namespace}`, async () =>
-        (await coordination.listNamespacedLease({ namespace, labelSelector: SLOT_SELECTOR })).items.map(
-          toLease,
-        ),
+        (await coordination.listNamespacedLease({ namespace })).items.map(toLease),
       ),
     createLease: async (name, spec) =>
       call(`create Lease ${namespace}/${name}`, async () =>

@@ -240,6 +240,16 @@ describe('the fleet lease gate', () => {
     });
   });
 
+  it('lists a slot an older agentd wrote without the slot label, and only slots', async () => {
+    kube.putLease(NS, {
+      metadata: { name: 'agentd-slot-1', namespace: NS },
+      spec: { holderIdentity: 'old-node', leaseDurationSeconds: 60 },
+    });
+    kube.putLease(NS, { metadata: { name: 'something-else', namespace: NS }, spec: { holderIdentity: 'x' } });
+    const slots = await gate('n1', source(parsePolicy('{}'))).slots();
+    expect(slots.map((s) => [s.name, s.holder])).toEqual([['agentd-slot-1', 'old-node']]);
+  });
+
   it('says why it waits: paused, halted by recorded failures, outside every window', async () => {
     const p = source(parsePolicy('paused: true'));
     const waits: GateWait[] = [];
