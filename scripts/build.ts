@@ -73,11 +73,18 @@ const OPTIONAL_EXTERNALS = ['bufferutil', 'utf-8-validate'];
 
 /**
  * V8 flags the release executable runs agentd with (its `execArgv`), chosen by bench/footprint.ts:
- * a 1 MiB young generation instead of V8's 16 to 64 MiB, and V8's heap sized and grown for memory
- * rather than speed. An idle node agent pays for its peak young generation in resident memory
- * all day; the price is more (short) scavenges under load (docs/benchmarks.md, "Footprint").
+ * a 1 MiB young generation instead of V8's 16 to 64 MiB, V8's heap sized and grown for memory
+ * rather than speed, and the bytecode of a function that did not run since the last full GC
+ * dropped at the next one (V8's default waits 5 or 6 GCs). An idle node agent pays for its peak
+ * young generation, and for the bytecode of code it ran once (start-up, a join), in resident
+ * memory all day; the price is more (short) scavenges under load and a recompile of a function
+ * that runs again after a long pause (docs/benchmarks.md, "Footprint").
  */
-export const RUNTIME_FLAGS = ['--max-semi-space-size=1', '--optimize-for-size'] as const;
+export const RUNTIME_FLAGS = [
+  '--max-semi-space-size=1',
+  '--optimize-for-size',
+  '--bytecode-old-age=1',
+] as const;
 
 /** What `import.meta.url` means in the bundle: the bundle's own URL (the executable's in a release). */
 const IMPORT_META_URL = '__agentdImportMetaUrl';
@@ -289,7 +296,7 @@ export async function buildBundle(root: string = REPO_ROOT): Promise<Metafile> {
     await chmod(file, 0o755);
   }
   // For the npm bins, on this runtime: without V8 flags (a bin runs `node` plain), and with the
-  // release's RUNTIME_FLAGS (`node --max-semi-space-size=1 --optimize-for-size dist/bin/agentd.js`):
+  // release's RUNTIME_FLAGS (`node --max-semi-space-size=1 … dist/bin/agentd.js`):
   // without a cache of its own, a run under those flags compiles the whole bundle, whose parse
   // alone raised agentd's resident memory by ~27 MiB (docs/benchmarks.md, "Footprint").
   const dist = path.join(root, 'dist');
