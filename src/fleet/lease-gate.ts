@@ -301,14 +301,18 @@ export function createLeaseGate(o: LeaseGateOptions): LeaseGate {
   }
 
   /**
-   * Resolves when the recorded failures change after a halt decision (a resume empties them), or
-   * when `signal` aborts. A watch that cannot start or fails leaves the wait to the re-check.
+   * Resolves when the recorded failures change after a halt decision (a resume empties them),
+   * when the server ends the watch (the caller looks again and watches anew), or when `signal`
+   * aborts. A watch that cannot start or fails leaves the wait to the re-check.
    */
   function failuresChange(signal: AbortSignal, halting: number): Promise<void> {
     return new Promise<void>((resolve) => {
       if (signal.aborted) return resolve();
+      let finished = false;
       let stopWatch: (() => void) | null = null;
       const done = (): void => {
+        if (finished) return;
+        finished = true;
         signal.removeEventListener('abort', done);
         stopWatch?.();
         stopWatch = null;
@@ -325,12 +329,14 @@ export function createLeaseGate(o: LeaseGateOptions): LeaseGate {
           },
           () => done(),
           (err) => {
-            if (err !== null) logger.debug({ err: describeError(err) }, 'watch of the fleet failures ended');
+            if (err === null) done();
+            else logger.debug({ err: describeError(err) }, 'watch of the fleet failures failed');
           },
         )
         .then(
           (stop) => {
-            if (signal.aborted) stop();
+            // Ended before the watch was set up (its list already answered): stop it now.
+            if (finished) stop();
             else stopWatch = stop;
           },
           (err: unknown) => logger.debug({ err: describeError(err) }, 'cannot watch the fleet failures'),

@@ -143,7 +143,10 @@ describe('the fleet lease gate', () => {
     await kube.whenWatching(1);
     const before = kube.requests.length;
     // The holder renews twice: the waiter is told (its watch), but a renewal frees nothing.
+    // Time moves only while both sleep (the holder's renewal, the waiter's timer): a move made
+    // before the holder slept again would start its next 20 s from the new time.
     for (const n of [1, 2]) {
+      await vi.waitFor(() => expect(clock.pending).toBe(2));
       await clock.advance(20_000);
       await vi.waitFor(() =>
         expect(kube.countRequests({ resource: 'leases', verb: 'update' })).toBeGreaterThanOrEqual(n),
@@ -298,10 +301,18 @@ describe('the fleet lease gate', () => {
     // Another failure recorded while halted wakes it too; it looks again and stays halted.
     await state.record({ node: 'z', operation: 'o', state: 'failed', message: 'm', at: 't' });
     await vi.waitFor(() => expect(waits.at(-1)?.message).toMatch(/3 recorded failures/));
+    // The server ends the watches (as it does every few minutes): it looks again and watches anew.
+    const watchesBefore = kube.countRequests({ resource: 'configmaps', verb: 'watch' });
+    kube.cutWatches();
+    await vi.waitFor(() =>
+      expect(kube.countRequests({ resource: 'configmaps', verb: 'watch' })).toBeGreaterThan(watchesBefore),
+    );
     expect(await state.clear()).toBe(3);
     const held = await pending;
     expect(held?.name).toBe('agentd-slot-0');
     expect(waits.at(-1)).toBeNull();
+    // No watch is left behind once it goes on.
+    await vi.waitFor(() => expect(kube.openWatches).toBe(0));
     await held?.release({ state: 'succeeded', operationId: 'o', message: null });
   });
 
