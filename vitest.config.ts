@@ -12,6 +12,8 @@ import { defineConfig } from 'vitest/config';
  * - `main`: integration and system tests (real daemons, real tools), isolated per file. They
  *   mostly wait (daemons starting, simulated host commands with latency, timers): one worker
  *   per core less one (vitest's default) left a core idle (734 s), three took 497 s on 2 cores.
+ *   A test that takes 10-20 s alone has taken over 30 s in a full run beside the real-host
+ *   suite, so their timeout is 90 s: it bounds a hang, and a passing test is no slower.
  * - `host`: the real-host suite — few files, each minutes long and mostly waiting on real
  *   systemd; `scripts/test.ts` runs it in a vitest process of its own beside the others.
  */
@@ -41,6 +43,8 @@ export default defineConfig({
           name: 'main',
           include: ['test/integration/**/*.test.ts', 'test/system/**/*.test.ts', ...ISOLATED_UNIT_FILES],
           maxWorkers: WORKERS,
+          testTimeout: 90_000,
+          hookTimeout: 90_000,
         },
       },
       { extends: true, test: { name: 'host', include: ['test/host/**/*.test.ts'] } },
