@@ -201,7 +201,12 @@ describe('status: every input changes the answer', () => {
     await expectChange(
       h,
       'watcher connection',
-      () => h.kube.cutWatches({ abrupt: true }),
+      () => {
+        // Its first two tries to watch again fail, so the lost connection lasts long enough to
+        // be seen (a reconnect in a few ms could pass between two looks, as seen on a busy run).
+        h.kube.failNext(2, { match: (r) => r.resource === 'machines' && r.method === 'GET' });
+        h.kube.cutWatches({ abrupt: true });
+      },
       () => !h.wiring.watcherStatus().connected,
     );
     await until('the watch again', () => h.wiring.watcherStatus().connected);
