@@ -107,7 +107,7 @@ export async function startBaseline(
   const socket = path.join(dir, 'baseline.sock');
   const bodyFile = path.join(dir, 'baseline-body.json');
   await writeFile(bodyFile, body);
-  const script = path.join(REPO_ROOT, 'bench/lib/baseline-server.mjs');
+  const script = path.join(REPO_ROOT, 'bench/lib/baseline-server.cjs');
   const child = spawn(o.node ?? process.execPath, [...(o.nodeArgs ?? []), script, socket, bodyFile], {
     cwd: REPO_ROOT,
     stdio: ['ignore', 'pipe', 'pipe'],

@@ -2,15 +2,18 @@
  * The baseline of bench/rpc.ts: a bare node:http server on a unix socket that reads the request
  * body and answers a fixed JSON body, i.e. the least any HTTP server must do per call.
  * Plain JavaScript on purpose: it runs under bare `node` with no loader (no tsx), so that its
- * CPU and memory are those of Node itself.
- * Usage: node baseline-server.mjs <socket> <body-file>; prints "ready" once listening.
+ * CPU and memory are those of Node itself. CommonJS, as agentd's own entry is: an ES module
+ * entry sets up Node's ES module loader, which on Node 26 alone costs ~16 MiB of resident memory
+ * (docs/benchmarks.md, "Footprint"), and would make the baseline larger than what Node needs.
+ * Usage: node baseline-server.cjs <socket> <body-file>; prints "ready" once listening.
  */
-import { readFileSync } from 'node:fs';
-import http from 'node:http';
+'use strict';
+const { readFileSync } = require('node:fs');
+const http = require('node:http');
 
 const [socketPath, bodyFile] = process.argv.slice(2);
 if (!socketPath || !bodyFile) {
-  console.error('usage: baseline-server.mjs <socket> <body-file>');
+  console.error('usage: baseline-server.cjs <socket> <body-file>');
   process.exit(2);
 }
 const body = Buffer.from(readFileSync(bodyFile, 'utf8'));
