@@ -7,12 +7,17 @@
  *   npx tsx bench/rpc.ts                       (after npm run build; `npm run bench` does both)
  *   BENCH_SECONDS=5 npx tsx bench/rpc.ts       (longer runs)
  *   BENCH_CPU_PROF=prof npx tsx bench/rpc.ts   (CPU profile of the daemon into ./prof)
+ *
+ * The daemon runs with the V8 flags the release executable ships with (RUNTIME_FLAGS), as
+ * bench/footprint.ts does: what is measured is what runs on a host. BENCH_NODE_ARGS (space
+ * separated) replaces them, e.g. BENCH_NODE_ARGS= for Node's defaults.
  */
 import os from 'node:os';
 import path from 'node:path';
 import { runLoad, type LoadResult } from './lib/load.js';
 import { cpuTimeMs, median, medianWallTimes, residentMiB } from './lib/measure.js';
 import { AGENTCTL_BIN, makeTempDir, startBaseline, startDaemon, type Child } from './lib/processes.js';
+import { RUNTIME_FLAGS } from '../scripts/build.js';
 import { renderTable } from './lib/table.js';
 import { requestUnix } from './lib/unix-http.js';
 
@@ -24,6 +29,10 @@ const CLI_RUNS = 15;
 const IDLE_MS = 2000;
 const TARGET_RATIO = 0.85;
 const BODY = JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'status' });
+const NODE_ARGS =
+  process.env.BENCH_NODE_ARGS !== undefined
+    ? process.env.BENCH_NODE_ARGS.split(' ').filter(Boolean)
+    : [...RUNTIME_FLAGS];
 
 interface Measured extends LoadResult {
   /** CPU the server process used per answered request, user + system, in microseconds. */
@@ -45,7 +54,7 @@ function header(): string {
     `load average ${load} at start`,
     `per concurrency: ${ROUNDS} rounds, each one ${SECONDS} s run of both targets back to back (order alternating), after a 1 s warm-up;`,
     'the table shows medians over the rounds, the ratios are medians of the per-round ratios',
-    `POST /rpc ${BODY}; agentd at its default log level (info)`,
+    `POST /rpc ${BODY}; agentd at its default log level (info), node ${NODE_ARGS.join(' ') || '(no flags)'}`,
   ].join('\n');
 }
 
@@ -143,7 +152,7 @@ async function main(): Promise<void> {
   try {
     const profDir = process.env.BENCH_CPU_PROF;
     const daemon = await startDaemon(tmp.dir, {
-      nodeArgs: profDir ? ['--cpu-prof', `--cpu-prof-dir=${path.resolve(profDir)}`] : [],
+      nodeArgs: [...NODE_ARGS, ...(profDir ? ['--cpu-prof', `--cpu-prof-dir=${path.resolve(profDir)}`] : [])],
     });
     children.push(daemon);
     // Idle RSS: after startup and a short idle, before any load.
