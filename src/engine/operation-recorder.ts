@@ -135,6 +135,20 @@ export class OperationRecorder {
     await this.#persist();
   }
 
+  /**
+   * Mark every phase that never ran as skipped, and publish each on the event stream in phase
+   * order: a follower then sees them end where they did, before what comes next (a rollback).
+   * Persisted with the next change of the operation.
+   */
+  skipPending(): void {
+    const at = this.#now();
+    for (const p of this.op.phases) {
+      if (p.state !== 'pending') continue;
+      p.state = 'skipped';
+      this.#events.publish({ type: 'phase', operationId: this.op.id, phase: p.name, state: 'skipped', at });
+    }
+  }
+
   /** Progress inside the current phase (downloads); throttled to ~10 events/s. */
   progress(event: ProgressEvent): void {
     const now = this.#clock.now();

@@ -238,7 +238,7 @@ export class NodeRepair {
       return { state: 'succeeded', result };
     } catch (err) {
       await rec.phaseEnded(phase, signal.aborted ? 'cancelled' : 'failed', err);
-      for (const p of rec.op.phases) if (p.state === 'pending') p.state = 'skipped';
+      rec.skipPending();
       if (signal.aborted) return { state: 'cancelled', result, error: new CancelledError(`repair ${m}`) };
       if (this.#o.diagnostics && isAgentError(err)) err.data.diagnostics = await this.#o.diagnostics(m);
       return { state: 'failed', result, error: err };

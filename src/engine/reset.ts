@@ -57,7 +57,7 @@ export async function runReset(
     return { state: 'succeeded', result };
   } catch (err) {
     await rec.phaseEnded(current || 'stop', 'failed', err);
-    for (const p of rec.op.phases) if (p.state === 'pending') p.state = 'skipped';
+    rec.skipPending();
     rec.logger.error({ err: describeError(err) }, 'reset failed; a rerun finishes it');
     // The operation ended (failed): a rerun of reset is the remedy, so the journal is closed.
     await journal.close('failed');

@@ -412,8 +412,8 @@ async function handleFailure(
       await attempt('uncordon', () => drainer.uncordon());
     }
   };
-  // Mark the phases that never ran.
-  for (const p of rec.op.phases) if (p.state === 'pending') p.state = 'skipped';
+  // The phases that never ran.
+  rec.skipPending();
   // The target started (or tried to): keep what explains its failure before it is removed.
   let diagnostics: MachineDiagnostic[] | undefined;
   if (

@@ -269,6 +269,25 @@ describe('runUpdate: failure before stop removes the target and never touches th
 });
 
 describe('runUpdate: failure after stop rolls back to the source', () => {
+  it('publishes the phases that never ran as skipped before the rollback starts', async () => {
+    const f = await joinedFixture();
+    f.log.fail('start kube2');
+    await switchToKube2(f);
+    const phaseEvents = f.published.flatMap((e) => (e.type === 'phase' ? [`${e.phase} ${e.state}`] : []));
+    const from = phaseEvents.indexOf('start failed');
+    // A follower prints these in this order: the skipped phases end where the update stopped.
+    expect(phaseEvents.slice(from)).toEqual([
+      'start failed',
+      'verify skipped',
+      'health skipped',
+      'commit skipped',
+      'cleanup skipped',
+      'uncordon skipped',
+      'rollback running',
+      'rollback succeeded',
+    ]);
+  });
+
   it.each([
     ['stop', 'stop kube1', 'COMMAND_FAILED'],
     ['start', 'start kube2', 'MACHINE_START_FAILED'],
