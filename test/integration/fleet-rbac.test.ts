@@ -54,6 +54,13 @@ describe('the fleet gate under deploy/rbac.yaml', () => {
   };
   const runtimes: FleetRuntime[] = [];
 
+  /** `rt` asks for a slot; `reasons` collects why it waits, in order. */
+  const acquireRecordingWaits = (rt: FleetRuntime, operationId: string, signal: AbortSignal) => {
+    const reasons: string[] = [];
+    const held = rt.gate.acquire({ signal, operationId, onWait: (w) => w && reasons.push(w.reason) });
+    return { held, reasons };
+  };
+
   beforeEach(async () => {
     kube = await startFakeKube({ tokens: { [TOKEN]: await rolesOfDeployRbac() } });
     const kc = kube.kubeConfig(TOKEN);
@@ -82,16 +89,11 @@ describe('the fleet gate under deploy/rbac.yaml', () => {
     await expect.poll(() => [other, third].map((rt) => rt.policy.current()?.maxConcurrent)).toEqual([2, 2]);
     const taken = await other.gate.acquire({ signal, operationId: 'o0', onWait: () => {} });
     // A third node waits for a slot (it watches the slot Leases) until the first is released.
-    const waits: string[] = [];
-    const waiting = third.gate.acquire({
-      signal,
-      operationId: 'o3',
-      onWait: (w) => w && waits.push(w.reason),
-    });
-    await expect.poll(() => waits).toEqual(['WaitingForSlot']);
+    const waiting = acquireRecordingWaits(third, 'o3', signal);
+    await expect.poll(() => waiting.reasons).toEqual(['WaitingForSlot']);
     await new Promise((r) => setTimeout(r, 250)); // a renewal or two
     await first?.release({ state: 'rolled_back', operationId: 'o1', message: 'VERIFY_FAILED' });
-    await (await waiting)?.release({ state: 'succeeded', operationId: 'o3', message: null });
+    await (await waiting.held)?.release({ state: 'succeeded', operationId: 'o3', message: null });
     await taken?.release({ state: 'succeeded', operationId: 'o0', message: null });
     const second = await fleet.gate.acquire({ signal, operationId: 'o2', onWait: () => {} });
     await second?.release({ state: 'failed', operationId: 'o2', message: 'x' });
@@ -99,13 +101,8 @@ describe('the fleet gate under deploy/rbac.yaml', () => {
     // Two failures reach maxFailures 2: a waiter is halted and watches the recorded failures.
     kube.putConfigMap(NS, 'agentd-fleet', { 'policy.yaml': 'maxConcurrent: 2\nmaxFailures: 2' });
     await expect.poll(() => third.policy.current()?.maxFailures).toBe(2);
-    const haltWaits: string[] = [];
-    const halted = third.gate.acquire({
-      signal,
-      operationId: 'o4',
-      onWait: (w) => w && haltWaits.push(w.reason),
-    });
-    await expect.poll(() => haltWaits).toEqual(['Halted']);
+    const halted = acquireRecordingWaits(third, 'o4', signal);
+    await expect.poll(() => halted.reasons).toEqual(['Halted']);
 
     const status = await fleet.control.status();
     expect(status.errors).toEqual([]);
@@ -113,7 +110,7 @@ describe('the fleet gate under deploy/rbac.yaml', () => {
     expect((await fleet.control.pause()).paused).toBe(true);
     expect((await fleet.control.resume()).clearedFailures).toBe(2);
     // The resume lets the halted waiter go on.
-    await (await halted)?.release({ state: 'succeeded', operationId: 'o4', message: null });
+    await (await halted.held)?.release({ state: 'succeeded', operationId: 'o4', message: null });
 
     const denied = kube.requests.filter((r) => r.status === 403);
     expect(denied).toEqual([]);
