@@ -39,12 +39,12 @@ let defaultDispatcher: Dispatcher | undefined;
 
 /** The process-wide dispatcher: keep-alive pool, redirects followed, generous but finite timeouts. */
 export async function defaultArtifactDispatcher(): Promise<Dispatcher> {
-  const { Agent, interceptors } = await loadUndici();
+  const { Agent, redirect } = await loadUndici();
   defaultDispatcher ??= new Agent({
     connect: { timeout: 30_000 },
     headersTimeout: 60_000,
     bodyTimeout: 60_000,
-  }).compose(interceptors.redirect({ maxRedirections: 5 }));
+  }).compose(redirect({ maxRedirections: 5 }));
   return defaultDispatcher;
 }
 
