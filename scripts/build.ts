@@ -72,16 +72,19 @@ const TARGET = 'node20.19';
 const OPTIONAL_EXTERNALS = ['bufferutil', 'utf-8-validate'];
 
 /**
- * V8 flags the release executable runs agentd with (its `execArgv`), chosen by bench/footprint.ts
- * and bench/rpc.ts: a 1 MiB young generation instead of V8's 16 to 64 MiB, and the bytecode of a
- * function that did not run since the last full GC dropped at the next one (V8's default waits 5
- * or 6 GCs). An idle node agent pays for its peak young generation, and for the bytecode of code
- * it ran once (start-up, a join), in resident memory all day; the price is more (short)
- * scavenges under load and a recompile of a function that runs again after a long pause.
- * `--optimize-for-size` is not among them: it saved no idle memory and cost a quarter of the
- * daemon's RPC throughput (docs/benchmarks.md, "Footprint" and "RPC").
+ * V8 flags the release executable runs with (its `execArgv`), chosen by bench/footprint.ts and
+ * bench/rpc.ts: a 1 MiB young generation instead of V8's 16 to 64 MiB. An idle node agent pays
+ * for its peak young generation in resident memory all day; the price is more (short)
+ * scavenges under load.
+ * Only flags that the embedded runtime's V8 leaves out of its code caches' flag hash belong
+ * here: any other makes V8 reject Node's embedded code cache of its built-in modules, and every
+ * start, agentctl's too, compiles them from source (Node 26's V8 leaves `--max-semi-space-size`
+ * out; Node 20's does not, which only the benchmarks' npm path with these flags pays). agentd sets its bytecode ageing itself once it serves
+ * (`ageBytecodeSoon`, src/bin/agentd.ts). `--optimize-for-size` is not among them: it saved no
+ * idle memory and cost a quarter of the daemon's RPC throughput (docs/benchmarks.md,
+ * "Footprint", "RPC" and "CLI startup").
  */
-export const RUNTIME_FLAGS = ['--max-semi-space-size=1', '--bytecode-old-age=1'] as const;
+export const RUNTIME_FLAGS = ['--max-semi-space-size=1'] as const;
 
 /** What `import.meta.url` means in the bundle: the bundle's own URL (the executable's in a release). */
 const IMPORT_META_URL = '__agentdImportMetaUrl';

@@ -55,14 +55,16 @@ describe('bundle code caches', () => {
     (program) => {
       const bundle = path.join(REPO_ROOT, 'dist', `${program}.cjs`);
       const plain = cacheFileFor(bundle, []);
+      // The same key when V8 leaves the release flags out of its flag hash (Node 26's V8 does
+      // for `--max-semi-space-size`; Node 20's does not): then one cache serves both.
       const release = cacheFileFor(bundle, [...RUNTIME_FLAGS]);
-      // Other flags, another key: a cache made under one set is rejected under the other.
-      expect(release).not.toBe(plain);
+      // A flag V8 hashes, another key: a cache made under one set is rejected under the other.
+      expect(cacheFileFor(bundle, ['--bytecode-old-age=1'])).not.toBe(plain);
       if (foreignDist) {
         const made = readdirSync(path.dirname(bundle))
           .filter((f) => f.startsWith(`${program}.cjs.`) && f.endsWith('.cache'))
           .map((f) => path.join(path.dirname(bundle), f));
-        expect(made.length).toBeGreaterThanOrEqual(2);
+        expect(made.length).toBeGreaterThanOrEqual(1);
         expect(made).not.toContain(plain);
         for (const cache of made) expect(rejected(bundle, cache), cache).toBe('true');
         const r = spawnSync(
@@ -78,7 +80,7 @@ describe('bundle code caches', () => {
       expect(existsSync(plain)).toBe(true);
       expect(existsSync(release)).toBe(true);
       expect(rejected(bundle, plain)).toBe('false');
-      expect(rejected(bundle, release)).toBe('true');
+      if (release !== plain) expect(rejected(bundle, release)).toBe('true');
     },
   );
 

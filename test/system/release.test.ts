@@ -13,6 +13,8 @@ import { chmod, mkdir, readFile, readlink, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import { promisify } from 'node:util';
 import { beforeAll, describe, expect, it } from 'vitest';
+import { RUNTIME_FLAGS } from '../../scripts/build.js';
+import { ensureNodeRuntime } from '../../scripts/release/node-runtime.js';
 import { release, type ReleaseResult } from '../../scripts/release/release.js';
 import { makeTempDir } from '../support/daemon.js';
 
@@ -88,6 +90,23 @@ describe.skipIf(!available && !required)('npm run release', () => {
       expect(entries).toContain(want);
     }
     expect(await readlink(path.join(dir, 'agentctl'))).toBe('agentd');
+  });
+
+  it("runs with V8 flags its runtime leaves out of the code caches' flag hash, so Node's built-in cache is used", async () => {
+    // A flag V8 hashes makes it reject Node's embedded cache of its built-in modules: every
+    // start, agentctl's too, would compile them from source (docs/benchmarks.md, "CLI startup").
+    const { node } = await ensureNodeRuntime();
+    const hash = async (flags: readonly string[]): Promise<string> =>
+      (
+        await run(node, [
+          ...flags,
+          '-e',
+          "process.stdout.write(new (require('node:vm').Script)('').createCachedData().subarray(12, 16).toString('hex'))",
+        ])
+      ).stdout;
+    expect(await hash(RUNTIME_FLAGS)).toBe(await hash([]));
+    // The check can fail: a hashed flag changes it.
+    expect(await hash(['--bytecode-old-age=1'])).not.toBe(await hash([]));
   });
 
   it('runs with an empty environment (no node on PATH) as agentd and, by its name, as agentctl', async () => {

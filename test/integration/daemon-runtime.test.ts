@@ -1,0 +1,65 @@
+/**
+ * What the daemon costs its runtime (docs/benchmarks.md, "Footprint" and "CLI startup"): it
+ * starts with V8's flags as Node ships them, so Node's embedded code cache of its built-in
+ * modules is used, and sets its bytecode ageing once it serves; a join's downloads load
+ * undici's dispatcher core and not, through undici's fetch and cookie modules, the copy of undici
+ * that Node bundles.
+ */
+import { readFile, writeFile } from 'node:fs/promises';
+import { spawnSync } from 'node:child_process';
+import path from 'node:path';
+import { describe, expect, it } from 'vitest';
+import { makeTempDir, startTestDaemon } from '../support/daemon.js';
+
+/** The flag hash V8 puts in its code caches (bytes 12 to 15 of a cache's header), for `flags`. */
+function flagHash(flags: string[]): string {
+  const r = spawnSync(
+    process.execPath,
+    [
+      ...flags,
+      '-e',
+      "process.stdout.write(new (require('node:vm').Script)('').createCachedData().subarray(12, 16).toString('hex'))",
+    ],
+    { encoding: 'utf8' },
+  );
+  expect(r.status, r.stderr).toBe(0);
+  return r.stdout;
+}
+
+describe("the daemon's runtime", () => {
+  it('starts with the flag hash of a plain node, ages bytecode once serving, and a join does not load Node’s bundled undici', async () => {
+    const dir = await makeTempDir('agentd-runtime-');
+    const log = path.join(dir, 'runtime.json');
+    const preload = path.join(dir, 'record.cjs');
+    await writeFile(
+      preload,
+      [
+        "const hash = () => new (require('node:vm').Script)('').createCachedData().subarray(12, 16).toString('hex');",
+        'const atStart = hash();',
+        "process.on('exit', () => {",
+        "  const builtins = process.moduleLoadList.filter((m) => m.startsWith('NativeModule ')).map((m) => m.slice(13));",
+        `  require('node:fs').writeFileSync(${JSON.stringify(log)}, JSON.stringify({ atStart, atExit: hash(), builtins }));`,
+        '});',
+      ].join('\n'),
+    );
+    const d = await startTestDaemon({ args: ['--sim'], env: { NODE_OPTIONS: `--require ${preload}` } });
+    const join = await d.rpc('update', { wait: true });
+    expect((join.result as { state?: string } | undefined)?.state, JSON.stringify(join)).toBe('succeeded');
+    expect(await d.stop()).toBe(0);
+    const seen = JSON.parse(await readFile(log, 'utf8')) as {
+      atStart: string;
+      atExit: string;
+      builtins: string[];
+    };
+
+    // At start, no flag V8 hashes into its caches: Node's cache of its built-in modules is valid.
+    expect(seen.atStart).toBe(flagHash([]));
+    // Once serving, `--bytecode-old-age=1` (src/bin/agentd.ts, `ageBytecodeSoon`).
+    expect(seen.atExit).toBe(flagHash(['--bytecode-old-age=1']));
+    expect(seen.atExit).not.toBe(seen.atStart);
+    // The join downloaded its artifacts with undici (src/provision/artifacts/http.ts) over
+    // node:http's sockets; undici's entry would have made Node load its own copy too.
+    expect(seen.builtins).toContain('net');
+    expect(seen.builtins).not.toContain('internal/deps/undici/undici');
+  });
+});
