@@ -1,8 +1,7 @@
 /**
- * JSON-RPC over HTTP on the unix socket with node:http (cheap to load: agentctl's startup time
- * matters more than a pooled client here).
+ * JSON-RPC over HTTP on the unix socket, one connection per request: agentctl's start-up time
+ * matters more here than a pooled client (`requestOverSocket`).
  */
-import http from 'node:http';
 import net from 'node:net';
 import type { RpcTransport } from './client.js';
 
@@ -40,46 +39,137 @@ export function unreachableError(socketPath: string, err: NodeJS.ErrnoException)
   return new DaemonUnreachableError(socketPath, reason, err.message);
 }
 
-/** One HTTP request over the socket; resolves with status and body text. */
-export function requestOverSocket(
-  o: HttpRequestOptions,
-): Promise<{ status: number; body: string; headers: http.IncomingHttpHeaders }> {
+/** An answer from the daemon: status, headers (names in lower case) and body text. */
+export interface SocketHttpAnswer {
+  status: number;
+  body: string;
+  headers: Record<string, string>;
+}
+
+/**
+ * One HTTP/1.1 request over the socket, on a connection of its own that the daemon closes after
+ * answering (`connection: close`); resolves with the whole answer once it has.
+ *
+ * Written on node:net rather than node:http: agentctl's start-up is what a script calling it in
+ * a loop pays, and node:http's client (its modules, and its request path compiled on first use)
+ * cost ~10 ms more than this on Node 26, a quarter of what agentctl adds to a bare Node start
+ * (docs/benchmarks.md, "CLI startup"). The peer is agentd's own server, and the answer is read
+ * whole, so the parsing needed is small: a status line, headers, and a body delimited by
+ * `content-length` or chunked, or by the end of the connection. The event stream, which stays
+ * open, uses node:http (src/cli/follow/event-stream.ts).
+ */
+export function requestOverSocket(o: HttpRequestOptions): Promise<SocketHttpAnswer> {
   return new Promise((resolve, reject) => {
-    const req = http.request(
-      {
-        // One connection of its own, without an http.Agent: the agent's pooling buys a one-shot
-        // CLI nothing, and its TLS server-name check (net.isIP on the host) compiles a large
-        // regular expression that alone was ~9 % of `agentctl status` (docs/benchmarks.md).
-        createConnection: () => net.createConnection(o.socketPath),
-        method: o.method,
-        path: o.path,
-        headers: { ...(o.body !== undefined ? { 'content-type': 'application/json' } : {}), ...o.headers },
-      },
-      (res) => {
-        const chunks: Buffer[] = [];
-        res.on('data', (c: Buffer) => chunks.push(c));
-        res.on('end', () =>
-          resolve({
-            status: res.statusCode ?? 0,
-            body: Buffer.concat(chunks).toString('utf8'),
-            headers: res.headers,
-          }),
-        );
-        res.on('error', reject);
-      },
-    );
+    const body = o.body === undefined ? undefined : Buffer.from(o.body, 'utf8');
+    const headers: Record<string, string> = {
+      host: 'localhost',
+      connection: 'close',
+      ...(body !== undefined
+        ? { 'content-type': 'application/json', 'content-length': String(body.length) }
+        : {}),
+      ...o.headers,
+    };
+    const head =
+      `${o.method} ${o.path} HTTP/1.1\r\n` +
+      Object.entries(headers)
+        .map(([name, value]) => `${name}: ${value}\r\n`)
+        .join('') +
+      '\r\n';
+    const chunks: Buffer[] = [];
+    let settled = false;
+    const settle = (err: Error | null, answer?: SocketHttpAnswer): void => {
+      if (settled) return;
+      settled = true;
+      socket.destroy();
+      if (err) reject(err);
+      else resolve(answer as SocketHttpAnswer);
+    };
+    const socket = net.createConnection(o.socketPath, () => {
+      socket.write(body === undefined ? head : Buffer.concat([Buffer.from(head, 'latin1'), body]));
+    });
     if (o.timeoutMs !== undefined) {
-      req.setTimeout(o.timeoutMs, () => {
-        req.destroy(
-          new DaemonUnreachableError(o.socketPath, 'timeout', `no answer within ${o.timeoutMs} ms`),
-        );
-      });
+      socket.setTimeout(o.timeoutMs, () =>
+        settle(new DaemonUnreachableError(o.socketPath, 'timeout', `no answer within ${o.timeoutMs} ms`)),
+      );
     }
-    req.on('error', (err: NodeJS.ErrnoException) =>
-      reject(err instanceof DaemonUnreachableError ? err : unreachableError(o.socketPath, err)),
-    );
-    req.end(o.body);
+    socket.on('data', (c: Buffer) => chunks.push(c));
+    socket.on('error', (err: NodeJS.ErrnoException) => settle(unreachableError(o.socketPath, err)));
+    // The daemon closes the connection once it has answered; a close without an end (and
+    // without an error) is parsed the same way, and a cut answer then fails to parse.
+    const onEnd = (): void => {
+      try {
+        settle(null, parseAnswer(Buffer.concat(chunks)));
+      } catch (err) {
+        settle(err as Error);
+      }
+    };
+    socket.on('end', onEnd);
+    socket.on('close', onEnd);
   });
+}
+
+/** A malformed or cut answer: the daemon's, so a bug or a daemon that died while answering. */
+class BadAnswerError extends Error {
+  constructor(detail: string) {
+    super(`the daemon's HTTP answer ${detail}`);
+    this.name = 'BadAnswerError';
+  }
+}
+
+/** Parse a whole HTTP/1.1 answer read up to the end of the connection. */
+export function parseAnswer(raw: Buffer): SocketHttpAnswer {
+  let rest = raw;
+  for (;;) {
+    const end = rest.indexOf('\r\n\r\n');
+    if (end < 0) throw new BadAnswerError(raw.length === 0 ? 'is empty' : 'ends inside its headers');
+    const [statusLine = '', ...lines] = rest.subarray(0, end).toString('latin1').split('\r\n');
+    const m = /^HTTP\/1\.[01] (\d{3})(?: |$)/.exec(statusLine);
+    if (!m) throw new BadAnswerError(`starts with ${JSON.stringify(statusLine.slice(0, 40))}`);
+    const status = Number(m[1]);
+    const headers: Record<string, string> = {};
+    for (const line of lines) {
+      const colon = line.indexOf(':');
+      if (colon <= 0)
+        throw new BadAnswerError(`has a header line without a name: ${JSON.stringify(line.slice(0, 40))}`);
+      const name = line.slice(0, colon).trim().toLowerCase();
+      const value = line.slice(colon + 1).trim();
+      headers[name] = name in headers ? `${headers[name]}, ${value}` : value;
+    }
+    rest = rest.subarray(end + 4);
+    // An interim answer (100 Continue and the like) comes before the real one.
+    if (status >= 100 && status < 200) continue;
+    return { status, headers, body: answerBody(rest, status, headers).toString('utf8') };
+  }
+}
+
+function answerBody(rest: Buffer, status: number, headers: Record<string, string>): Buffer {
+  if (status === 204 || status === 304) return Buffer.alloc(0);
+  if (/(?:^|,)\s*chunked\s*$/i.test(headers['transfer-encoding'] ?? '')) return dechunk(rest);
+  const length = headers['content-length'];
+  if (length === undefined) return rest;
+  if (!/^\d+$/.test(length)) throw new BadAnswerError(`has content-length ${JSON.stringify(length)}`);
+  const n = Number(length);
+  if (rest.length < n) throw new BadAnswerError(`was cut: ${rest.length} of ${n} bytes of body`);
+  return rest.subarray(0, n);
+}
+
+/** The body of a chunked answer (its trailers, if any, are dropped). */
+function dechunk(raw: Buffer): Buffer {
+  const parts: Buffer[] = [];
+  let at = 0;
+  for (;;) {
+    const lineEnd = raw.indexOf('\r\n', at);
+    if (lineEnd < 0) throw new BadAnswerError('was cut inside a chunk size');
+    const size = raw.subarray(at, lineEnd).toString('latin1').split(';')[0]?.trim() ?? '';
+    if (!/^[0-9a-fA-F]+$/.test(size))
+      throw new BadAnswerError(`has a chunk size of ${JSON.stringify(size.slice(0, 20))}`);
+    const n = parseInt(size, 16);
+    if (n === 0) return Buffer.concat(parts);
+    const start = lineEnd + 2;
+    if (raw.length < start + n + 2) throw new BadAnswerError('was cut inside a chunk');
+    parts.push(raw.subarray(start, start + n));
+    at = start + n + 2;
+  }
 }
 
 export function createHttpTransport(options: {

@@ -1,27 +1,16 @@
 /**
- * `GET /v1/events` over the unix socket (node:http, like the RPC transport): an async iterable
- * of the daemon's operation events, closed by the caller or by the daemon.
+ * `GET /v1/events` over the unix socket with node:http: an async iterable of the daemon's
+ * operation events, closed by the caller or by the daemon. Imported when a command follows an
+ * operation (src/cli/follow/follow-command.ts), so that the commands that never do (`status`)
+ * do not load node:http (src/rpc/http-transport.ts).
  */
 import http from 'node:http';
 import { unreachableError } from '../../rpc/http-transport.js';
 import type { StreamEvent } from '../types.js';
 import { createSseParser } from './sse-parser.js';
+import { EventStreamUnavailableError, type EventStream } from './stream-types.js';
 
-/** The daemon answered, but not with an event stream (an agentd without `/v1/events`). */
-export class EventStreamUnavailableError extends Error {
-  constructor(readonly status: number) {
-    super(`GET /v1/events answered HTTP ${status}`);
-    this.name = 'EventStreamUnavailableError';
-  }
-}
-
-/** An open event stream. Iterating ends when the daemon closes it or `close()` is called. */
-export interface EventStream extends AsyncIterable<StreamEvent> {
-  close(): void;
-}
-
-/** Open a stream; the signature the follower takes, so tests can feed events without a daemon. */
-export type OpenEventStream = (operationId: string) => Promise<EventStream>;
+export { EventStreamUnavailableError, type EventStream, type OpenEventStream } from './stream-types.js';
 
 /** Open `GET /v1/events?operation=<id>` on the socket; resolves once the daemon has answered 200. */
 export function openEventStream(socketPath: string, operationId: string): Promise<EventStream> {

@@ -11,7 +11,6 @@ import { defaultSocket } from '../paths.js';
 import { firstLine } from '../output.js';
 import { renderOperation } from '../render/operation.js';
 import type { Operation } from '../types.js';
-import { openEventStream } from './event-stream.js';
 import { followOperation, type ChangeSink } from './follow-operation.js';
 import { createLiveView } from './live-view.js';
 import { createPlainLines } from './plain-lines.js';
@@ -82,7 +81,8 @@ export async function followAndReport(
       operation: initial,
       model,
       onChange: view.onChange,
-      openStream: (opId) => openEventStream(ctx.options.socket, opId),
+      openStream: async (opId) =>
+        (await import('./event-stream.js')).openEventStream(ctx.options.socket, opId),
       getOperation: (opId) => ctx.call('operations.get', { id: opId }),
       waitOperation: (opId, timeoutSeconds) => ctx.call('operations.wait', { id: opId, timeoutSeconds }),
       clock: ctx.proc.clock,

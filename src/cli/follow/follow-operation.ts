@@ -7,7 +7,7 @@
 import type { Clock } from '../../host/types.js';
 import { CliError, EXIT } from '../exit-codes.js';
 import { isFinal, type Operation } from '../types.js';
-import { EventStreamUnavailableError, type OpenEventStream } from './event-stream.js';
+import { EventStreamUnavailableError, type OpenEventStream } from './stream-types.js';
 import type { FollowModel, ModelChange } from './progress-model.js';
 
 /** How following ended. `operation` is the latest state seen. */
