@@ -8,7 +8,7 @@ import { defaultSocket } from './paths.js';
 import { buildProgram, type ProgramIo } from './program.js';
 
 export async function runCli(argv: string[], io: ProgramIo): Promise<number> {
-  const program = buildProgram(io);
+  const program = buildProgram(io, argv.slice(2));
   // commander copies these settings to a subcommand only when it is created, and the tree is
   // already built: set them on every command, or `agentctl stop --bogus` would exit 1, not 2.
   const all = (cmd: Command): Command[] => [cmd, ...cmd.commands.flatMap(all)];

@@ -17,6 +17,9 @@ export interface ProgramIo {
   proc?: CliProcess;
 }
 
+/** Whether to define the top-level command `name` (src/cli/program.ts, `buildProgram`). */
+export type Want = (name: string) => boolean;
+
 /** Builds the context of the command that runs (global options resolved). */
 export type ContextOf = (cmd: Command) => CliContext;
 

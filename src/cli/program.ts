@@ -11,12 +11,46 @@ import { defaultSocket } from './paths.js';
 import { defineAdminCommands } from './program-admin.js';
 import { defineFleetCommands } from './program-fleet.js';
 import { defineNodeCommands } from './program-node.js';
-import { globalOptions, globalValues, type ContextOf, type ProgramIo } from './program-options.js';
+import { globalOptions, globalValues, type ContextOf, type ProgramIo, type Want } from './program-options.js';
 import { defineOpsCommands } from './program-ops.js';
 
 export type { ContextOf, ProgramIo } from './program-options.js';
 
-export function buildProgram(io: ProgramIo): Command {
+/**
+ * agentctl's program. Given the run's arguments (after `node agentctl`), and when they name a
+ * command, only that top-level command is defined: building the whole tree (every command's
+ * options, the hidden copies of the global options, the examples) was ~7 ms of a `status` call
+ * in the release executable (docs/benchmarks.md, "CLI startup"), and a command's own parsing,
+ * help and errors do not depend on its siblings. Without arguments (docs, completion scripts),
+ * or when the first operand is not a command (help, a typo that commander suggests a fix for),
+ * or for `completion` (whose script lists every command), the whole tree.
+ */
+export function buildProgram(io: ProgramIo, args?: readonly string[]): Command {
+  const named = args === undefined ? undefined : firstOperand(args);
+  if (named !== undefined && named !== 'completion') {
+    const program = defineProgram(io, (name) => name === named);
+    if (program.commands.length > 0) return program;
+  }
+  return defineProgram(io, () => true);
+}
+
+/** The first argument that is not a global option or its value: the command's name, if any. */
+function firstOperand(args: readonly string[]): string | undefined {
+  const takesValue = new Set(
+    globalOptions(true)
+      .filter((o) => o.required)
+      .map((o) => o.long),
+  );
+  for (let i = 0; i < args.length; i++) {
+    const arg = args[i] as string;
+    if (arg === '--') return args[i + 1];
+    if (!arg.startsWith('-')) return arg;
+    if (takesValue.has(arg)) i++;
+  }
+  return undefined;
+}
+
+function defineProgram(io: ProgramIo, want: Want): Command {
   const program = new Command('agentctl')
     .description('Operate agentd, the node agent, over its unix socket.')
     .version(VERSION, '-V, --version', 'print the agentctl version')
@@ -49,9 +83,9 @@ export function buildProgram(io: ProgramIo): Command {
   };
 
   // In the order `agentctl help` lists them: the node, then operations and config, then the daemon.
-  defineNodeCommands(program, ctxOf, io);
-  defineOpsCommands(program, ctxOf);
-  defineFleetCommands(program, ctxOf);
-  defineAdminCommands(program, ctxOf, io);
+  defineNodeCommands(program, ctxOf, io, want);
+  defineOpsCommands(program, ctxOf, want);
+  defineFleetCommands(program, ctxOf, want);
+  defineAdminCommands(program, ctxOf, io, want);
   return program;
 }
