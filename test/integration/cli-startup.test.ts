@@ -4,12 +4,19 @@
  * and an agentd of another version — one that lacks a method, or the event stream.
  */
 import { spawn, spawnSync } from 'node:child_process';
-import { copyFile, mkdir, readdir, readFile, writeFile } from 'node:fs/promises';
+import { copyFile, mkdir, readdir, writeFile } from 'node:fs/promises';
 import http from 'node:http';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { AGENTCTL_BIN, runAgentctl } from '../support/cli.js';
-import { REPO_ROOT, childEnv, makeTempDir, startTestDaemon, type TestDaemon } from '../support/daemon.js';
+import {
+  REPO_ROOT,
+  childEnv,
+  makeTempDir,
+  runtimeRecorder,
+  startTestDaemon,
+  type TestDaemon,
+} from '../support/daemon.js';
 
 describe('agentctl status runs only what it uses', () => {
   let d: TestDaemon;
@@ -26,22 +33,11 @@ describe('agentctl status runs only what it uses', () => {
    * Kubernetes client, fastify, undici and pino load tls, https, http2, zlib or worker_threads.
    */
   async function loadedBuiltins(args: string[]): Promise<string[]> {
-    const dir = await makeTempDir('agentctl-modules-');
-    const log = path.join(dir, 'modules.log');
-    const preload = path.join(dir, 'record.cjs');
-    await writeFile(
-      preload,
-      [
-        "process.on('exit', () => {",
-        "  const names = process.moduleLoadList.filter((m) => m.startsWith('NativeModule ')).map((m) => m.slice(13));",
-        `  require('node:fs').writeFileSync(${JSON.stringify(log)}, names.join('\\n'));`,
-        '});',
-      ].join('\n'),
-    );
+    const recorder = await runtimeRecorder();
     const code = await new Promise<number | null>((resolve) => {
       const proc = spawn(
         process.execPath,
-        ['--require', preload, AGENTCTL_BIN, '--socket', d.socket, ...args],
+        ['--require', recorder.preload, AGENTCTL_BIN, '--socket', d.socket, ...args],
         {
           env: childEnv(),
           stdio: 'ignore',
@@ -50,7 +46,7 @@ describe('agentctl status runs only what it uses', () => {
       proc.once('close', resolve);
     });
     expect(code).toBe(0);
-    return (await readFile(log, 'utf8')).trim().split('\n');
+    return (await recorder.read()).builtins;
   }
 
   it('status: the RPC client on node:net, no node:http, Kubernetes client, server, logger or download code', async () => {

@@ -5,11 +5,9 @@
  * undici's dispatcher core and not, through undici's fetch and cookie modules, the copy of undici
  * that Node bundles.
  */
-import { readFile, writeFile } from 'node:fs/promises';
 import { spawnSync } from 'node:child_process';
-import path from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { makeTempDir, startTestDaemon } from '../support/daemon.js';
+import { runtimeRecorder, startTestDaemon } from '../support/daemon.js';
 
 /** The flag hash V8 puts in its code caches (bytes 12 to 15 of a cache's header), for `flags`. */
 function flagHash(flags: string[]): string {
@@ -28,35 +26,21 @@ function flagHash(flags: string[]): string {
 
 describe("the daemon's runtime", () => {
   it('starts with the flag hash of a plain node, ages bytecode once serving, and a join does not load Node’s bundled undici', async () => {
-    const dir = await makeTempDir('agentd-runtime-');
-    const log = path.join(dir, 'runtime.json');
-    const preload = path.join(dir, 'record.cjs');
-    await writeFile(
-      preload,
-      [
-        "const hash = () => new (require('node:vm').Script)('').createCachedData().subarray(12, 16).toString('hex');",
-        'const atStart = hash();',
-        "process.on('exit', () => {",
-        "  const builtins = process.moduleLoadList.filter((m) => m.startsWith('NativeModule ')).map((m) => m.slice(13));",
-        `  require('node:fs').writeFileSync(${JSON.stringify(log)}, JSON.stringify({ atStart, atExit: hash(), builtins }));`,
-        '});',
-      ].join('\n'),
-    );
-    const d = await startTestDaemon({ args: ['--sim'], env: { NODE_OPTIONS: `--require ${preload}` } });
+    const recorder = await runtimeRecorder();
+    const d = await startTestDaemon({
+      args: ['--sim'],
+      env: { NODE_OPTIONS: `--require ${recorder.preload}` },
+    });
     const join = await d.rpc('update', { wait: true });
     expect((join.result as { state?: string } | undefined)?.state, JSON.stringify(join)).toBe('succeeded');
     expect(await d.stop()).toBe(0);
-    const seen = JSON.parse(await readFile(log, 'utf8')) as {
-      atStart: string;
-      atExit: string;
-      builtins: string[];
-    };
+    const seen = await recorder.read();
 
     // At start, no flag V8 hashes into its caches: Node's cache of its built-in modules is valid.
-    expect(seen.atStart).toBe(flagHash([]));
+    expect(seen.flagHashAtStart).toBe(flagHash([]));
     // Once serving, `--bytecode-old-age=1` (src/bin/agentd.ts, `ageBytecodeSoon`).
-    expect(seen.atExit).toBe(flagHash(['--bytecode-old-age=1']));
-    expect(seen.atExit).not.toBe(seen.atStart);
+    expect(seen.flagHashAtExit).toBe(flagHash(['--bytecode-old-age=1']));
+    expect(seen.flagHashAtExit).not.toBe(seen.flagHashAtStart);
     // The join downloaded its artifacts with undici (src/provision/artifacts/http.ts) over
     // node:http's sockets; undici's entry would have made Node load its own copy too.
     expect(seen.builtins).toContain('net');

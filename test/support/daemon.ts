@@ -8,7 +8,7 @@
  */
 import { spawn, type ChildProcess } from 'node:child_process';
 import { existsSync, readFileSync } from 'node:fs';
-import { mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { mkdir, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import http from 'node:http';
 import os from 'node:os';
 import path from 'node:path';
@@ -433,4 +433,38 @@ export async function waitUntil(
       throw new Error(`timed out waiting for ${what}${d ? `\n${d.logs().slice(-4000)}` : ''}`);
     await new Promise((r) => setTimeout(r, 25));
   }
+}
+
+/** What a process recorded about its runtime (see `runtimeRecorder`). */
+export interface RuntimeRecord {
+  /** The node built-in modules loaded by exit (`process.moduleLoadList`). */
+  builtins: string[];
+  /** V8's flag hash in its code caches (bytes 12 to 15 of a cache's header) at start and at exit. */
+  flagHashAtStart: string;
+  flagHashAtExit: string;
+}
+
+/**
+ * A preload (`node --require <preload>`, or `NODE_OPTIONS`) that records at the process's exit
+ * what it loaded and its V8 flag hash; `read()` returns the record once the process has exited.
+ */
+export async function runtimeRecorder(): Promise<{ preload: string; read(): Promise<RuntimeRecord> }> {
+  const dir = await makeTempDir('agentd-runtime-record-');
+  const log = path.join(dir, 'record.json');
+  const preload = path.join(dir, 'record.cjs');
+  await writeFile(
+    preload,
+    [
+      "const hash = () => new (require('node:vm').Script)('').createCachedData().subarray(12, 16).toString('hex');",
+      'const flagHashAtStart = hash();',
+      "process.on('exit', () => {",
+      "  const builtins = process.moduleLoadList.filter((m) => m.startsWith('NativeModule ')).map((m) => m.slice(13));",
+      `  require('node:fs').writeFileSync(${JSON.stringify(log)}, JSON.stringify({ builtins, flagHashAtStart, flagHashAtExit: hash() }));`,
+      '});',
+    ].join('\n'),
+  );
+  return {
+    preload,
+    read: async () => JSON.parse(await readFile(log, 'utf8')) as RuntimeRecord,
+  };
 }
