@@ -97,6 +97,18 @@ export function requestOverSocket(o: HttpRequestOptions): Promise<SocketHttpAnsw
     // The daemon closes the connection once it has answered; a close without an end (and
     // without an error) is parsed the same way, and a cut answer then fails to parse.
     const onEnd = (): void => {
+      // Closed without a byte of answer (a daemon stopping or dying as the call came in):
+      // unreachable, as for a refused connection, so the caller knows nothing was answered.
+      if (chunks.length === 0) {
+        settle(
+          new DaemonUnreachableError(
+            o.socketPath,
+            'other',
+            'the daemon closed the connection without answering',
+          ),
+        );
+        return;
+      }
       try {
         settle(null, parseAnswer(Buffer.concat(chunks)));
       } catch (err) {

@@ -110,7 +110,6 @@ describe('requestOverSocket', () => {
   it.each([
     ['a cut body', 'HTTP/1.1 200 OK\r\ncontent-length: 10\r\n\r\nabc', /was cut: 3 of 10 bytes of body/],
     ['cut headers', 'HTTP/1.1 200 OK\r\ncontent-le', /ends inside its headers/],
-    ['no answer at all', '', /is empty/],
     ['not HTTP', 'SSH-2.0-OpenSSH\r\n\r\n', /starts with "SSH-2.0-OpenSSH"/],
     [
       'a cut chunk',
@@ -122,6 +121,16 @@ describe('requestOverSocket', () => {
   ])('fails on %s with an error that says what was wrong', async (_what, raw, message) => {
     const socketPath = await rawServer(raw);
     await expect(requestOverSocket({ socketPath, method: 'GET', path: '/' })).rejects.toThrow(message);
+  });
+
+  it('a daemon that closes without answering: unreachable, as a refused connection is', async () => {
+    const socketPath = await rawServer('');
+    const err = await requestOverSocket({ socketPath, method: 'GET', path: '/' }).catch((e) => e);
+    expect(err).toBeInstanceOf(DaemonUnreachableError);
+    expect(err).toMatchObject({
+      reason: 'other',
+      message: 'the daemon closed the connection without answering',
+    });
   });
 
   it('a daemon that never answers: a timeout error, when a timeout is given', async () => {
@@ -152,6 +161,10 @@ describe('parseAnswer', () => {
       headers: { 'x-a': '1, 2', 'transfer-encoding': 'chunked' },
       body: 'abcde',
     });
+  });
+
+  it('an empty answer says so', () => {
+    expect(() => parseAnswer(Buffer.alloc(0))).toThrow(/is empty/);
   });
 
   it('without content-length or chunking, the body is the rest of the connection', () => {
