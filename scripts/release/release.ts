@@ -6,20 +6,21 @@
  *   agentd_<version>_amd64.deb          the same executable, unit, man pages and docs for dpkg
  *   SHA256SUMS                          `sha256sum -c` format
  *
- * The executable is a Node single executable application: the two program bundles
- * (scripts/build.ts, the same files the tests run) as assets and a small main that picks one by
- * the name it was started as, in the pinned Node LTS runtime
- * (node-runtime.ts), so a host needs no Node, no npm and no network. `agentctl` is a symlink to
+ * The executable is a Node single executable application: a small main that picks a program by
+ * the name it was started as, in the pinned Node LTS runtime, followed by the program bundles
+ * (scripts/build.ts, the same files the tests run) and their code caches (src/embedded.ts). The
+ * runtime is the pinned Node LTS (node-runtime.ts), so a host needs no Node, no npm and no network. `agentctl` is a symlink to
  * it. The layout is described in docs/operations.md ("Release artifacts").
  */
 import { createHash } from 'node:crypto';
 import { createReadStream } from 'node:fs';
-import { chmod, copyFile, cp, mkdir, mkdtemp, readdir, readFile, rm, stat, symlink, writeFile } from 'node:fs/promises';
+import { appendFile, chmod, copyFile, cp, mkdir, mkdtemp, readdir, readFile, rm, stat, symlink, writeFile } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
 import { gzipSync } from 'node:zlib';
 import { execa } from 'execa';
+import { encodeEmbedded } from '../../src/embedded.js';
 import { BUNDLES, REPO_ROOT, RUNTIME_FLAGS, buildBundle, writeCodeCaches } from '../build.js';
 import { ensureNodeRuntime, NODE_RUNTIME } from './node-runtime.js';
 
@@ -93,21 +94,11 @@ async function buildExecutable(node: string, root: string, out: string, work: st
     config,
     JSON.stringify({
       main: path.join(root, BUNDLES.seaMain),
-      assets: {
-        'agentd.cjs': path.join(root, BUNDLES.agentd),
-        'agentctl.cjs': path.join(root, BUNDLES.agentctl),
-        // The libraries only some agentctl commands use, loaded by agentctl's bundle on first use.
-        'agentctl-libs.cjs': path.join(root, BUNDLES.agentctlLibs),
-        // agentd's bundle starts the download worker from this asset (src/provision/artifacts/sink.ts).
-        'sink-worker.cjs': path.join(root, BUNDLES.sinkWorker),
-        // Named as the main looks them up: by the runtime's and flags' key (src/bin/load-bundle.ts).
-        ...Object.fromEntries(Object.values(cacheFiles).map((f) => [path.basename(f), f])),
-      },
       output: out,
       disableExperimentalSEAWarning: true,
       // Not the SEA's own code cache: it would cover only the small main (and V8 rejects, with a
-      // warning, a cache made under other flags than RUNTIME_FLAGS). The bundles' caches above
-      // are assets that the main hands to V8 (src/bin/load-bundle.ts).
+      // warning, a cache made under other flags than RUNTIME_FLAGS). The bundles' caches are
+      // embedded files (below) that the main hands to V8 (src/bin/load-bundle.ts).
       useCodeCache: false,
       // NODE_OPTIONS and the like are the host's, not a reason to change the agent's runtime.
       execArgvExtension: 'none',
@@ -115,6 +106,22 @@ async function buildExecutable(node: string, root: string, out: string, work: st
     }),
   );
   await run('build the single executable', node, ['--build-sea', config]);
+  // The programs follow the executable's own bytes, not as the application's assets: those would
+  // stay resident in every agentd once read (src/embedded.ts).
+  const embedded = new Map<string, Buffer>();
+  for (const [name, file] of [
+    ['agentd.cjs', path.join(root, BUNDLES.agentd)],
+    ['agentctl.cjs', path.join(root, BUNDLES.agentctl)],
+    // The libraries only some agentctl commands use, loaded by agentctl's bundle on first use.
+    ['agentctl-libs.cjs', path.join(root, BUNDLES.agentctlLibs)],
+    // agentd's bundle starts the download worker from this file (src/provision/artifacts/sink.ts).
+    ['sink-worker.cjs', path.join(root, BUNDLES.sinkWorker)],
+    // Named as the main looks them up: by the runtime's and flags' key (src/bin/load-bundle.ts).
+    ...Object.values(cacheFiles).map((f) => [path.basename(f), f] as const),
+  ] as const) {
+    embedded.set(name, await readFile(file));
+  }
+  await appendFile(out, encodeEmbedded(embedded));
   await chmod(out, 0o755);
 }
 

@@ -47,6 +47,8 @@ export interface TestDaemonOptions {
   waitReady?: boolean;
   /** The agentd program to run with node (default dist/bin/agentd.js, the bundle's npm bin). */
   bin?: string;
+  /** An agentd executable to run instead of node with `bin` (the release's). */
+  executable?: string;
 }
 
 export interface HttpAnswer {
@@ -228,7 +230,7 @@ export async function startTestDaemon(options: TestDaemonOptions = {}): Promise<
         ...(options.sim === false ? [] : ['--host', 'sim']),
       ];
   const args = [
-    options.bin ?? AGENTD_BIN,
+    ...(options.executable ? [] : [options.bin ?? AGENTD_BIN]),
     '--config',
     configFile,
     ...pathFlags,
@@ -236,7 +238,7 @@ export async function startTestDaemon(options: TestDaemonOptions = {}): Promise<
     'json',
     ...(options.args ?? []),
   ];
-  const proc = spawn(process.execPath, args, {
+  const proc = spawn(options.executable ?? process.execPath, args, {
     cwd: dir,
     env: childEnv(options.env),
     stdio: ['ignore', 'pipe', 'pipe'],

@@ -24,6 +24,9 @@ const INPUTS = [
   'dist/sink-worker.cjs',
   'dist/load-bundle.cjs',
   'scripts/release',
+  // RUNTIME_FLAGS and the code caches' making; the embedded files' format.
+  'scripts/build.ts',
+  'src/embedded.ts',
   'systemd',
   'deploy',
   'docs',

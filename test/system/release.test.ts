@@ -9,14 +9,25 @@
  * AGENTD_REQUIRE_SYSTEM_TESTS=1.
  */
 import { execFile } from 'node:child_process';
-import { chmod, mkdir, readFile, readlink, writeFile } from 'node:fs/promises';
+import { randomBytes } from 'node:crypto';
+import { chmod, copyFile, mkdir, readFile, readlink, stat, truncate, writeFile } from 'node:fs/promises';
+import { availableParallelism } from 'node:os';
 import path from 'node:path';
 import { promisify } from 'node:util';
 import { beforeAll, describe, expect, it } from 'vitest';
 import { RUNTIME_FLAGS } from '../../scripts/build.js';
 import { ensureNodeRuntime } from '../../scripts/release/node-runtime.js';
 import { release, type ReleaseResult } from '../../scripts/release/release.js';
+import { openEmbedded } from '../../src/embedded.js';
+import {
+  DOWNLOAD_WORKER_UNAVAILABLE,
+  WORKER_SINK_MIN_BYTES,
+  WORKER_SINK_MIN_CPUS,
+} from '../../src/provision/artifacts/sink.js';
+import { startMirror } from '../../src/sim/mirror/index.js';
+import { createOciImage } from '../../src/sim/mirror/oci-image.js';
 import { makeTempDir } from '../support/daemon.js';
+import { mirrorAgentConfig, startSimDaemon, updateAndWait } from '../support/provision-fixtures.js';
 
 const run = promisify(execFile);
 const have = async (tool: string): Promise<boolean> =>
@@ -108,6 +119,61 @@ describe.skipIf(!available && !required)('npm run release', () => {
     // The check can fail: a hashed flag changes it.
     expect(await hash(['--bytecode-old-age=1'])).not.toBe(await hash([]));
   });
+
+  it('carries its programs after every part of the file the kernel maps, so an idle agentd does not keep them resident', async () => {
+    const exe = path.join(dir, 'agentd');
+    const bytes = await readFile(exe);
+    // The end of the last loadable segment (ELF64 program headers: type 1 is PT_LOAD).
+    const phoff = Number(bytes.readBigUInt64LE(0x20));
+    const phentsize = bytes.readUInt16LE(0x36);
+    let mappedEnd = 0;
+    for (let i = 0; i < bytes.readUInt16LE(0x38); i++) {
+      const h = phoff + i * phentsize;
+      if (bytes.readUInt32LE(h) !== 1) continue;
+      mappedEnd = Math.max(mappedEnd, Number(bytes.readBigUInt64LE(h + 8) + bytes.readBigUInt64LE(h + 32)));
+    }
+    expect(bytes.toString('latin1', bytes.length - 16, bytes.length - 8)).toBe('AGENTDP1');
+    const payloadStart = bytes.length - 16 - bytes.readUInt32LE(bytes.length - 4);
+    expect(mappedEnd).toBeGreaterThan(0);
+    expect(mappedEnd).toBeLessThanOrEqual(payloadStart);
+    const embedded = openEmbedded(exe)!;
+    for (const name of ['agentd.cjs', 'agentctl.cjs', 'agentctl-libs.cjs', 'sink-worker.cjs']) {
+      expect(embedded.read(name)?.length, name).toBeGreaterThan(1000);
+    }
+  });
+
+  it('a truncated executable says what is wrong and what to do, with exit 1', async () => {
+    const copy = path.join(await makeTempDir('agentd-release-damaged-'), 'agentd');
+    await copyFile(path.join(dir, 'agentd'), copy);
+    await truncate(copy, (await stat(copy)).size - 16);
+    const r = await run(copy, ['--version'], { env: {} }).then(
+      () => ({ code: 0, stderr: '' }),
+      (err: { code: number; stderr: string }) => err,
+    );
+    expect(r.code).toBe(1);
+    expect(r.stderr).toBe(
+      `agentd: ${copy} cannot run: it carries none of its programs; install it again from the release artifact\n`,
+    );
+  });
+
+  it.skipIf(availableParallelism() < WORKER_SINK_MIN_CPUS)(
+    'hashes a large download on its download worker, started from the executable itself',
+    async () => {
+      // Random bytes do not compress: the gzip layer is as large as the file.
+      const image = createOciImage({
+        extraFiles: [{ path: 'opt/large.bin', content: randomBytes(WORKER_SINK_MIN_BYTES + 1024 * 1024) }],
+      });
+      const mirror = await startMirror({ image: () => image });
+      try {
+        const d = await startSimDaemon({ executable: path.join(dir, 'agentd') });
+        const op = await updateAndWait(d, { config: mirrorAgentConfig(mirror) });
+        expect(op, JSON.stringify(op.error)).toMatchObject({ state: 'succeeded', to: 'kube1' });
+        expect(d.logs()).not.toContain(DOWNLOAD_WORKER_UNAVAILABLE);
+      } finally {
+        await mirror.close();
+      }
+    },
+  );
 
   it('runs with an empty environment (no node on PATH) as agentd and, by its name, as agentctl', async () => {
     const agentd = await run(path.join(dir, 'agentd'), ['--version'], { env: {} });

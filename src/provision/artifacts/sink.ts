@@ -17,10 +17,11 @@
 import { createHash } from 'node:crypto';
 import { existsSync } from 'node:fs';
 import { availableParallelism } from 'node:os';
-import { getAsset, isSea } from 'node:sea';
+import { isSea } from 'node:sea';
 import { fileURLToPath } from 'node:url';
 import type { Writable } from 'node:stream';
 import { Worker } from 'node:worker_threads';
+import { openEmbedded } from '../../embedded.js';
 import { defaultOpenWrite, destroyQuietly, endWritable, openForWrite, removeQuietly } from './file-io.js';
 import { SINK_WORKER_DATA } from './sink-worker.js';
 import type { SinkReply, SinkRequest } from './sink-worker.js';
@@ -163,8 +164,8 @@ function ownedBuffer(chunk: Buffer): ArrayBuffer {
  * The worker thread running sink-worker, from the first of:
  * - the module next to this one: tsc's dist/ (`sink-worker.js`), or the esbuild bundle's own file
  *   next to agentd's bundle (`dist/sink-worker.cjs`, scripts/build.ts: `npm start`, the npm bins);
- * - the release executable's embedded asset `sink-worker.cjs` (the same file), evaluated as the
- *   worker's script;
+ * - the release executable's embedded file `sink-worker.cjs` (the same file, src/embedded.ts),
+ *   evaluated as the worker's script;
  * - run from the TypeScript sources (vitest, tsx), the same module through tsx's loader,
  *   registered in the worker first (a worker does not inherit the loader of the thread that
  *   starts it).
@@ -177,8 +178,10 @@ function startSinkWorker(): Worker {
     if (existsSync(fileURLToPath(file))) return new Worker(file, options);
   }
   if (isSea()) {
-    // Throws when the executable carries no such asset: then large downloads hash inline.
-    return new Worker(getAsset('sink-worker.cjs', 'utf8'), { ...options, eval: true });
+    // Throws when the executable carries no such file: then large downloads hash inline.
+    const source = openEmbedded()?.read('sink-worker.cjs');
+    if (!source) throw new Error('the executable carries no sink-worker.cjs');
+    return new Worker(source.toString('utf8'), { ...options, eval: true });
   }
   const tsUrl = new URL('./sink-worker.ts', import.meta.url);
   if (!existsSync(fileURLToPath(tsUrl))) throw new Error('no download worker module next to the sink');
