@@ -7,6 +7,8 @@
  *   npx tsx bench/rpc.ts                       (after npm run build; `npm run bench` does both)
  *   BENCH_SECONDS=5 npx tsx bench/rpc.ts       (longer runs)
  *   BENCH_CPU_PROF=prof npx tsx bench/rpc.ts   (CPU profile of the daemon into ./prof)
+ *   BENCH_RELEASE=1 npx tsx bench/rpc.ts       (the release executable, after `npm run release`,
+ *                                               against a bare server on its own runtime)
  *
  * The daemon runs with the V8 flags the release executable ships with (RUNTIME_FLAGS), as
  * bench/footprint.ts does: what is measured is what runs on a host. BENCH_NODE_ARGS (space
@@ -18,6 +20,7 @@ import { runLoad, type LoadResult } from './lib/load.js';
 import { cpuTimeMs, median, medianWallTimes, residentMiB } from './lib/measure.js';
 import { AGENTCTL_BIN, makeTempDir, startBaseline, startDaemon, type Child } from './lib/processes.js';
 import { RUNTIME_FLAGS } from '../scripts/build.js';
+import { unpackRelease } from './lib/release.js';
 import { renderTable } from './lib/table.js';
 import { requestUnix } from './lib/unix-http.js';
 
@@ -29,6 +32,8 @@ const CLI_RUNS = 15;
 const IDLE_MS = 2000;
 const TARGET_RATIO = 0.85;
 const BODY = JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'status' });
+/** Measure the release executable (what ships) instead of `node dist/bin/agentd.js`. */
+const RELEASE = process.env.BENCH_RELEASE === '1';
 const NODE_ARGS =
   process.env.BENCH_NODE_ARGS !== undefined
     ? process.env.BENCH_NODE_ARGS.split(' ').filter(Boolean)
@@ -151,7 +156,12 @@ async function main(): Promise<void> {
   const children: Child[] = [];
   try {
     const profDir = process.env.BENCH_CPU_PROF;
+    const release = RELEASE ? await unpackRelease(tmp.dir) : undefined;
+    if (release === null)
+      throw new Error('BENCH_RELEASE=1: no release tarball or runtime; run `npm run release` first');
+    if (release) console.log(`release executable ${release.agentd}, runtime Node ${release.nodeVersion}`);
     const daemon = await startDaemon(tmp.dir, {
+      executable: release?.agentd,
       nodeArgs: [...NODE_ARGS, ...(profDir ? ['--cpu-prof', `--cpu-prof-dir=${path.resolve(profDir)}`] : [])],
     });
     children.push(daemon);
@@ -163,7 +173,7 @@ async function main(): Promise<void> {
     if (statusAnswer.status !== 200 || !statusAnswer.body.includes('"result"')) {
       throw new Error(`status answered HTTP ${statusAnswer.status}: ${statusAnswer.body.slice(0, 300)}`);
     }
-    const baseline = await startBaseline(tmp.dir, statusAnswer.body);
+    const baseline = await startBaseline(tmp.dir, statusAnswer.body, release ? { node: release.node } : {});
     children.push(baseline);
     const baselineRss = await residentMiB(baseline.pid);
 
@@ -178,8 +188,10 @@ async function main(): Promise<void> {
 
     const [ctl, bare] = await medianWallTimes(
       [
-        { file: process.execPath, args: [AGENTCTL_BIN, '--socket', daemon.socket, 'status', '--json'] },
-        { file: process.execPath, args: ['-e', '0'] },
+        release
+          ? { file: release.agentctl, args: ['--socket', daemon.socket, 'status', '--json'] }
+          : { file: process.execPath, args: [AGENTCTL_BIN, '--socket', daemon.socket, 'status', '--json'] },
+        { file: release?.node ?? process.execPath, args: ['-e', '0'] },
       ],
       CLI_RUNS,
     );

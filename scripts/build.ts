@@ -72,19 +72,21 @@ const TARGET = 'node20.19';
 const OPTIONAL_EXTERNALS = ['bufferutil', 'utf-8-validate'];
 
 /**
- * V8 flags the release executable runs with (its `execArgv`), chosen by bench/footprint.ts and
- * bench/rpc.ts: a 1 MiB young generation instead of V8's 16 to 64 MiB. An idle node agent pays
- * for its peak young generation in resident memory all day; the price is more (short)
- * scavenges under load.
- * Only flags that the embedded runtime's V8 leaves out of its code caches' flag hash belong
- * here: any other makes V8 reject Node's embedded code cache of its built-in modules, and every
- * start, agentctl's too, compiles them from source (Node 26's V8 leaves `--max-semi-space-size`
- * out; Node 20's does not, which only the benchmarks' npm path with these flags pays). agentd sets its bytecode ageing itself once it serves
- * (`ageBytecodeSoon`, src/bin/agentd.ts). `--optimize-for-size` is not among them: it saved no
- * idle memory and cost a quarter of the daemon's RPC throughput (docs/benchmarks.md,
- * "Footprint", "RPC" and "CLI startup").
+ * V8 flags the release executable runs with (its `execArgv`): none, as `npm start` and the npm
+ * bins run `node`. Each one tried cost more than it saved (docs/benchmarks.md, "Footprint", "RPC"
+ * and "CLI startup"):
+ * - `--max-semi-space-size=1` (a 1 MiB young generation) left the idle release daemon's memory
+ *   where it was on Node 26 (91.7 against 92.2 MiB), whose V8 shrinks the young generation of an
+ *   idle process itself, and cost it a fifth of its RPC throughput (0.68 against 0.84 of a bare
+ *   server); only Node 20's V8 keeps a grown young generation;
+ * - `--optimize-for-size` saved no idle memory and cost a quarter of the RPC throughput;
+ * - any flag the runtime's V8 puts in its code caches' flag hash (`--bytecode-old-age=1`, for one)
+ *   makes V8 reject Node's embedded cache of its built-in modules, and every start, agentctl's
+ *   too, compiles them from source. agentd sets its bytecode ageing itself once it serves
+ *   (`ageBytecodeSoon`, src/bin/agentd.ts).
+ * A flag added here must leave the flag hash alone (test/system/release.test.ts checks).
  */
-export const RUNTIME_FLAGS = ['--max-semi-space-size=1'] as const;
+export const RUNTIME_FLAGS: readonly string[] = [];
 
 /** What `import.meta.url` means in the bundle: the bundle's own URL (the executable's in a release). */
 const IMPORT_META_URL = '__agentdImportMetaUrl';
@@ -296,13 +298,13 @@ export async function buildBundle(root: string = REPO_ROOT): Promise<Metafile> {
     await chmod(file, 0o755);
   }
   // For the npm bins, on this runtime: without V8 flags (a bin runs `node` plain), and with the
-  // release's RUNTIME_FLAGS (`node --max-semi-space-size=1 … dist/bin/agentd.js`):
-  // without a cache of its own, a run under those flags compiles the whole bundle, whose parse
-  // alone raised agentd's resident memory by ~27 MiB (docs/benchmarks.md, "Footprint").
+  // release's RUNTIME_FLAGS when there are any: without a cache of its own, a run under other
+  // flags compiles the whole bundle, whose parse alone raised agentd's resident memory by
+  // ~27 MiB (docs/benchmarks.md, "Footprint").
   const dist = path.join(root, 'dist');
   for (const stale of (await readdir(dist)).filter((f) => f.endsWith('.cache')))
     await rm(path.join(dist, stale));
-  for (const flags of [[], RUNTIME_FLAGS])
+  for (const flags of RUNTIME_FLAGS.length > 0 ? [[], RUNTIME_FLAGS] : [[]])
     writeCodeCaches({ root, node: process.execPath, flags, outDir: dist });
   return metafile;
 }

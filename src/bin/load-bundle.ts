@@ -23,7 +23,7 @@ export interface ProgramBundle {
  * keeps them to itself; a cache's header carries them, so the key is taken from the cache of an
  * empty script (its first 16 bytes are the same for every script but the source's hash, bytes
  * 8 to 11, left out). The same runtime with the same flags gives the same key; with other flags
- * (`--max-semi-space-size=1`, the release's) another one, and a cache made under one set of
+ * (`--max-semi-space-size=1` on Node 20, say) another one, and a cache made under one set of
  * flags is rejected under another (docs/benchmarks.md, "Footprint").
  */
 export function codeCacheKey(): string {

@@ -55,8 +55,8 @@ describe('bundle code caches', () => {
     (program) => {
       const bundle = path.join(REPO_ROOT, 'dist', `${program}.cjs`);
       const plain = cacheFileFor(bundle, []);
-      // The same key when V8 leaves the release flags out of its flag hash (Node 26's V8 does
-      // for `--max-semi-space-size`; Node 20's does not): then one cache serves both.
+      // The same key when the release has no flags, or V8 leaves them out of its flag hash: then
+      // one cache serves both.
       const release = cacheFileFor(bundle, [...RUNTIME_FLAGS]);
       // A flag V8 hashes, another key: a cache made under one set is rejected under the other.
       expect(cacheFileFor(bundle, ['--bytecode-old-age=1'])).not.toBe(plain);
