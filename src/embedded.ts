@@ -65,12 +65,16 @@ function readAt(fd: number, position: number, length: number): Buffer {
   return buf;
 }
 
+/** How much of the end of the file the first read takes: the footer and, nearly always, the index. */
+const TAIL_BYTES = 4096;
+
 /**
  * The files embedded in the executable `file`, or undefined when it carries none (no footer).
- * Throws an EmbeddedFilesError when the footer or the index is damaged. Each `read` opens the file
- * again: the default, `/proc/self/exe`, is the running executable even after an upgrade has put
- * another file at its path, so a file read late (the download worker, at the first large
- * download) always comes from the same executable as the code that reads it.
+ * Throws an EmbeddedFilesError when the footer or the index is damaged. The file stays open for
+ * later reads: the default, `/proc/self/exe`, is the running executable, and the descriptor
+ * keeps reading that file even after an upgrade has put another one at its path, so a file read
+ * late (the download worker, at the first large download) always comes from the same executable
+ * as the code that reads it.
  */
 export function openEmbedded(file = '/proc/self/exe'): EmbeddedFiles | undefined {
   const fd = openSync(file, 'r');
@@ -78,20 +82,31 @@ export function openEmbedded(file = '/proc/self/exe'): EmbeddedFiles | undefined
   let filesStart: number;
   try {
     const size = fstatSync(fd).size;
-    if (size < FOOTER_BYTES) return undefined;
-    const footer = readAt(fd, size - FOOTER_BYTES, FOOTER_BYTES);
-    if (footer.toString('latin1', 0, 8) !== MAGIC) return undefined;
+    if (size < FOOTER_BYTES) {
+      closeSync(fd);
+      return undefined;
+    }
+    const tailStart = Math.max(0, size - TAIL_BYTES);
+    const tail = readAt(fd, tailStart, size - tailStart);
+    const footer = tail.subarray(tail.length - FOOTER_BYTES);
+    if (footer.toString('latin1', 0, 8) !== MAGIC) {
+      closeSync(fd);
+      return undefined;
+    }
     const indexLength = footer.readUInt32LE(8);
     const payloadLength = footer.readUInt32LE(12);
     filesStart = size - FOOTER_BYTES - payloadLength;
     const filesLength = payloadLength - indexLength;
     const damaged = (why: string): Error => new EmbeddedFilesError(`its embedded files are damaged (${why})`);
     if (indexLength > payloadLength || filesStart < 0) throw damaged('footer out of range');
+    const indexStart = filesStart + filesLength;
+    const indexBytes =
+      indexStart >= tailStart
+        ? tail.subarray(indexStart - tailStart, indexStart - tailStart + indexLength)
+        : readAt(fd, indexStart, indexLength);
     let entries: IndexEntry[];
     try {
-      entries = JSON.parse(
-        readAt(fd, filesStart + filesLength, indexLength).toString('utf8'),
-      ) as IndexEntry[];
+      entries = JSON.parse(indexBytes.toString('utf8')) as IndexEntry[];
     } catch (err) {
       throw damaged(`index unreadable: ${err instanceof Error ? err.message : String(err)}`);
     }
@@ -108,19 +123,22 @@ export function openEmbedded(file = '/proc/self/exe'): EmbeddedFiles | undefined
       if (!valid) throw damaged(`bad index entry ${JSON.stringify(e)}`);
       index.set(e.name, e);
     }
-  } finally {
+  } catch (err) {
     closeSync(fd);
+    throw err;
   }
   return {
     read(name) {
       const e = index.get(name);
-      if (!e) return undefined;
-      const fd2 = openSync(file, 'r');
-      try {
-        return readAt(fd2, filesStart + e.offset, e.length);
-      } finally {
-        closeSync(fd2);
-      }
+      return e ? readAt(fd, filesStart + e.offset, e.length) : undefined;
     },
   };
+}
+
+let running: { files: EmbeddedFiles | undefined } | undefined;
+
+/** The running executable's embedded files (`openEmbedded()`), opened once per bundle that asks. */
+export function runningExecutableFiles(): EmbeddedFiles | undefined {
+  running ??= { files: openEmbedded() };
+  return running.files;
 }

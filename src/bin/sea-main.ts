@@ -8,7 +8,7 @@
  */
 import path from 'node:path';
 import { isSea } from 'node:sea';
-import { EmbeddedFilesError, openEmbedded, type EmbeddedFiles } from '../embedded.js';
+import { EmbeddedFilesError, runningExecutableFiles, type EmbeddedFiles } from '../embedded.js';
 import { bundleRequire, codeCacheName, loadBundleSource, type ProgramBundle } from './load-bundle.js';
 
 export type ProgramName = 'agentd' | 'agentctl';
@@ -37,7 +37,7 @@ function loadEmbedded(files: EmbeddedFiles, bundle: string): ProgramBundle {
 function main(): void {
   let program;
   try {
-    const files = openEmbedded();
+    const files = runningExecutableFiles();
     if (!files) throw new EmbeddedFilesError('it carries none of its programs');
     program = loadEmbedded(files, `${programFromName(process.argv0)}.cjs`);
   } catch (err) {

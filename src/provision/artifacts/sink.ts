@@ -21,7 +21,7 @@ import { isSea } from 'node:sea';
 import { fileURLToPath } from 'node:url';
 import type { Writable } from 'node:stream';
 import { Worker } from 'node:worker_threads';
-import { openEmbedded } from '../../embedded.js';
+import { runningExecutableFiles } from '../../embedded.js';
 import { defaultOpenWrite, destroyQuietly, endWritable, openForWrite, removeQuietly } from './file-io.js';
 import { SINK_WORKER_DATA } from './sink-worker.js';
 import type { SinkReply, SinkRequest } from './sink-worker.js';
@@ -179,7 +179,7 @@ function startSinkWorker(): Worker {
   }
   if (isSea()) {
     // Throws when the executable carries no such file: then large downloads hash inline.
-    const source = openEmbedded()?.read('sink-worker.cjs');
+    const source = runningExecutableFiles()?.read('sink-worker.cjs');
     if (!source) throw new Error('the executable carries no sink-worker.cjs');
     return new Worker(source.toString('utf8'), { ...options, eval: true });
   }

@@ -25,6 +25,16 @@ describe('files embedded after an executable', () => {
     expect(embedded.read('agentctl.cjs')).toBeUndefined();
   });
 
+  it('reads an index larger than the tail it reads first', async () => {
+    const many = new Map(
+      Array.from({ length: 200 }, (_, i) => [`file-${i}-${'x'.repeat(40)}`, Buffer.from(`#${i}`)]),
+    );
+    const payload = encodeEmbedded(many);
+    expect(payload.readUInt32LE(payload.length - 8)).toBeGreaterThan(4096);
+    const embedded = openEmbedded(await fileOf(Buffer.alloc(10_000, 1), payload))!;
+    for (const [name, bytes] of many) expect(embedded.read(name)).toEqual(bytes);
+  });
+
   it('finds none in a file without them: a plain executable, an empty or a short file', async () => {
     expect(openEmbedded(process.execPath)).toBeUndefined();
     // The default is the running executable, here a plain node.
