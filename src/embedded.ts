@@ -70,14 +70,20 @@ const TAIL_BYTES = 4096;
 
 /**
  * The files embedded in the executable `file`, or undefined when it carries none (no footer).
- * Throws an EmbeddedFilesError when the footer or the index is damaged. The file stays open for
+ * Throws an EmbeddedFilesError when the file cannot be opened or its footer or index is damaged.
+ * The file stays open for
  * later reads: the default, `/proc/self/exe`, is the running executable, and the descriptor
  * keeps reading that file even after an upgrade has put another one at its path, so a file read
  * late (the download worker, at the first large download) always comes from the same executable
  * as the code that reads it.
  */
 export function openEmbedded(file = '/proc/self/exe'): EmbeddedFiles | undefined {
-  const fd = openSync(file, 'r');
+  let fd: number;
+  try {
+    fd = openSync(file, 'r');
+  } catch (err) {
+    throw new EmbeddedFilesError(`cannot open ${file}: ${err instanceof Error ? err.message : String(err)}`);
+  }
   let index: Map<string, IndexEntry>;
   let filesStart: number;
   try {

@@ -43,6 +43,12 @@ describe('files embedded after an executable', () => {
     expect(openEmbedded(await fileOf(Buffer.from('short'), Buffer.alloc(0)))).toBeUndefined();
   });
 
+  it('names a file it cannot open', async () => {
+    const missing = path.join(await makeTempDir('agentd-embedded-'), 'no-such-exe');
+    expect(() => openEmbedded(missing)).toThrow(EmbeddedFilesError);
+    expect(() => openEmbedded(missing)).toThrow(`cannot open ${missing}: ENOENT`);
+  });
+
   it('refuses a damaged payload with an error that says so', async () => {
     const payload = encodeEmbedded(files);
     // Lengths in the footer that reach before the start of the file.
