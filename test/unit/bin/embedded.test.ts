@@ -1,4 +1,4 @@
-import { writeFile } from 'node:fs/promises';
+import { rename, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { EmbeddedFilesError, encodeEmbedded, openEmbedded } from '../../../src/embedded.js';
@@ -33,6 +33,17 @@ describe('files embedded after an executable', () => {
     expect(payload.readUInt32LE(payload.length - 8)).toBeGreaterThan(4096);
     const embedded = openEmbedded(await fileOf(Buffer.alloc(10_000, 1), payload))!;
     for (const [name, bytes] of many) expect(embedded.read(name)).toEqual(bytes);
+  });
+
+  it('keeps reading the file it opened after another one has replaced it at its path', async () => {
+    const file = await fileOf(Buffer.from('old executable'), encodeEmbedded(files));
+    const embedded = openEmbedded(file)!;
+    // An upgrade: the new file is written beside and renamed over the old one.
+    const next = `${file}.new`;
+    await writeFile(next, encodeEmbedded(new Map([['agentd.cjs', Buffer.from('the new bundle')]])));
+    await rename(next, file);
+    expect(embedded.read('agentd.cjs')).toEqual(files.get('agentd.cjs'));
+    expect(embedded.read('binary')).toEqual(files.get('binary'));
   });
 
   it('finds none in a file without them: a plain executable, an empty or a short file', async () => {
