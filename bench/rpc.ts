@@ -156,6 +156,12 @@ async function main(): Promise<void> {
   const children: Child[] = [];
   try {
     const profDir = process.env.BENCH_CPU_PROF;
+    // The release executable takes no V8 flags from outside (its execArgv is fixed at build).
+    if (RELEASE && (profDir || process.env.BENCH_NODE_ARGS !== undefined)) {
+      throw new Error(
+        'BENCH_CPU_PROF and BENCH_NODE_ARGS apply to the npm path only, not with BENCH_RELEASE=1',
+      );
+    }
     const release = RELEASE ? await unpackRelease(tmp.dir) : undefined;
     if (release === null)
       throw new Error('BENCH_RELEASE=1: no release tarball or runtime; run `npm run release` first');
