@@ -35,7 +35,22 @@ export default tseslint.config(
   },
   {
     files: ['src/**/*.ts'],
-    rules: { '@typescript-eslint/no-explicit-any': 'error' },
+    rules: {
+      '@typescript-eslint/no-explicit-any': 'error',
+      'no-restricted-imports': [
+        'error',
+        {
+          paths: [
+            {
+              name: 'zod',
+              importNames: ['z', 'default'],
+              message:
+                "Use `import * as z from 'zod'`: zod's `z` object carries every locale, and bundling it adds ~350 KB to the daemon's source held in memory (docs/benchmarks.md, \"Footprint\").",
+            },
+          ],
+        },
+      ],
+    },
   },
   {
     files: ['test/**/*.ts', 'bench/**/*.ts'],

@@ -4,7 +4,7 @@
  * every boundary (RPC params, files on disk, the sim default); defaults are filled here and
  * nowhere else.
  */
-import { z } from 'zod';
+import * as z from 'zod';
 import { describeError } from '../errors.js';
 import { parseImageReference } from './image-reference.js';
 

@@ -3,7 +3,7 @@
  * from flags > `AGENTD_*` env > YAML file > defaults. A bad value is reported with the option,
  * where it came from, what was expected and what was received.
  */
-import { z } from 'zod';
+import * as z from 'zod';
 import { parseDuration } from './duration.js';
 
 export const DEFAULT_SOCKET = '/run/agentd/agentd.sock';

@@ -5,7 +5,7 @@
 import { existsSync, readFileSync } from 'node:fs';
 import path from 'node:path';
 import { isMap, isScalar, parseDocument } from 'yaml';
-import type { z } from 'zod';
+import type * as z from 'zod';
 import { InvalidConfigError } from '../errors.js';
 import {
   DAEMON_OPTIONS,

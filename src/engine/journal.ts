@@ -5,7 +5,7 @@
  * decide what to do.
  */
 import path from 'node:path';
-import { z } from 'zod';
+import * as z from 'zod';
 import { writeFileAtomic } from '../host/fs-atomic.js';
 import { readJsonStateFile } from '../host/state-file.js';
 import { MACHINE_NAMES } from '../host/types.js';

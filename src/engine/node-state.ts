@@ -4,7 +4,7 @@
  * configs only when exactly one exists — never "the first file found".
  */
 import path from 'node:path';
-import { z } from 'zod';
+import * as z from 'zod';
 import { writeFileAtomic } from '../host/fs-atomic.js';
 import { readJsonStateFile } from '../host/state-file.js';
 import { MACHINE_NAMES, type MachineName } from '../host/types.js';

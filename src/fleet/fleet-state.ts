@@ -5,7 +5,7 @@
  * from a fresh read on conflict, so concurrent failures are all kept. `agentctl fleet resume`
  * empties the list.
  */
-import { z } from 'zod';
+import * as z from 'zod';
 import { AgentError, describeError } from '../errors.js';
 import type { Clock } from '../host/types.js';
 import { isAlreadyExists, isWriteConflict, type FleetObjects } from '../kube/index.js';

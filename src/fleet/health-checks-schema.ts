@@ -3,7 +3,7 @@
  * after `verify` before an update commits. Shared by the policy (src/fleet/policy.ts) and the gate
  * that runs the checks (src/fleet/health-gate.ts).
  */
-import { z } from 'zod';
+import * as z from 'zod';
 
 const NAME_RE = /^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$/;
 

@@ -4,7 +4,7 @@
  * frozen. A policy that does not validate is rejected whole: the caller keeps the last good one.
  */
 import { parse as parseYaml } from 'yaml';
-import { z } from 'zod';
+import * as z from 'zod';
 import { HealthChecksSchema } from './health-checks-schema.js';
 
 /** The ConfigMap holding the policy, and its data key. */

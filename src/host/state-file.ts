@@ -4,7 +4,7 @@
  * naming the file — never a bare SyntaxError, so the operator learns which file to look at.
  */
 import { readFile } from 'node:fs/promises';
-import type { z } from 'zod';
+import type * as z from 'zod';
 import { describeError, errorCode, PreconditionFailedError, toAgentError } from '../errors.js';
 
 /** The file's content checked against `schema`, or null when it does not exist. */

@@ -7,7 +7,7 @@
  */
 import { V1MicroTime, Watch } from '@kubernetes/client-node';
 import type { KubeConfig, CoordinationV1Api, CoreV1Api } from '@kubernetes/client-node';
-import { z } from 'zod';
+import * as z from 'zod';
 import type { AgentError } from '../errors.js';
 import { isObjectNotFound, kubeStatusOf, toKubeError } from './api-errors.js';
 import { parseKubeObject } from './schemas.js';

@@ -3,7 +3,7 @@
  * condition and the kubelet version the kubelet reported in `status.nodeInfo`.
  */
 import type { CoreV1Api } from '@kubernetes/client-node';
-import { z } from 'zod';
+import * as z from 'zod';
 import { toKubeError } from './api-errors.js';
 import { parseKubeObject } from './schemas.js';
 

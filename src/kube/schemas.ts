@@ -5,7 +5,7 @@
  * PodDisruptionBudget that agentd uses. Everything read from the API goes through
  * `parseKubeObject`, which names the object and the field when it does not fit.
  */
-import { z } from 'zod';
+import * as z from 'zod';
 import { InvalidConfigError } from '../errors.js';
 
 /** Default API group of the Machine CRD (`unbounded-kube.io` on clusters older than April 2026). */

@@ -1,5 +1,5 @@
 /** The wire shape of the fleet status (`fleet.status`, `fleet.pause`, `fleet.resume`; docs/fleet.md). */
-import { z } from 'zod';
+import * as z from 'zod';
 
 const windowSchema = z.object({
   days: z.array(z.string()),

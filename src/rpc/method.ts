@@ -3,7 +3,7 @@
  * result schemas, the errors it may raise, and its handler. The dispatcher, the OpenRPC
  * document, the typed client and the CLI all read the same descriptor.
  */
-import type { z } from 'zod';
+import type * as z from 'zod';
 import type { ErrorCode } from '../errors.js';
 import type { RpcServices } from './services.js';
 

@@ -3,7 +3,7 @@
  * schemas, results as output schemas). Shared schemas (`.meta({ id })`) are hoisted into
  * `components.schemas`; every application error code is listed under `components.errors`.
  */
-import { z } from 'zod';
+import * as z from 'zod';
 import { ERROR_CODES, type ErrorCode } from '../errors.js';
 import type { MethodDescriptor } from './method.js';
 

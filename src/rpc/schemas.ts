@@ -2,7 +2,7 @@
  * Wire schemas shared by several methods (operation, node status). They document the engine's
  * types for the OpenRPC document and for the typed client.
  */
-import { z } from 'zod';
+import * as z from 'zod';
 import { OPERATION_KINDS, OPERATION_STATES, PHASE_STATES, WAIT_REASONS } from '../engine/operation.js';
 import { MACHINE_NAMES } from '../host/types.js';
 

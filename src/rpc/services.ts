@@ -1,4 +1,4 @@
-import type { z } from 'zod';
+import type * as z from 'zod';
 import type { fleetStatusSchema } from './fleet-schemas.js';
 import type { Engine } from '../engine/engine.js';
 import type { StatusVersion } from '../engine/status-version.js';

@@ -7,7 +7,7 @@
 import { readFile, rm } from 'node:fs/promises';
 import path from 'node:path';
 import type { Logger } from 'pino';
-import { z } from 'zod';
+import * as z from 'zod';
 import { describeError } from '../errors.js';
 import { fsyncDir, pathExists, writeFileAtomic } from '../host/fs-atomic.js';
 import type { Machine } from '../kube/index.js';

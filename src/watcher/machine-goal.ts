@@ -4,7 +4,7 @@
  * update when the spec's Kubernetes version, image, node labels or taints differ from the
  * applied config. Pure functions: the reconciler does the I/O.
  */
-import { z } from 'zod';
+import * as z from 'zod';
 import type { Machine } from '../kube/index.js';
 import { InvalidConfigError } from '../errors.js';
 

@@ -2,7 +2,7 @@
  * Reading registry manifests: validate the JSON (zod), tell an index from an image manifest,
  * and choose the `linux/<arch>` manifest from an index.
  */
-import { z } from 'zod';
+import * as z from 'zod';
 import { ImagePullFailedError, UnsupportedError } from '../../errors.js';
 import { isSha256Digest } from './digest.js';
 import { INDEX_MEDIA_TYPES, MANIFEST_MEDIA_TYPES, layerCompression } from './media-types.js';

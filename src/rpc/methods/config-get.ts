@@ -1,4 +1,4 @@
-import { z } from 'zod';
+import * as z from 'zod';
 import { NotFoundError } from '../../errors.js';
 import { defineMethod } from '../method.js';
 import { machineNameSchema } from '../schemas.js';

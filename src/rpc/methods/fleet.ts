@@ -3,7 +3,7 @@
  * this node sees it in the Kubernetes API, and the operator's pause and resume. They act on the
  * whole fleet (the policy ConfigMap and the recorded failures), not on this node.
  */
-import { z } from 'zod';
+import * as z from 'zod';
 import { PreconditionFailedError } from '../../errors.js';
 import { defineMethod } from '../method.js';
 import { fleetStatusSchema } from '../fleet-schemas.js';

@@ -2,7 +2,7 @@
  * The one table of JSON-RPC methods. Adding a method: write `methods/<name>.ts`, add it here,
  * run `npm run generate`, document it in docs/api.md.
  */
-import type { z } from 'zod';
+import type * as z from 'zod';
 import type { MethodDescriptor } from '../method.js';
 import { configGet } from './config-get.js';
 import { drain } from './drain.js';

@@ -1,5 +1,5 @@
 /** operations.get / list / wait / cancel: the operation history and the running operation. */
-import { z } from 'zod';
+import * as z from 'zod';
 import { OPERATION_STATES } from '../../engine/operation.js';
 import { defineMethod } from '../method.js';
 import { operationSchema } from '../schemas.js';

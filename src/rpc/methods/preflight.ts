@@ -1,4 +1,4 @@
-import { z } from 'zod';
+import * as z from 'zod';
 import { agentConfigSchema } from '../../config/agent-config.js';
 import { defineMethod } from '../method.js';
 import { goalSetSchema } from './update.js';

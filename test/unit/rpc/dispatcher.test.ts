@@ -1,7 +1,7 @@
 import { Writable } from 'node:stream';
 import { pino } from 'pino';
 import { describe, expect, it } from 'vitest';
-import { z } from 'zod';
+import * as z from 'zod';
 import type { Engine } from '../../../src/engine/engine.js';
 import { StatusVersion } from '../../../src/engine/status-version.js';
 import { NotFoundError } from '../../../src/errors.js';

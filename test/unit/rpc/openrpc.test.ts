@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { z } from 'zod';
+import * as z from 'zod';
 import { ERROR_CODES, type ErrorCode } from '../../../src/errors.js';
 import { defineMethod, type MethodDescriptor } from '../../../src/rpc/method.js';
 import { METHOD_LIST } from '../../../src/rpc/methods/index.js';
