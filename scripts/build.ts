@@ -109,6 +109,41 @@ const nodeUrlForWhatwgUrl: Plugin = {
 };
 
 /**
+ * Packages fastify requires only on paths agentd never takes, left out of the bundles: ~300 KB
+ * of code the daemon would otherwise hold in memory as source for nothing (docs/benchmarks.md,
+ * "Footprint"). Each maps to what agentd does instead; should anything require one, it gets an
+ * error that says so.
+ * - ajv and fast-json-stringify: fastify loads its default schema compilers only when it is
+ *   given none; agentd gives its own (`NO_SCHEMA_COMPILERS`, src/server/app.ts), as its routes
+ *   carry no JSON schemas.
+ * - light-my-request: loaded by `app.inject()`, which only tests call (on the sources, not on
+ *   the bundles).
+ */
+export const LEFT_OUT_PACKAGES: Readonly<Record<string, string>> = {
+  '@fastify/ajv-compiler': 'fastify is given schemaController.compilersFactory (src/server/app.ts)',
+  '@fastify/fast-json-stringify-compiler':
+    'fastify is given schemaController.compilersFactory (src/server/app.ts)',
+  'light-my-request': 'fastify inject() is for tests, which run the sources',
+};
+
+const leaveOutUnusedPackages: Plugin = {
+  name: 'leave-out-unused-packages',
+  setup(b) {
+    const names = Object.keys(LEFT_OUT_PACKAGES).map((p) => p.replace(/[/.]/g, '\\$&'));
+    b.onResolve({ filter: new RegExp(`^(${names.join('|')})$`) }, (args) => ({
+      path: args.path,
+      namespace: 'agentd-left-out',
+    }));
+    b.onLoad({ filter: /.*/, namespace: 'agentd-left-out' }, (args) => ({
+      contents: `throw new Error(${JSON.stringify(
+        `${args.path} is left out of agentd's bundles (scripts/build.ts): ${LEFT_OUT_PACKAGES[args.path] ?? ''}`,
+      )});`,
+      loader: 'js',
+    }));
+  },
+};
+
+/**
  * The npm bins are CommonJS (dist/bin/package.json says so; package.json's `"type": "module"`
  * would make them ES modules): running an ES module first sets up Node's ES module loader,
  * which a CommonJS main skips (docs/benchmarks.md, "CLI startup").
@@ -246,7 +281,7 @@ export async function buildBundle(root: string = REPO_ROOT): Promise<Metafile> {
     // CommonJS has no import.meta: give modules that use it this file's URL instead of nothing.
     banner: { js: `var ${IMPORT_META_URL}=require('node:url').pathToFileURL(__filename).href;` },
     external: OPTIONAL_EXTERNALS,
-    plugins: [nodeUrlForWhatwgUrl],
+    plugins: [nodeUrlForWhatwgUrl, leaveOutUnusedPackages],
     metafile: true,
     logLevel: 'warning',
   } satisfies BuildOptions;
@@ -268,6 +303,7 @@ export async function buildBundle(root: string = REPO_ROOT): Promise<Metafile> {
       entryPoints: { [program]: entries[program as keyof typeof entries] },
       plugins: [
         nodeUrlForWhatwgUrl,
+        leaveOutUnusedPackages,
         lazyChildProcessForCommander,
         librariesFromLibsBundle(program, keep, used),
       ],

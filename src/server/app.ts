@@ -3,7 +3,12 @@
  * handler of rpc-endpoint.ts, everything else from fastify. The optional TCP metrics listener
  * gets only /metrics, /healthz and /readyz (never /rpc).
  */
-import Fastify, { type FastifyError, type FastifyInstance, type FastifyServerFactory } from 'fastify';
+import Fastify, {
+  type FastifyError,
+  type FastifyInstance,
+  type FastifyServerFactory,
+  type FastifyServerOptions,
+} from 'fastify';
 import http, { type ServerResponse } from 'node:http';
 import type { Logger } from 'pino';
 import type { EngineEvent, EventBus } from '../engine/events.js';
@@ -37,12 +42,49 @@ export interface AppOptions extends ProbeRoutesOptions {
   sseHeartbeatMs?: number;
 }
 
+type CompilersFactory = NonNullable<
+  NonNullable<FastifyServerOptions['schemaController']>['compilersFactory']
+>;
+
+/** What fastify hands a schema compiler for each route that has a schema (its lib/route.js). */
+interface RouteSchema {
+  method: string;
+  url: string;
+}
+
+/**
+ * fastify's schema compilers, in place of its defaults (ajv and fast-json-stringify). agentd's
+ * routes carry no JSON schemas: /rpc checks its params with zod (src/rpc/schemas.ts) and the
+ * other routes take no input. fastify loads its default compilers only when none are given, so
+ * these keep ~270 KB of code out of the daemon's bundle and its memory (scripts/build.ts leaves
+ * those packages out; docs/benchmarks.md, "Footprint"). A route given a schema fails when the
+ * app starts, naming the route, rather than being served with its schema ignored.
+ */
+export const NO_SCHEMA_COMPILERS: Required<CompilersFactory> = {
+  // @fastify/ajv-compiler's published types describe ajv's own compile function here, not the
+  // route definition fastify passes at run time: hence the cast.
+  buildValidator: (() =>
+    ({ method, url }: RouteSchema): never => {
+      throw new Error(
+        `${method} ${url}: agentd's HTTP routes carry no JSON schema; check input in the handler (src/server/app.ts)`,
+      );
+    }) as unknown as CompilersFactory['buildValidator'] & object,
+  buildSerializer:
+    () =>
+    ({ method, url }: RouteSchema): never => {
+      throw new Error(
+        `${method} ${url}: agentd's HTTP routes carry no response schema; answer plain JSON (src/server/app.ts)`,
+      );
+    },
+};
+
 function baseApp(logger: Logger, serverFactory?: FastifyServerFactory): FastifyInstance {
   const app = Fastify({
     logger: false,
     bodyLimit: RPC_BODY_LIMIT,
     return503OnClosing: true,
     forceCloseConnections: true,
+    schemaController: { compilersFactory: NO_SCHEMA_COMPILERS },
     ...(serverFactory ? { serverFactory } : {}),
   });
   // HTTP-level lines are debug detail (each RPC call already logs one line at info); the hook

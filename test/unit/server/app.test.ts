@@ -241,6 +241,36 @@ describe('probes', () => {
   });
 });
 
+describe('schemas', () => {
+  // fastify's own schema compilers are left out of the bundles (scripts/build.ts): a route that
+  // needs one must fail loudly, not be served with its schema ignored.
+  it('a route given a request schema fails at start, naming the route', async () => {
+    const { app } = adminApp();
+    app.post('/with-body-schema', { schema: { body: { type: 'object' } } }, async () => ({}));
+    await expect(app.ready()).rejects.toThrow(
+      "POST /with-body-schema: agentd's HTTP routes carry no JSON schema; check input in the handler",
+    );
+    await app.close();
+  });
+
+  it('a route given a response schema fails at start, naming the route', async () => {
+    const { app } = adminApp();
+    app.get('/with-reply-schema', { schema: { response: { 200: { type: 'object' } } } }, async () => ({}));
+    await expect(app.ready()).rejects.toThrow(
+      "GET /with-reply-schema: agentd's HTTP routes carry no response schema; answer plain JSON",
+    );
+    await app.close();
+  });
+
+  it('the metrics app is built the same way', async () => {
+    const metrics = createMetrics({ version: 'test', collectDefaults: false });
+    const app = createMetricsApp({ metrics, logger, readiness: () => ({ ready: true, reasons: [] }) });
+    app.post('/x', { schema: { querystring: { type: 'object' } } }, async () => ({}));
+    await expect(app.ready()).rejects.toThrow("POST /x: agentd's HTTP routes carry no JSON schema");
+    await app.close();
+  });
+});
+
 describe('/v1/events', () => {
   let dir: string;
   beforeEach(async () => {
