@@ -1,12 +1,14 @@
 /** Plain-text tables for bench output (also pasteable into markdown). */
 
-/** Render rows as a markdown table with padded columns; numbers are right-aligned. */
+/** Render rows as a markdown table with padded columns; numbers (and `-`, for none) are right-aligned. */
 export function renderTable(
   head: readonly string[],
   rows: readonly (readonly (string | number)[])[],
 ): string {
   const cells = [head.map(String), ...rows.map((r) => r.map((c) => (typeof c === 'number' ? fmt(c) : c)))];
-  const numeric = head.map((_h, i) => rows.length > 0 && rows.every((r) => typeof r[i] === 'number'));
+  const numeric = head.map(
+    (_h, i) => rows.length > 0 && rows.every((r) => typeof r[i] === 'number' || r[i] === '-'),
+  );
   const widths = head.map((_h, i) => Math.max(3, ...cells.map((r) => (r[i] ?? '').length)));
   const line = (r: readonly string[]): string =>
     `| ${r.map((c, i) => (numeric[i] ? c.padStart(widths[i]!) : c.padEnd(widths[i]!))).join(' | ')} |`;
