@@ -117,8 +117,8 @@ async function idleFootprint(o: { label: string; executable?: string; node: stri
     baseline = await startBaseline(tmp.dir, '{}', { node: o.node });
     const m = await measureIdle(joined, baseline);
     // The same node after agentd restarts (a reboot, an upgrade of agentd): joined and watching,
-    // but this process has not provisioned. Told apart because provisioning leaves the code pages
-    // of V8's compilers and of the download path resident for the life of the process that ran it.
+    // but this process has run no update. Told apart because an update leaves code pages of the
+    // runtime (V8's optimizing compiler, WebAssembly) resident for the life of the process.
     await joined.stop();
     daemon = undefined;
     const restarted = await start();
