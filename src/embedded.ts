@@ -4,7 +4,7 @@
  * src/bin/sea-main.ts and src/provision/artifacts/sink.ts read them).
  *
  * Why not the single executable application's own assets: those live in a section of the
- * executable that the kernel maps with its code, so once read (agentd reads its 3.4 MiB bundle and
+ * executable that the kernel maps with its code, so once read (agentd reads its ~3 MiB bundle and
  * its cache at every start) their pages stay in the process's resident memory for its whole life,
  * 4.5 MiB of an idle daemon's RSS. These files follow the executable's own bytes instead, where
  * no program header points: the kernel never maps them, a process reads what it needs with plain

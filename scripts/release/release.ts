@@ -7,10 +7,10 @@
  *   SHA256SUMS                          `sha256sum -c` format
  *
  * The executable is a Node single executable application: a small main that picks a program by
- * the name it was started as, in the pinned Node LTS runtime, followed by the program bundles
- * (scripts/build.ts, the same files the tests run) and their code caches (src/embedded.ts). The
- * runtime is the pinned Node LTS (node-runtime.ts), so a host needs no Node, no npm and no network. `agentctl` is a symlink to
- * it. The layout is described in docs/operations.md ("Release artifacts").
+ * the name it was started as, in the pinned Node LTS runtime (node-runtime.ts), followed by the
+ * program bundles (scripts/build.ts, the same files the tests run) and their code caches
+ * (src/embedded.ts), so a host needs no Node, no npm and no network. `agentctl` is a symlink to
+ * it. The layout is described in docs/operations.md ("The release artifacts").
  */
 import { createHash } from 'node:crypto';
 import { createReadStream } from 'node:fs';
