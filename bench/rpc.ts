@@ -24,9 +24,14 @@ import { unpackRelease } from './lib/release.js';
 import { renderTable } from './lib/table.js';
 import { requestUnix } from './lib/unix-http.js';
 
-/** Seconds per measured run; each target gets ROUNDS runs per concurrency. */
+/**
+ * Seconds per measured run; each target gets ROUNDS runs per concurrency. Single rounds at
+ * concurrency 64 scatter by ±0.15 around their median on a 2-core machine shared with the load
+ * generator, so the median of 7 rounds moved by ±0.07 between runs of the same build: 15 rounds
+ * halve the spread of what is reported (docs/benchmarks.md, "RPC").
+ */
 const SECONDS = Number(process.env.BENCH_SECONDS ?? 1.5);
-const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 7);
+const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 15);
 const CONCURRENCY = [1, 64] as const;
 const CLI_RUNS = 15;
 const IDLE_MS = 2000;
@@ -82,6 +87,13 @@ async function measure(target: Child, connections: number): Promise<Measured> {
   };
 }
 
+/** The first and third quartile (nearest rank) of `values`. */
+function quartiles(values: readonly number[]): [number, number] {
+  const sorted = [...values].sort((a, b) => a - b);
+  const at = (q: number): number => sorted[Math.min(sorted.length - 1, Math.floor(q * sorted.length))]!;
+  return [at(0.25), at(0.75)];
+}
+
 /** Field by field median of several runs. */
 function medianRun(runs: readonly Measured[]): Measured {
   const m = (pick: (r: Measured) => number): number => median(runs.map(pick));
@@ -105,6 +117,8 @@ interface Ratios {
   sysUs: number;
   /** The smallest and largest per-round req/s ratio: how much the machine moved under us. */
   rpsRange: [number, number];
+  /** The first and third quartile of the per-round req/s ratios: where half of the rounds fell. */
+  rpsQuartiles: [number, number];
 }
 
 /**
@@ -138,6 +152,7 @@ async function compare(daemon: Child, baseline: Child, connections: number) {
     cpuUs: ratio((r) => r.cpuUs),
     sysUs: ratio((r) => r.sysUs),
     rpsRange: [Math.min(...rpsRatios), Math.max(...rpsRatios)],
+    rpsQuartiles: quartiles(rpsRatios),
   };
   return { d: medianRun(d), b: medianRun(b), ratios };
 }
@@ -229,7 +244,7 @@ async function main(): Promise<void> {
     console.log(
       [
         `\nratio agentd/baseline req/s at concurrency 64: ${at64.toFixed(2)} (target ≥ ${TARGET_RATIO}: ${at64 >= TARGET_RATIO ? 'met' : 'NOT met'})`,
-        `  per-round ratios ranged ${r64.rpsRange.map((x) => x.toFixed(2)).join(' … ')} over ${ROUNDS} rounds`,
+        `  per-round ratios ranged ${r64.rpsRange.map((x) => x.toFixed(2)).join(' … ')} over ${ROUNDS} rounds, half of them ${r64.rpsQuartiles.map((x) => x.toFixed(2)).join(' … ')}`,
         // The request rate depends on how much CPU the machine leaves each server; CPU per request does not.
         `CPU per request, baseline/agentd, at concurrency 64: ${(1 / cpu64).toFixed(2)} (the req/s ratio when server CPU is the only limit; robust to machine load)`,
       ].join('\n'),
