@@ -72,9 +72,16 @@ const TARGET = 'node20.19';
 const OPTIONAL_EXTERNALS = ['bufferutil', 'utf-8-validate'];
 
 /**
- * V8 flags the release executable runs with (its `execArgv`): none, as `npm start` and the npm
- * bins run `node`. Each one tried cost more than it saved (docs/benchmarks.md, "Footprint", "RPC"
- * and "CLI startup"):
+ * V8 flags the release executable runs with (its `execArgv`); the benches run the npm path's
+ * daemon with them too (`npm start` and the npm bins run plain `node`):
+ * - `--single-threaded-gc`: V8 collects garbage on the main thread only, with no parallel
+ *   scavenges and no concurrent marking. A host agent's heap is small (~25 MB): a full
+ *   collection marks in ~0.1 ms steps and ends in one pause of 3–40 ms, and it leaves the host's
+ *   other cores to kubelet and containerd. Measured on 2 cores, 41 paired rounds: `status` at 0.85 of a bare server instead
+ *   of 0.80, and 0.87 instead of 0.79 of its CPU per call; idle memory unchanged
+ *   (docs/benchmarks.md, "RPC").
+ *
+ * Flags tried and not kept (docs/benchmarks.md, "Footprint", "RPC" and "CLI startup"):
  * - `--max-semi-space-size=1` (a 1 MiB young generation) left the idle release daemon's memory
  *   where it was on Node 26 (91.7 against 92.2 MiB), whose V8 shrinks the young generation of an
  *   idle process itself, and cost it a fifth of its RPC throughput (0.68 against 0.84 of a bare
@@ -83,10 +90,10 @@ const OPTIONAL_EXTERNALS = ['bufferutil', 'utf-8-validate'];
  * - any flag the runtime's V8 puts in its code caches' flag hash (`--bytecode-old-age=1`, for one)
  *   makes V8 reject Node's embedded cache of its built-in modules, and every start, agentctl's
  *   too, compiles them from source. agentd sets its bytecode ageing itself once it serves
- *   (`ageBytecodeSoon`, src/bin/agentd.ts).
+ *   (`ageBytecodeSoon`, src/bin/agentd.ts). `--single-threaded-gc` is not in the hash.
  * A flag added here must leave the flag hash alone (test/system/release.test.ts checks).
  */
-export const RUNTIME_FLAGS: readonly string[] = [];
+export const RUNTIME_FLAGS: readonly string[] = ['--single-threaded-gc'];
 
 /** What `import.meta.url` means in the bundle: the bundle's own URL (the executable's in a release). */
 const IMPORT_META_URL = '__agentdImportMetaUrl';
