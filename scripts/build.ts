@@ -233,15 +233,12 @@ const BIN_PACKAGE_JSON = `${JSON.stringify({ type: 'commonjs' }, null, 2)}\n`;
  * with V8 `flags`: a cache serves only the runtime and flags that made it, so its file name
  * carries their key (`<bundle>.<key>.cache`, src/bin/load-bundle.ts). Each is made in a child
  * process that runs the program's CODE_CACHE_RUNS command. Returns each program's cache file.
- * Keys in `written` (filled in here) are not made again: flags outside V8's flag hash share
- * the caches made without them.
  */
 export function writeCodeCaches(o: {
   root: string;
   node: string;
   flags: readonly string[];
   outDir: string;
-  written?: Set<string>;
 }): Record<keyof typeof CODE_CACHE_RUNS, string> {
   const loader = path.join(o.root, BUNDLES.loadBundle);
   const env: NodeJS.ProcessEnv = { PATH: process.env.PATH ?? '/usr/bin:/bin', HOME: os.tmpdir() };
@@ -255,15 +252,9 @@ export function writeCodeCaches(o: {
     );
   }
   const written: Partial<Record<keyof typeof CODE_CACHE_RUNS, string>> = {};
-  const already = o.written?.has(key) ?? false;
-  o.written?.add(key);
   for (const [program, argv] of Object.entries(CODE_CACHE_RUNS)) {
     const bundle = path.join(o.root, 'dist', `${program}.cjs`);
     const out = path.join(o.outDir, `${program}.cjs.${key}.cache`);
-    if (already) {
-      written[program as keyof typeof CODE_CACHE_RUNS] = out;
-      continue;
-    }
     const r = inChild(
       `require(${JSON.stringify(loader)}).writeCodeCache(${JSON.stringify(bundle)}, ${JSON.stringify(argv)}, ${JSON.stringify(o.outDir)})`,
       'ignore',
@@ -350,15 +341,14 @@ export async function buildBundle(root: string = REPO_ROOT): Promise<Metafile> {
     await chmod(file, 0o755);
   }
   // For the npm bins, on this runtime: without V8 flags (a bin runs `node` plain), and with the
-  // release's RUNTIME_FLAGS (made once when both have one key): without a cache of its own, a
-  // run under other flags compiles the whole bundle, whose parse alone raised agentd's resident
-  // memory by ~27 MiB (docs/benchmarks.md, "Footprint").
+  // release's RUNTIME_FLAGS when there are any: without a cache of its own, a run under other
+  // flags compiles the whole bundle, whose parse alone raised agentd's resident memory by
+  // ~27 MiB (docs/benchmarks.md, "Footprint").
   const dist = path.join(root, 'dist');
   for (const stale of (await readdir(dist)).filter((f) => f.endsWith('.cache')))
     await rm(path.join(dist, stale));
-  const written = new Set<string>();
-  for (const flags of [[], RUNTIME_FLAGS])
-    writeCodeCaches({ root, node: process.execPath, flags, outDir: dist, written });
+  for (const flags of RUNTIME_FLAGS.length > 0 ? [[], RUNTIME_FLAGS] : [[]])
+    writeCodeCaches({ root, node: process.execPath, flags, outDir: dist });
   return metafile;
 }
 
