@@ -77,9 +77,11 @@ const OPTIONAL_EXTERNALS = ['bufferutil', 'utf-8-validate'];
  * - `--single-threaded-gc`: V8 collects garbage on the main thread only, with no parallel
  *   scavenges and no concurrent marking. A host agent's heap is small (~25 MB): a full
  *   collection marks in ~0.1 ms steps and ends in one pause of 3–40 ms, and it leaves the host's
- *   other cores to kubelet and containerd. Measured on 2 cores, 41 paired rounds: `status` at 0.85 of a bare server instead
- *   of 0.80, and 0.87 instead of 0.79 of its CPU per call; idle memory unchanged
- *   (docs/benchmarks.md, "RPC").
+ *   other cores to kubelet and containerd. Measured on 2 cores, 41 paired rounds: `status` at
+ *   0.85 of a bare server instead of 0.80, and 0.87 instead of 0.79 of its CPU per call. The
+ *   release's idle memory is unchanged; the npm path under Node 20 idles ~85 MiB with it, where
+ *   V8 11's memory reducer sometimes reached 75–77 without (docs/benchmarks.md, "RPC",
+ *   "Footprint").
  *
  * Flags tried and not kept (docs/benchmarks.md, "Footprint", "RPC" and "CLI startup"):
  * - `--max-semi-space-size=1` (a 1 MiB young generation) left the idle release daemon's memory
