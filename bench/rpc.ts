@@ -1,8 +1,9 @@
 /**
  * RPC benchmark: the daemon's `status` call against a bare node:http server that answers the
- * same JSON body, both on unix sockets in child processes, driven by autocannon at concurrency
- * 1 and 64. Also the daemon's idle RSS and `agentctl status --json` wall time against
- * `node -e 0`. Prints tables; asserts nothing (the numbers go in docs/benchmarks.md).
+ * same JSON body, both on unix sockets in child processes, driven by h2load at concurrency 1
+ * and 64 (bench/lib/load.ts: the generator on the first CPU, the servers on the last). Also the
+ * daemon's idle RSS and `agentctl status --json` wall time against `node -e 0`. Prints tables;
+ * asserts nothing (the numbers go in docs/benchmarks.md). Needs h2load (Debian: nghttp2-client).
  *
  *   npx tsx bench/rpc.ts                       (after npm run build; `npm run bench` does both)
  *   BENCH_SECONDS=5 npx tsx bench/rpc.ts       (longer runs)
@@ -16,7 +17,7 @@
  */
 import os from 'node:os';
 import path from 'node:path';
-import { runLoad, type LoadResult } from './lib/load.js';
+import { cpuPlan, pinServer, runLoad, type LoadResult } from './lib/load.js';
 import { cpuTimeMs, median, medianWallTimes, residentMiB } from './lib/measure.js';
 import { AGENTCTL_BIN, makeTempDir, startBaseline, startDaemon, type Child } from './lib/processes.js';
 import { RUNTIME_FLAGS } from '../scripts/build.js';
@@ -25,10 +26,10 @@ import { renderTable } from './lib/table.js';
 import { requestUnix } from './lib/unix-http.js';
 
 /**
- * Seconds per measured run; each target gets ROUNDS runs per concurrency. Single rounds at
- * concurrency 64 scatter by ±0.15 around their median on a 2-core machine shared with the load
- * generator, so the median of 7 rounds moved by ±0.07 between runs of the same build: 15 rounds
- * halve the spread of what is reported (docs/benchmarks.md, "RPC").
+ * Seconds per measured run; each target gets ROUNDS runs per concurrency. With h2load on a core
+ * of its own, single rounds at concurrency 64 scatter by about ±0.05 around their median (±0.15
+ * with the Node load generator this bench used before, which shared the cores with the server);
+ * the median of 15 rounds is what is reported (docs/benchmarks.md, "RPC").
  */
 const SECONDS = Number(process.env.BENCH_SECONDS ?? 1.5);
 const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 15);
@@ -65,7 +66,15 @@ function header(): string {
     `per concurrency: ${ROUNDS} rounds, each one ${SECONDS} s run of both targets back to back (order alternating), after a 1 s warm-up;`,
     'the table shows medians over the rounds, the ratios are medians of the per-round ratios',
     `POST /rpc ${BODY}; agentd at its default log level (info), node ${NODE_ARGS.join(' ') || '(no flags)'}`,
+    pinning(),
   ].join('\n');
+}
+
+function pinning(): string {
+  const plan = cpuPlan();
+  return plan
+    ? `load generator h2load on CPU ${plan.generator}, each server on CPU ${plan.server} (one at a time)`
+    : 'one CPU: load generator and server share it (ratios then understate the server)';
 }
 
 /** One measured run against one target (warm-up excluded). */
@@ -186,6 +195,7 @@ async function main(): Promise<void> {
       nodeArgs: [...NODE_ARGS, ...(profDir ? ['--cpu-prof', `--cpu-prof-dir=${path.resolve(profDir)}`] : [])],
     });
     children.push(daemon);
+    pinServer(daemon.pid);
     // Idle RSS: after startup and a short idle, before any load.
     await new Promise((r) => setTimeout(r, IDLE_MS));
     const idleRss = await residentMiB(daemon.pid);
@@ -196,6 +206,7 @@ async function main(): Promise<void> {
     }
     const baseline = await startBaseline(tmp.dir, statusAnswer.body, release ? { node: release.node } : {});
     children.push(baseline);
+    pinServer(baseline.pid);
     const baselineRss = await residentMiB(baseline.pid);
 
     const rows: (string | number)[][] = [];
