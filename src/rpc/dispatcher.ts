@@ -61,15 +61,24 @@ export interface Dispatcher {
 /** JSON text or its UTF-8 bytes; null for no answer. */
 export type WireAnswer = string | Buffer | null;
 
-/** One call's answer, serialized; `text` is null for a notification. */
-interface Answered {
-  text: string | null;
-  /** Answers of mutating calls are never replaced by RESPONSE_TOO_LARGE. */
-  mutating: boolean;
-  /** The cached result it was made of, if any: a single answer is then built from its bytes. */
-  cached?: Cached;
-  id?: RpcId;
-}
+/**
+ * One call's answer: an error's text (null for a notification), or a result's JSON and the
+ * request's id, made into text only when it is needed (a single answer from a cached result is
+ * sent as the cached bytes instead).
+ */
+type Answered =
+  | { text: string | null; mutating: boolean }
+  | {
+      /** Answers of mutating calls are never replaced by RESPONSE_TOO_LARGE. */
+      mutating: boolean;
+      json: string;
+      idJson: string;
+      /** The cached result it was made of, if any. */
+      cached: Cached | undefined;
+    };
+
+const textOf = (a: Answered): string | null =>
+  'json' in a ? `{"jsonrpc":"2.0","id":${a.idJson},"result":${a.json}}` : a.text;
 
 /** A serialized result, as text and as UTF-8 bytes, and the version it was made at. */
 interface Cached {
@@ -106,9 +115,6 @@ function isEmptyObject(v: unknown): boolean {
   return true;
 }
 
-const resultText = (id: RpcId, json: string): string =>
-  `{"jsonrpc":"2.0","id":${JSON.stringify(id)},"result":${json}}`;
-
 const errorText = (id: RpcId, error: WireError): string => JSON.stringify({ jsonrpc: '2.0', id, error });
 
 /** The UTF-8 size of `text`, counted only when it might pass `limit` (JSON is mostly ASCII). */
@@ -140,10 +146,30 @@ function screen(member: unknown): { id: RpcId; message: string } | null {
 interface Call {
   entry: Entry;
   id: RpcId;
+  idJson: string;
   notification: boolean;
   caller: string;
   started: number;
 }
+
+/**
+ * What one request object turns into before anything runs: a refusal with its answer, or a call
+ * of a known method. It depends only on the request (and the fixed method table), so the one made
+ * from the last request text is kept with that text's parse.
+ */
+type Prepared =
+  | { kind: 'refused'; label: '(invalid)' | '(unknown)'; code: string; text: string | null }
+  | {
+      kind: 'call';
+      entry: Entry;
+      id: RpcId;
+      idJson: string;
+      notification: boolean;
+      /** The request's params, validated on each call... */
+      rawParams: unknown;
+      /** ...unless they are the method's validated empty params (a poll's `{}` or none). */
+      params: unknown;
+    };
 
 interface Entry {
   method: MethodDescriptor;
@@ -187,9 +213,6 @@ export function createDispatcher(options: DispatcherOptions): Dispatcher {
         [],
       );
     }
-    if (entry.emptyParams !== undefined && (rawParams === undefined || isEmptyObject(rawParams))) {
-      return entry.emptyParams;
-    }
     const parsed = method.params.safeParse(rawParams ?? {});
     if (parsed.success) return parsed.data;
     const issues = parsed.error.issues.map((i) => ({
@@ -222,32 +245,58 @@ export function createDispatcher(options: DispatcherOptions): Dispatcher {
     });
   }
 
-  /** One call, screened, run, counted; synchronous when its answer is known at once. */
-  function call(member: unknown, ctx: CallContext): MaybePromise<Answered> {
-    const started = now();
+  /** Screen one request object and find its method (pure: see `Prepared`). */
+  function prepare(member: unknown): Prepared {
     const bad = screen(member);
     if (bad !== null) {
-      record('(invalid)', false, 'INVALID_REQUEST', ctx.caller, started);
       const error = makeWireError('INVALID_REQUEST', bad.message);
-      return { text: errorText(bad.id, error), mutating: false };
+      return { kind: 'refused', label: '(invalid)', code: 'INVALID_REQUEST', text: errorText(bad.id, error) };
     }
     const request = member as { id?: RpcId; method: string; params?: unknown };
     const notification = !('id' in request);
     const id = request.id ?? null;
     const entry = entries.get(request.method);
     if (entry === undefined) {
-      record('(unknown)', false, 'METHOD_NOT_FOUND', ctx.caller, started);
       const error = makeWireError(
         'METHOD_NOT_FOUND',
         `no such method: ${request.method} (see rpc.discover)`,
         { method: request.method },
       );
-      return { text: notification ? null : errorText(id, error), mutating: false };
+      const text = notification ? null : errorText(id, error);
+      return { kind: 'refused', label: '(unknown)', code: 'METHOD_NOT_FOUND', text };
     }
-    const c: Call = { entry, id, notification, caller: ctx.caller, started };
+    const raw = request.params;
+    const empty = entry.emptyParams !== undefined && (raw === undefined || isEmptyObject(raw));
+    return {
+      kind: 'call',
+      entry,
+      id,
+      idJson: JSON.stringify(id),
+      notification,
+      rawParams: raw,
+      params: empty ? entry.emptyParams : undefined,
+    };
+  }
+
+  /** Run one prepared request, counted; synchronous when its answer is known at once. */
+  function perform(p: Prepared, ctx: CallContext): MaybePromise<Answered> {
+    const started = now();
+    if (p.kind === 'refused') {
+      record(p.label, false, p.code, ctx.caller, started);
+      return { text: p.text, mutating: false };
+    }
+    const { entry } = p;
+    const c: Call = {
+      entry,
+      id: p.id,
+      idJson: p.idJson,
+      notification: p.notification,
+      caller: ctx.caller,
+      started,
+    };
     let json: MaybePromise<string>;
     try {
-      const params = validate(entry, request.params);
+      const params = p.params ?? validate(entry, p.rawParams);
       if (entry.method.mutating) {
         if (options.isDraining()) throw new DrainingError();
         if (!options.isReady()) {
@@ -280,16 +329,16 @@ export function createDispatcher(options: DispatcherOptions): Dispatcher {
     record(method.name, method.mutating, 'ok', c.caller, c.started);
     if (c.notification) return { text: null, mutating: method.mutating };
     const cached = c.entry.cached?.json === json ? c.entry.cached : undefined;
-    return { text: resultText(c.id, json), mutating: method.mutating, cached, id: c.id };
+    return { json, idJson: c.idJson, mutating: method.mutating, cached };
   }
 
   /** A single answer within the answer limit (a read's answer past it becomes an error). */
   function single(answered: Answered, member: unknown): WireAnswer {
-    const { text, cached } = answered;
+    const cached = 'json' in answered ? answered.cached : undefined;
     if (cached !== undefined && cached.bytes.length < MAX_ANSWER_BYTES - 64) {
       // The polled read: its whole answer is made once per version and id (a poller reuses
       // its id), not per call.
-      const idJson = JSON.stringify(answered.id ?? null);
+      const { idJson } = answered as { idJson: string };
       const last = cached.answer;
       if (last !== null && last.idJson === idJson) return last.bytes;
       const head = Buffer.from(`{"jsonrpc":"2.0","id":${idJson},"result":`);
@@ -297,6 +346,7 @@ export function createDispatcher(options: DispatcherOptions): Dispatcher {
       cached.answer = { idJson, bytes };
       return bytes;
     }
+    const text = textOf(answered);
     if (text === null || answered.mutating || !exceeds(text, MAX_ANSWER_BYTES)) return text;
     return errorText((member as { id: RpcId }).id, tooLarge());
   }
@@ -317,8 +367,8 @@ export function createDispatcher(options: DispatcherOptions): Dispatcher {
     const parts: string[] = [];
     let size = 2;
     answers.forEach((a, i) => {
-      if (a.text === null) return;
-      let text = a.text;
+      let text = textOf(a);
+      if (text === null) return;
       const bytes = Buffer.byteLength(text) + 1;
       if (!a.mutating && size + bytes > MAX_ANSWER_BYTES) {
         text = errorText((members[i] as { id: RpcId }).id, tooLarge());
@@ -346,15 +396,16 @@ export function createDispatcher(options: DispatcherOptions): Dispatcher {
         ),
       );
     }
-    const answers = members.map((m) => call(m, ctx));
+    const answers = members.map((m) => perform(prepare(m), ctx));
     if (answers.every((a): a is Answered => !(a instanceof Promise))) return joinBatch(answers, members);
     return Promise.all(answers).then((all) => joinBatch(all, members));
   }
 
-  function dispatch(body: unknown, caller: string): MaybePromise<WireAnswer> {
+  /** Answer a parsed body; `prepared` is the single request's, when already made. */
+  function dispatch(body: unknown, caller: string, prepared?: Prepared): MaybePromise<WireAnswer> {
     const ctx: CallContext = { caller, services };
     if (Array.isArray(body)) return batch(body, ctx);
-    const answered = call(body, ctx);
+    const answered = perform(prepared ?? prepare(body), ctx);
     return answered instanceof Promise ? answered.then((a) => single(a, body)) : single(answered, body);
   }
 
@@ -363,17 +414,19 @@ export function createDispatcher(options: DispatcherOptions): Dispatcher {
     return errorText(null, makeWireError('PARSE_ERROR', `parse error: ${(err as Error).message}`));
   };
 
-  // The last request text and its parse. A poller sends the same bytes every time, and in a
-  // process of agentd's size JSON.parse of even a tiny request costs more than the rest of a
-  // cached `status` call: its keys are looked up in V8's large string table and shape tree
-  // (bench/rpc.ts; docs/benchmarks.md). Parsing is pure and the parse is frozen, so the memo
-  // only skips work: every call is still screened, validated, run and counted.
+  // The last request text, its parse and what it prepared to. A poller sends the same bytes
+  // every time, and in a process of agentd's size JSON.parse of even a tiny request costs more
+  // than the rest of a cached `status` call: its keys are looked up in V8's large string table
+  // and shape tree (bench/rpc.ts; docs/benchmarks.md). Parsing and preparing are pure and the
+  // parse is frozen, so the memo only skips work: every call is still gated, run and counted,
+  // and params other than a method's empty ones are validated on every call.
   let lastText: string | null = null;
   let lastBody: unknown = null;
+  let lastPrepared: Prepared | undefined;
 
   return {
     handleText(text, caller) {
-      if (text === lastText) return dispatch(lastBody, caller);
+      if (text === lastText) return dispatch(lastBody, caller, lastPrepared);
       let body: unknown;
       try {
         body = JSON.parse(text);
@@ -383,6 +436,8 @@ export function createDispatcher(options: DispatcherOptions): Dispatcher {
       if (text.length <= PARSE_MEMO_MAX_CHARS) {
         lastText = text;
         lastBody = deepFreeze(body);
+        lastPrepared = Array.isArray(body) ? undefined : prepare(body);
+        return dispatch(body, caller, lastPrepared);
       }
       return dispatch(body, caller);
     },

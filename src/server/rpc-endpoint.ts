@@ -14,9 +14,15 @@ import { makeWireError, type WireError } from '../rpc/error-map.js';
 
 /** Largest accepted /rpc body. A full agent config is a few KiB. */
 export const RPC_BODY_LIMIT = 1024 * 1024;
+const LIMIT_DIGITS = String(RPC_BODY_LIMIT).length;
 
-/** Media types accepted on /rpc (parameters such as `charset` are allowed). */
-const RPC_MEDIA_TYPES = new Set(['application/json', 'application/json-rpc']);
+/**
+ * Media types accepted on /rpc (parameters such as `charset` are allowed). Compared as strings,
+ * not looked up in a Set: the header's value is a new string on every request, and a Set would
+ * hash it each time.
+ */
+const isRpcMediaType = (type: string): boolean =>
+  type === 'application/json' || type === 'application/json-rpc';
 
 export interface RpcEndpointOptions {
   dispatcher: Dispatcher;
@@ -121,12 +127,13 @@ export function createRpcEndpoint(o: RpcEndpointOptions): RequestHandler {
       sendError(res, 503, makeWireError('DRAINING', 'agentd is shutting down and accepts no new calls'));
       return;
     }
-    if (!RPC_MEDIA_TYPES.has(mediaTypeOf(req.headers['content-type']))) {
+    if (!isRpcMediaType(mediaTypeOf(req.headers['content-type']))) {
       sendError(res, 415, makeWireError('INVALID_REQUEST', 'content-type must be application/json'));
       return;
     }
     const declared = req.headers['content-length'];
-    if (declared !== undefined && Number(declared) > RPC_BODY_LIMIT) {
+    // Only a length of as many digits as the limit can pass it: a poll's is not parsed.
+    if (declared !== undefined && declared.length >= LIMIT_DIGITS && Number(declared) > RPC_BODY_LIMIT) {
       tooLarge(res);
       return;
     }

@@ -383,6 +383,32 @@ describe('dispatcher: the gate for mutating methods', () => {
     expect((await one(dispatcher, { jsonrpc: '2.0', id: 1, method: 'test.echo' })).result).toBeDefined();
   });
 
+  it('the same request text, repeated, is gated and run on every call (its prepared form is reused)', async () => {
+    const { dispatcher, state } = setup();
+    calls.length = 0;
+    const text = '{"jsonrpc":"2.0","id":1,"method":"test.mutate"}';
+    const send = async (): Promise<Resp> =>
+      JSON.parse((await dispatcher.handleText(text, 'test'))!.toString()) as Resp;
+    expect((await send()).result).toEqual({ done: true });
+    state.draining = true;
+    expect((await send()).error?.data?.code).toBe('DRAINING');
+    state.draining = false;
+    state.ready = false;
+    expect((await send()).error?.data?.code).toBe('UNAVAILABLE');
+    state.ready = true;
+    expect((await send()).result).toEqual({ done: true });
+    expect(calls).toEqual(['mutate', 'mutate']);
+  });
+
+  it('params of a repeated request text are validated afresh for each call, never shared', async () => {
+    const { dispatcher } = setup();
+    const text = '{"jsonrpc":"2.0","id":1,"method":"test.echo","params":{"word":"ab","times":2}}';
+    for (let i = 0; i < 3; i++) {
+      const r = JSON.parse((await dispatcher.handleText(text, `caller-${i}`))!.toString()) as Resp;
+      expect(r.result).toEqual({ word: 'abab', caller: `caller-${i}` });
+    }
+  });
+
   it('params are validated before the gate (a bad call is INVALID_PARAMS, not DRAINING)', async () => {
     const { dispatcher, state } = setup();
     state.draining = true;

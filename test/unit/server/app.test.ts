@@ -132,6 +132,11 @@ describe('admin app /rpc (the bare endpoint in front of fastify)', () => {
       id: null,
       error: { code: 1021, data: { code: 'PAYLOAD_TOO_LARGE', limit: RPC_BODY_LIMIT } },
     });
+    // A body of exactly the limit is read and handed on.
+    const atLimit = await post(`"${'x'.repeat(RPC_BODY_LIMIT - 2)}"`);
+    expect(atLimit.status).toBe(204);
+    expect(seen.map((s) => s.text.length)).toEqual([RPC_BODY_LIMIT]);
+    seen.length = 0;
     // Chunked: no declared length, the count while reading stops it.
     const status = await new Promise<number>((resolve, reject) => {
       const req = http.request(
