@@ -91,8 +91,11 @@ const OPTIONAL_EXTERNALS = ['bufferutil', 'utf-8-validate'];
  * - `--optimize-for-size` saved no idle memory and cost a quarter of the RPC throughput;
  * - any flag the runtime's V8 puts in its code caches' flag hash (`--bytecode-old-age=1`, for one)
  *   makes V8 reject Node's embedded cache of its built-in modules, and every start, agentctl's
- *   too, compiles them from source. agentd sets its bytecode ageing itself once it serves
- *   (`ageBytecodeSoon`, src/bin/agentd.ts). `--single-threaded-gc` is not in the hash.
+ *   too, compiles them from source. `--single-threaded-gc` is not in the hash;
+ * - `--bytecode-old-age=1`, also when set at run time once serving (until 2026-11-27): in bursts
+ *   of calls with idle gaps, the daemon fell after ~40 s to ~0.7 of a bare server's throughput
+ *   and stayed there (median 0.73 against 0.89 without it, same rounds), for no idle memory the
+ *   release executable could measure (docs/benchmarks.md, "RPC", 2026-11-27).
  * A flag added here must leave the flag hash alone (test/system/release.test.ts checks).
  */
 export const RUNTIME_FLAGS: readonly string[] = ['--single-threaded-gc'];

@@ -3,7 +3,6 @@
  * Exit codes: 0 clean shutdown, 1 runtime failure, 2 invalid configuration or usage.
  * Bundled as dist/agentd.cjs (scripts/build.ts), run by the npm bin and the release executable.
  */
-import { setFlagsFromString } from 'node:v8';
 import { Command, CommanderError, Option } from 'commander';
 import { loadDaemonConfig } from '../config/load-config.js';
 import { formatDuration } from '../config/duration.js';
@@ -129,19 +128,6 @@ function givenFlags(cmd: Command): Partial<Record<keyof DaemonConfigInput, unkno
   return out;
 }
 
-/**
- * From now on, V8 drops the bytecode of a function that did not run since the last full GC at
- * the next one (its default waits 5 or 6 of them): an idle agent otherwise keeps, all day, the
- * bytecode of code it ran once, at start and during a join (docs/benchmarks.md, "Footprint").
- * Set here, once the daemon is serving, and not as a runtime flag (`--bytecode-old-age=1`): a
- * flag that V8 hashes into its code caches makes V8 reject Node's embedded cache of its built-in
- * modules, which are then compiled from source at every start (+11 ms for `node:http` alone),
- * and agentctl is the same executable (docs/benchmarks.md, "CLI startup").
- */
-function ageBytecodeSoon(): void {
-  setFlagsFromString('--bytecode-old-age=1');
-}
-
 /** Run the daemon until it stops; resolves to the process exit code. */
 export async function runAgentd(argv: string[]): Promise<number> {
   process.title = 'agentd';
@@ -186,7 +172,6 @@ export async function runAgentd(argv: string[]): Promise<number> {
     // Loaded only now: a bad flag or config value is reported without loading the server.
     const { startDaemon } = await import('../daemon/daemon.js');
     daemon = await startDaemon(config, { logger, stopRequested: startup.signal });
-    ageBytecodeSoon();
   } catch (err) {
     process.stderr.write(`agentd: ${describeError(err)}\n`);
     return isAgentError(err) && err.code === 'INVALID_CONFIG' ? 2 : 1;
