@@ -10,6 +10,7 @@ import { DAEMON_OPTIONS, DEFAULT_CONFIG_FILE, type DaemonConfigInput } from '../
 import { describeError, isAgentError } from '../errors.js';
 import { createLogger } from '../log.js';
 import { VERSION } from '../version.js';
+import { keepNextTickShape } from './keep-tick-shape.js';
 import { runProgram } from './run.js';
 import type { Daemon } from '../daemon/daemon.js';
 
@@ -169,6 +170,8 @@ export async function runAgentd(argv: string[]): Promise<number> {
   process.on('SIGTERM', onSignal);
   process.on('SIGINT', onSignal);
   try {
+    // A long-lived server on Node 26 needs it (keep-tick-shape.ts); --help and --version do not.
+    keepNextTickShape();
     // Loaded only now: a bad flag or config value is reported without loading the server.
     const { startDaemon } = await import('../daemon/daemon.js');
     daemon = await startDaemon(config, { logger, stopRequested: startup.signal });
