@@ -8,6 +8,7 @@ import type { Logger } from 'pino';
 import type { DaemonConfig } from '../config/daemon-config.js';
 import { Engine } from '../engine/engine.js';
 import { EventBus } from '../engine/events.js';
+import { FINAL_STATES } from '../engine/operation.js';
 import { StatusVersion } from '../engine/status-version.js';
 import { PreconditionFailedError, describeError } from '../errors.js';
 import { systemClock } from '../host/clock.js';
@@ -25,6 +26,7 @@ import { buildOpenRpcDocument } from '../rpc/openrpc.js';
 import type { DaemonInfo, DaemonState, RpcServices, WatcherStatus } from '../rpc/services.js';
 import { VERSION } from '../version.js';
 import { createAdminApp, createMetricsApp, type Readiness } from '../server/app.js';
+import { createHeapTrimmer, loadMallocTrim } from './heap-trim.js';
 import { createSdNotifier } from './sd-notify.js';
 import { createHost, type Host } from './host-wiring.js';
 import { createKubeWiring, type KubeWiringOptions } from './kube-wiring.js';
@@ -128,6 +130,12 @@ async function startServing(
   const readinessReasons: string[] = ['startup recovery has not finished'];
   const metrics = createMetrics({ version: VERSION });
   const events = new EventBus();
+  // Once idle after work, malloc's free memory goes back to the kernel (heap-trim.ts).
+  const heapTrimmer = createHeapTrimmer({ trim: loadMallocTrim(), clock, logger });
+  cleanup.push('stop the heap trimmer', () => heapTrimmer.stop());
+  events.subscribe((_seq, event) => {
+    if (event.type === 'operation' && FINAL_STATES.has(event.operation.state)) heapTrimmer.poke();
+  });
   const paths = createHostPaths(config.root);
   // Set once this process has bound the socket: only that socket is ever removed, never a path
   // another process owns now. Pushed first, so it runs just before the PID file goes.
@@ -330,6 +338,8 @@ async function startServing(
       .completePendingUncordon()
       .catch((err: unknown) => logger.error({ err: describeError(err) }, 'completing a pending uncordon'));
   }
+  // Startup (recovery, the Kubernetes client) was work too.
+  heapTrimmer.poke();
   // The watcher starts only now: its first reconcile may call `update`.
   kubeWiring.start(dispatcher);
   // Repair too: its first check (at once) restarts an active machine found stopped.
