@@ -2,7 +2,7 @@
  * The remediation scripts in examples/ run as documented against the real daemon (`--sim`,
  * without Kubernetes: SKIP_DRAIN=1): join or repave, update, check — with agentctl and with curl.
  */
-import { chmod, writeFile } from 'node:fs/promises';
+import { chmod, rm, writeFile } from 'node:fs/promises';
 import { execFile } from 'node:child_process';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -27,6 +27,8 @@ describe.skipIf(tools.length > 0 && !SYSTEM_TESTS_REQUIRED)(`examples/ (needs jq
   });
   afterAll(async () => {
     await d?.dispose();
+    // Made in beforeAll, outside any test: makeTempDir leaves it to us.
+    if (bin) await rm(bin, { recursive: true, force: true });
   });
 
   function script(name: string, ...args: string[]): Promise<{ code: number; stderr: string }> {

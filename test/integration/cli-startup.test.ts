@@ -4,7 +4,7 @@
  * and an agentd of another version — one that lacks a method, or the event stream.
  */
 import { spawn, spawnSync } from 'node:child_process';
-import { copyFile, mkdir, readdir, writeFile } from 'node:fs/promises';
+import { copyFile, mkdir, readdir, rm, writeFile } from 'node:fs/promises';
 import http from 'node:http';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -164,6 +164,8 @@ describe('an agentd of another version', () => {
   });
   afterAll(async () => {
     await new Promise((resolve) => server?.close(resolve));
+    // Made in beforeAll, outside any test: makeTempDir leaves it to us.
+    if (socket) await rm(path.dirname(socket), { recursive: true, force: true });
   });
 
   it('a method it does not have: exit 2, naming the method and both versions', async () => {

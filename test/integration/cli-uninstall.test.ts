@@ -4,9 +4,9 @@
  * the PID-file cases: a daemon that ignores SIGTERM, a stale PID file, a PID that is not agentd.
  */
 import { existsSync } from 'node:fs';
-import { mkdir, readFile, writeFile, chmod } from 'node:fs/promises';
+import { mkdir, readFile, rm, writeFile, chmod } from 'node:fs/promises';
 import path from 'node:path';
-import { beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { installSimBinaries, simBinDistDir } from '../../src/sim/bin/install.js';
 import { runAgentctl, type CliRun } from '../support/cli.js';
 import {
@@ -36,6 +36,8 @@ beforeAll(async () => {
   simBin = await makeTempDir('agentctl-simbin-');
   await installSimBinaries(simBin);
 });
+// Made in beforeAll, outside any test: makeTempDir leaves it to us.
+afterAll(() => rm(simBin, { recursive: true, force: true }));
 
 /** agentctl uninstall with the sim's machinectl/systemctl/systemd-run first on PATH. */
 function uninstall(

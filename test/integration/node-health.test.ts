@@ -6,6 +6,7 @@
  * a restart with repair on brings the active machine back as a `repair` operation. Every log
  * line binds each key once.
  */
+import { rm } from 'node:fs/promises';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { makeTempDir, waitUntil, type TestDaemon } from '../support/daemon.js';
 import { linesWithDuplicateKeys } from '../support/log-lines.js';
@@ -42,6 +43,8 @@ describe('node health and repair through the daemon', () => {
 
   afterAll(async () => {
     await d?.dispose();
+    // Made in beforeAll, outside any test: makeTempDir leaves it to us.
+    await rm(dir, { recursive: true, force: true });
   });
 
   it('neither machine starts: ROLLBACK_FAILED with diagnostics; the node says it does not serve', async () => {

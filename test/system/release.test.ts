@@ -10,11 +10,11 @@
  */
 import { execFile } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { chmod, copyFile, mkdir, readFile, readlink, stat, truncate, writeFile } from 'node:fs/promises';
+import { chmod, copyFile, mkdir, readFile, readlink, rm, stat, truncate, writeFile } from 'node:fs/promises';
 import { availableParallelism } from 'node:os';
 import path from 'node:path';
 import { promisify } from 'node:util';
-import { beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { RUNTIME_FLAGS } from '../../scripts/build.js';
 import { ensureNodeRuntime } from '../../scripts/release/node-runtime.js';
 import { release, type ReleaseResult } from '../../scripts/release/release.js';
@@ -61,13 +61,18 @@ describe.skipIf(!available && !required)('npm run release', () => {
     PATH: `${bin}:${process.env.PATH}`,
   });
 
+  let out: string | undefined;
   beforeAll(async () => {
-    const out = await makeTempDir('agentd-release-out-');
+    out = await makeTempDir('agentd-release-out-');
     r = await release({ outDir: out });
     unpacked = await makeTempDir('agentd-release-unpacked-');
     await run('tar', ['-xzf', r.tarball, '-C', unpacked]);
     dir = path.join(unpacked, `agentd-${r.version}-linux-x64`);
   }, 600_000);
+  // Made in beforeAll, outside any test: makeTempDir leaves them to us.
+  afterAll(async () => {
+    for (const d of [out, unpacked]) if (d) await rm(d, { recursive: true, force: true });
+  });
 
   it('writes the tarball, the .deb and SHA256SUMS that verify', async () => {
     expect(path.basename(r.tarball)).toBe(`agentd-${r.version}-linux-x64.tar.gz`);
