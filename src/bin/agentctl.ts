@@ -25,5 +25,7 @@ export function runAgentctl(argv: string[]): Promise<number> {
 
 /** The bundle's entry (dist/agentctl.cjs): run agentctl with this process's arguments. */
 export function run(): void {
-  runProgram('agentctl', () => runAgentctl(process.argv));
+  // A command's main awaits all of its work: once it has settled, exit without waiting for
+  // Node's teardown (run.ts).
+  runProgram('agentctl', () => runAgentctl(process.argv), { exitWhenSettled: true });
 }
