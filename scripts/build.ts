@@ -121,6 +121,24 @@ const nodeUrlForWhatwgUrl: Plugin = {
 };
 
 /**
+ * node-fetch 2 (under @kubernetes/client-node) parses every request's URL with the legacy
+ * `url.parse()`, which Node 24 and later answer with a deprecation warning (DEP0169) in the
+ * journal at the Machine watcher's first request. Its `require('url')` gets Node's `url` with a
+ * `parse` on the WHATWG parser instead (src/kube/node-fetch-url.ts); every other package keeps
+ * Node's own.
+ */
+const nodeFetchUrl = (root: string): Plugin => ({
+  name: 'node-fetch-url',
+  setup(b) {
+    b.onResolve({ filter: /^url$/ }, (args) =>
+      /[\\/]node_modules[\\/]node-fetch[\\/]/.test(args.importer)
+        ? { path: path.join(root, 'src', 'kube', 'node-fetch-url.ts') }
+        : undefined,
+    );
+  },
+});
+
+/**
  * Packages fastify requires only on paths agentd never takes, left out of the bundles: ~300 KB
  * of code the daemon would otherwise hold in memory as source for nothing (docs/benchmarks.md,
  * "Footprint"). Each maps to what agentd does instead; should anything require one, it gets an
@@ -293,7 +311,7 @@ export async function buildBundle(root: string = REPO_ROOT): Promise<Metafile> {
     // CommonJS has no import.meta: give modules that use it this file's URL instead of nothing.
     banner: { js: `var ${IMPORT_META_URL}=require('node:url').pathToFileURL(__filename).href;` },
     external: OPTIONAL_EXTERNALS,
-    plugins: [nodeUrlForWhatwgUrl, leaveOutUnusedPackages],
+    plugins: [nodeUrlForWhatwgUrl, nodeFetchUrl(root), leaveOutUnusedPackages],
     metafile: true,
     logLevel: 'warning',
   } satisfies BuildOptions;
