@@ -1,10 +1,18 @@
-import { setTimeout as delay } from 'node:timers/promises';
+import type * as TimersPromises from 'node:timers/promises';
 import type { Clock } from './types.js';
+
+/**
+ * node:timers/promises, loaded at the first sleep rather than with this module: most agentctl
+ * commands never sleep, and each module loaded is part of every start (docs/benchmarks.md,
+ * "CLI startup").
+ */
+let timers: typeof TimersPromises | undefined;
 
 /** The real clock: wall time and timers. */
 export const systemClock: Clock = {
   now: () => Date.now(),
   sleep: async (ms, signal) => {
-    await delay(ms, undefined, signal ? { signal } : undefined);
+    timers ??= await import('node:timers/promises');
+    await timers.setTimeout(ms, undefined, signal ? { signal } : undefined);
   },
 };
