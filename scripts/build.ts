@@ -292,6 +292,20 @@ export function writeCodeCaches(o: {
   return written as Record<keyof typeof CODE_CACHE_RUNS, string>;
 }
 
+/**
+ * The dynamic `import()`s of a module left out of the bundles (a built-in module) in `meta`'s
+ * outputs, as `<output>: import('<module>')`. esbuild keeps such an `import()` as it is in the
+ * CommonJS bundles, and the loader evaluates a bundle as a script (src/bin/load-bundle.ts), where
+ * a dynamic import fails, and only when it is reached; buildBundle refuses them.
+ */
+export function externalDynamicImports(meta: Pick<Metafile, 'outputs'>): string[] {
+  return Object.entries(meta.outputs).flatMap(([output, o]) =>
+    o.imports
+      .filter((i) => i.kind === 'dynamic-import' && i.external)
+      .map((i) => `${output}: import('${i.path}')`),
+  );
+}
+
 /** Bundle and write the bins; returns esbuild's metafile (inputs and output sizes). */
 export async function buildBundle(root: string = REPO_ROOT): Promise<Metafile> {
   const pkg = JSON.parse(await readFile(path.join(root, 'package.json'), 'utf8')) as { version: string };
@@ -354,6 +368,12 @@ export async function buildBundle(root: string = REPO_ROOT): Promise<Metafile> {
       Object.assign(metafile.inputs, r.metafile.inputs);
       Object.assign(metafile.outputs, r.metafile.outputs);
     }
+  }
+  const dynamic = externalDynamicImports(metafile);
+  if (dynamic.length > 0) {
+    throw new Error(
+      `the bundles import() modules left outside them, which the bundles' loader cannot run: ${dynamic.join(', ')}; load a built-in module with process.getBuiltinModule instead`,
+    );
   }
   const binDir = path.join(root, 'dist', 'bin');
   await mkdir(binDir, { recursive: true });
