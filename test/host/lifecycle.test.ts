@@ -36,6 +36,26 @@ describe.skipIf(!requireRealHost())('agentd lifecycle on a real systemd host', {
     await node?.stop();
   }, 120_000);
 
+  it('watching the node leaves no line in the machine’s journal', { timeout: 120_000 }, async () => {
+    // Repair checks the node every 30 s, and status reads it at every change. With `systemd-run`
+    // each check made two transient units in the machine, four journal lines every 30 s
+    // (docs/operations.md, "Repair"); asked over the machine's bus, it makes none.
+    // Where the machine's journal ends now: what the join wrote is before it.
+    const tail = await node.host.execOk(['journalctl', '--machine=kube1', '-n', '0', '--show-cursor', '-q']);
+    const cursor = /-- cursor: (.+)/.exec(tail.stdout)?.[1]?.trim();
+    expect(cursor, tail.stdout).toBeTruthy();
+    await node.agentctlJson(['status']);
+    await new Promise((r) => setTimeout(r, 35_000));
+    const journal = await node.host.execOk([
+      'journalctl',
+      '--machine=kube1',
+      '--no-pager',
+      '-q',
+      `--after-cursor=${cursor}`,
+    ]);
+    expect(journal.stdout).not.toMatch(/run-u\d+\.service/);
+  });
+
   it('restarting agentd.service leaves kube1 and its kubelet running', async () => {
     const pid = await unitMainPid(node, 'systemd-nspawn@kube1.service');
     await node.host.execOk(['systemctl', 'restart', 'agentd.service']);

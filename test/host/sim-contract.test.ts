@@ -27,7 +27,7 @@ type Exec = (argv: string[]) => Promise<Outcome>;
 type Exists = (p: string) => Promise<boolean>;
 
 /** One step's result as compared across the hosts. */
-type Seen = 'ok' | HostErrorClass | `exists=${boolean}`;
+type Seen = 'ok' | HostErrorClass | `exists=${boolean}` | `${'ok' | HostErrorClass}: ${string}`;
 
 interface Step {
   argv?: string[];
@@ -37,6 +37,8 @@ interface Step {
   until?: 'ok' | 'fail';
   /** The outcomes either host may show (compared as a set, not one to one): a race on the real host. */
   either?: Seen[];
+  /** Compare what it prints too (trimmed): agentd reads the answer, not only the exit code. */
+  answer?: boolean;
 }
 
 const inM = (m: string, ...cmd: string[]): string[] => [
@@ -47,15 +49,21 @@ const inM = (m: string, ...cmd: string[]): string[] => [
   ...cmd,
 ];
 
+/** `systemctl --machine=<m> …`: the machine's systemd asked over its bus, no unit made in it. */
+const onBus = (m: string, ...args: string[]): string[] => ['systemctl', `--machine=${m}`, ...args];
+
 const SCRIPT: Step[] = [
   // kube1 runs: what agentd sees of a healthy machine
   { argv: ['machinectl', 'show', 'kube1'] },
   { argv: inM('kube1', 'systemctl', 'is-active', 'kubelet.service') },
+  // status and repair ask the same of the machine's systemd over its bus
+  { argv: onBus('kube1', 'is-active', 'kubelet.service'), answer: true },
   // the image of a running machine cannot be removed
   { argv: ['machinectl', 'remove', 'kube1'] },
   // kube2 does not exist
   { argv: ['machinectl', 'show', 'kube2'] },
   { argv: inM('kube2', '/bin/true') },
+  { argv: onBus('kube2', 'is-active', 'kubelet.service'), answer: true },
   { argv: ['machinectl', 'start', 'kube2'] },
   { argv: ['machinectl', 'terminate', 'kube2'] },
   { argv: ['machinectl', 'disable', 'kube2'] },
@@ -78,6 +86,7 @@ const SCRIPT: Step[] = [
   { argv: ['systemctl', 'stop', 'systemd-nspawn@kube1.service'] },
   { argv: ['machinectl', 'show', 'kube1'], until: 'fail' },
   { argv: inM('kube1', '/bin/true') },
+  { argv: onBus('kube1', 'is-active', 'kubelet.service'), answer: true },
   { argv: ['machinectl', 'terminate', 'kube1'] },
   // start it again: its bus is not there at once
   { argv: ['machinectl', 'enable', 'kube1'] },
@@ -86,6 +95,7 @@ const SCRIPT: Step[] = [
   { argv: inM('kube1', '/bin/true'), until: 'ok' },
   // units enabled in the machine come back with it
   { argv: inM('kube1', 'systemctl', 'is-active', 'kubelet.service'), until: 'ok' },
+  { argv: onBus('kube1', 'is-active', 'kubelet.service'), answer: true },
   // starting a running machine is a no-op
   { argv: ['machinectl', 'start', 'kube1'] },
   // stop it, then remove its image: the directory goes, the .nspawn settings file with it
@@ -98,7 +108,7 @@ const SCRIPT: Step[] = [
   { argv: ['machinectl', 'start', 'kube1'] },
 ];
 
-const seenOf = (o: Outcome): Seen => (o.exitCode === 0 ? 'ok' : classifyHostError(o.stderr));
+const seenOf = (o: Outcome): 'ok' | HostErrorClass => (o.exitCode === 0 ? 'ok' : classifyHostError(o.stderr));
 
 /** Run the script; one entry per step: what it ended as, and the raw output for messages. */
 async function runScript(exec: Exec, exists: Exists): Promise<Array<{ seen: Seen; raw: string }>> {
@@ -117,7 +127,7 @@ async function runScript(exec: Exec, exists: Exists): Promise<Array<{ seen: Seen
       o = await exec(argv);
     }
     out.push({
-      seen: seenOf(o),
+      seen: step.answer ? `${seenOf(o)}: ${o.stdout.trim()}` : seenOf(o),
       raw: `${argv.join(' ')} → ${o.exitCode} ${o.stdout.trim()} ${o.stderr.trim()}`,
     });
   }

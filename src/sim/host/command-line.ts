@@ -18,7 +18,11 @@ const MACHINECTL_VERBS: readonly MachinectlVerb[] = [
   'remove',
 ];
 
-/** A command run inside a machine through `systemd-run --machine=<m> --pipe --wait`. */
+/**
+ * A command run inside a machine through `systemd-run --machine=<m> --pipe --wait`, or asked of
+ * the machine's systemd over its bus (`systemctl --machine=<m> is-active kubelet.service`): both
+ * reach the machine's bus, fail alike when it does not run, and answer alike.
+ */
 export type InMachineAction =
   | { type: 'true' }
   | { type: 'enable-now'; unit: SimUnitName }
@@ -87,6 +91,12 @@ const UNIT_STATE_ARGS = ['show', '--property=ActiveState', '--property=SubState'
 
 function parseHostSystemctl(args: readonly string[]): SimCommand | undefined {
   if (args.length === 1 && args[0] === 'daemon-reload') return { kind: 'daemon-reload' };
+  const busMachine = asMachine(/^--machine=(.*)$/.exec(args[0] ?? '')?.[1]);
+  if (busMachine) {
+    return args.length === 3 && args[1] === 'is-active' && args[2] === 'kubelet.service'
+      ? { kind: 'in-machine', machine: busMachine, action: { type: 'is-active', unit: 'kubelet.service' } }
+      : undefined;
+  }
   if (args.length === UNIT_STATE_ARGS.length + 1 && UNIT_STATE_ARGS.every((a, i) => args[i] === a)) {
     const machine = asMachine(NSPAWN_UNIT.exec(args.at(-1) ?? '')?.[1]);
     return machine ? { kind: 'nspawn-unit-state', machine } : undefined;

@@ -230,7 +230,8 @@ async function applyInMachine(
   action: InMachineAction,
 ): Promise<SimOutcome> {
   const rec = state.machines[m];
-  // systemd-run cannot reach the bus of a machine that does not run: "Host is down" either way.
+  // Neither systemd-run nor systemctl --machine reaches the bus of a machine that does not run:
+  // "Host is down" either way.
   if (rec.registration !== 'running') return fail('Failed to connect to bus: Host is down');
   if (rec.booting === true) {
     rec.booting = false;

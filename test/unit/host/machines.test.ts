@@ -398,6 +398,18 @@ describe('inspect', () => {
     });
   });
 
+  it('asks the machine’s systemd over its bus: no systemd-run, which leaves a unit in the machine', async () => {
+    await prepareMachine(tmp.root, 'kube1');
+    await machines.start('kube1');
+    await machines.startServices('kube1');
+    const before = runner.lines.length;
+    expect(await machines.inspect('kube1')).toMatchObject({ running: true, kubelet: 'active' });
+    expect(runner.lines.slice(before)).toEqual([
+      'machinectl show kube1',
+      'systemctl --machine=kube1 is-active kubelet.service',
+    ]);
+  });
+
   it('reports a crash-looping kubelet as failed', async () => {
     setup({ faults: 'kubelet-inactive:kube1' });
     await prepareMachine(tmp.root, 'kube1');
