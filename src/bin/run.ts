@@ -3,8 +3,9 @@ export interface RunOptions {
   /**
    * Exit as soon as the main has settled and stdout and stderr hold nothing unwritten, instead of
    * waiting for the event loop to empty and Node to tear the runtime down. For a one-shot command
-   * (agentctl) that teardown was a sixth of its run: ~4.7 ms of a 32 ms `status --json` on Node 26
-   * (docs/benchmarks.md, "CLI startup"). Only for a program whose main awaits all of its work:
+   * (agentctl) that wait is pure cost: on Node 26 it was ~4.7 ms of a 32 ms `status --json` run by
+   * `node`, 0.6–1.2 ms in the release executable (docs/benchmarks.md, "CLI startup"). Only for a
+   * program whose main awaits all of its work:
    * whatever is still pending when it settles (a timer, a socket not yet closed) is dropped.
    */
   exitWhenSettled?: boolean;
