@@ -410,6 +410,41 @@ describe('inspect', () => {
     ]);
   });
 
+  it('asks a machine that ran at its last inspection first, and falls back once it stops', async () => {
+    await prepareMachine(tmp.root, 'kube1');
+    await machines.start('kube1');
+    await machines.startServices('kube1');
+    await machines.inspect('kube1');
+    const running = runner.lines.length;
+    // Its systemd answers: it is registered and runs, without asking machined.
+    expect(await machines.inspect('kube1')).toEqual({
+      name: 'kube1',
+      registered: true,
+      running: true,
+      kubelet: 'active',
+      healthy: true,
+    });
+    expect(runner.lines.slice(running)).toEqual(['systemctl --machine=kube1 is-active kubelet.service']);
+    await machines.stop('kube1');
+    const stopped = runner.lines.length;
+    // No answer now: machined says it is gone, and the result is what a first look gives.
+    expect(await machines.inspect('kube1')).toEqual({
+      name: 'kube1',
+      registered: false,
+      running: false,
+      kubelet: 'inactive',
+      healthy: false,
+    });
+    expect(runner.lines.slice(stopped)).toEqual([
+      'systemctl --machine=kube1 is-active kubelet.service',
+      'machinectl show kube1',
+    ]);
+    // And the next look starts with machined again.
+    const gone = runner.lines.length;
+    await machines.inspect('kube1');
+    expect(runner.lines.slice(gone)).toEqual(['machinectl show kube1']);
+  });
+
   it('reports a crash-looping kubelet as failed', async () => {
     setup({ faults: 'kubelet-inactive:kube1' });
     await prepareMachine(tmp.root, 'kube1');
