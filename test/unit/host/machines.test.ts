@@ -398,51 +398,45 @@ describe('inspect', () => {
     });
   });
 
-  it('asks the machine’s systemd over its bus: no systemd-run, which leaves a unit in the machine', async () => {
+  /** kube1 started with its services, as a join leaves it. */
+  const runningKube1 = async (): Promise<void> => {
     await prepareMachine(tmp.root, 'kube1');
     await machines.start('kube1');
     await machines.startServices('kube1');
+  };
+  /** What `inspect` returned and the command lines it ran. */
+  const inspected = async (m: 'kube1' | 'kube2') => {
     const before = runner.lines.length;
-    expect(await machines.inspect('kube1')).toMatchObject({ running: true, kubelet: 'active' });
-    expect(runner.lines.slice(before)).toEqual([
-      'machinectl show kube1',
-      'systemctl --machine=kube1 is-active kubelet.service',
-    ]);
+    const seen = await machines.inspect(m);
+    return { seen, lines: runner.lines.slice(before) };
+  };
+  const running = { name: 'kube1', registered: true, running: true, kubelet: 'active', healthy: true };
+  const gone = { name: 'kube1', registered: false, running: false, kubelet: 'inactive', healthy: false };
+
+  it('asks the machine’s systemd over its bus: no systemd-run, which leaves a unit in the machine', async () => {
+    await runningKube1();
+    expect(await inspected('kube1')).toEqual({
+      seen: running,
+      lines: ['machinectl show kube1', 'systemctl --machine=kube1 is-active kubelet.service'],
+    });
   });
 
   it('asks a machine that ran at its last inspection first, and falls back once it stops', async () => {
-    await prepareMachine(tmp.root, 'kube1');
-    await machines.start('kube1');
-    await machines.startServices('kube1');
+    await runningKube1();
     await machines.inspect('kube1');
-    const running = runner.lines.length;
     // Its systemd answers: it is registered and runs, without asking machined.
-    expect(await machines.inspect('kube1')).toEqual({
-      name: 'kube1',
-      registered: true,
-      running: true,
-      kubelet: 'active',
-      healthy: true,
+    expect(await inspected('kube1')).toEqual({
+      seen: running,
+      lines: ['systemctl --machine=kube1 is-active kubelet.service'],
     });
-    expect(runner.lines.slice(running)).toEqual(['systemctl --machine=kube1 is-active kubelet.service']);
     await machines.stop('kube1');
-    const stopped = runner.lines.length;
     // No answer now: machined says it is gone, and the result is what a first look gives.
-    expect(await machines.inspect('kube1')).toEqual({
-      name: 'kube1',
-      registered: false,
-      running: false,
-      kubelet: 'inactive',
-      healthy: false,
+    expect(await inspected('kube1')).toEqual({
+      seen: gone,
+      lines: ['systemctl --machine=kube1 is-active kubelet.service', 'machinectl show kube1'],
     });
-    expect(runner.lines.slice(stopped)).toEqual([
-      'systemctl --machine=kube1 is-active kubelet.service',
-      'machinectl show kube1',
-    ]);
     // And the next look starts with machined again.
-    const gone = runner.lines.length;
-    await machines.inspect('kube1');
-    expect(runner.lines.slice(gone)).toEqual(['machinectl show kube1']);
+    expect((await inspected('kube1')).lines).toEqual(['machinectl show kube1']);
   });
 
   it('reports a crash-looping kubelet as failed', async () => {
