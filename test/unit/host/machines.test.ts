@@ -439,6 +439,16 @@ describe('inspect', () => {
     expect((await inspected('kube1')).lines).toEqual(['machinectl show kube1']);
   });
 
+  it('reports a machine that ran and then crashed as registered but not running', async () => {
+    await runningKube1();
+    await machines.inspect('kube1');
+    await sim.crashMachine('kube1');
+    expect(await inspected('kube1')).toEqual({
+      seen: { ...gone, registered: true },
+      lines: ['systemctl --machine=kube1 is-active kubelet.service', 'machinectl show kube1'],
+    });
+  });
+
   it('reports a crash-looping kubelet as failed', async () => {
     setup({ faults: 'kubelet-inactive:kube1' });
     await prepareMachine(tmp.root, 'kube1');
