@@ -3,7 +3,7 @@
  * upstream agent's format. Sidecar matches → verified; missing → read with a warning;
  * mismatch → CHECKSUM_MISMATCH; writes are exact bytes, mode 0600, config then sidecar.
  */
-import { mkdtemp, readFile, readdir, rm, stat, writeFile } from 'node:fs/promises';
+import { mkdtemp, readFile, readdir, rm, stat, utimes, writeFile } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import type { Logger } from 'pino';
@@ -133,6 +133,50 @@ describe('createAppliedConfigStore', () => {
     const rec = await store.read('kube1');
     expect(rec?.config).toMatchObject({ Attestation: { Enabled: false }, CNI: { PluginVersion: '1.5.1' } });
     expect(rec?.verified).toBe(true);
+  });
+
+  it('every read answers the files as they are now, though unchanged bytes are not parsed again', async () => {
+    const { logger, warnings } = recordingLogger();
+    const store = createAppliedConfigStore(paths, logger);
+    const hash = await store.write('kube1', config);
+    const first = await store.read('kube1');
+    // The same bytes: the same record, shared, so it cannot be changed by whoever holds it.
+    expect(await store.read('kube1')).toBe(first);
+    expect(Object.isFrozen(first?.config.Cluster)).toBe(true);
+    expect(() => {
+      (first?.config.Cluster as { Version: string }).Version = 'v0.0.0';
+    }).toThrow(TypeError);
+
+    // A change that keeps the file's size and times is still seen: the bytes decide.
+    const file = paths.appliedConfig('kube1');
+    const { atime, mtime } = await stat(file);
+    const text = await readFile(file, 'utf8');
+    expect(text).toContain('worker-01');
+    await writeFile(file, text.replace('worker-01', 'worker-02'));
+    await utimes(file, atime, mtime);
+    expect((await rejection(store.read('kube1'))).code).toBe('CHECKSUM_MISMATCH');
+    await writeFile(file, text);
+    expect(await store.read('kube1')).toEqual({ machine: 'kube1', config, hash, verified: true });
+
+    // The sidecar counts as much as the file.
+    await rm(paths.appliedConfigSidecar('kube1'));
+    expect(await store.read('kube1')).toMatchObject({ hash, verified: false });
+    await writeFile(paths.appliedConfigSidecar('kube1'), `${'0'.repeat(64)}\n`);
+    expect((await rejection(store.read('kube1'))).code).toBe('CHECKSUM_MISMATCH');
+
+    // A new config, and then none.
+    const next = agentConfigSchema.parse(makeAgentConfig({ MachineName: 'worker-09' }));
+    const nextHash = await store.write('kube1', next);
+    expect(await store.read('kube1')).toEqual({
+      machine: 'kube1',
+      config: next,
+      hash: nextHash,
+      verified: true,
+    });
+    await store.remove('kube1');
+    expect(await store.read('kube1')).toBeNull();
+    // The unverified read warned once.
+    expect(warnings).toHaveLength(1);
   });
 
   it('remove deletes the config and its sidecar, and tolerates their absence', async () => {
