@@ -1,0 +1,203 @@
+/**
+ * Footprint on a real host: what agentd, as it ships, costs a systemd host when nothing happens.
+ *
+ * bench/footprint.ts measures on the simulated host, where a host command is a function call.
+ * Here the release tarball is installed, as an operator installs it, into a booted systemd host
+ * of the real-host suite (test/support/real-host; docs/testing.md): agentd runs as
+ * `agentd.service` with `--host systemd`, joins `kube1` by a real update, and then checks the node
+ * every 30 s with real `machinectl` and `systemctl --machine` (repair, docs/operations.md). Beside
+ * it, in the same host, a bare node:http server on the runtime the release embeds runs as a unit
+ * of its own (the baseline).
+ *
+ * (a) resident memory (VmRSS of the main process) IDLE seconds (30) after the join. Target, as on
+ *     the simulated host: ≤ 80 MiB. Read again at the end of (b): on Node 26 V8's memory reducer
+ *     starts 30 s after the heap last grew, and agentd trims the C heap 40 s after an operation
+ *     (src/daemon/heap-trim.ts), so where it settles is worth seeing beside the target's reading.
+ * (b) CPU over the next CPU_WINDOW seconds (60), per minute, read from each unit's cgroup
+ *     (`CPUUsageNSec`): it counts the commands agentd runs, which the host pays for too. Target:
+ *     ≤ 0.05 s per minute. The per-10-second CPU shows the checks.
+ * Both are read after the join, right after the install, and again after a second update
+ * (kube1 → kube2, a new Kubernetes version) by the same daemon, as every later update is.
+ *
+ * The node has no cluster (the suite's nodes run with `watch: false`): the Machine watcher's
+ * share is measured by bench/footprint.ts. Prints tables and ratios; asserts nothing.
+ *
+ * Needs what the real-host suite needs (root, systemd-container, skopeo, docker-registry; .ci/run
+ * installs them) and a release: `npm run build && npm run release`, then
+ *
+ *   npx tsx bench/real-footprint.ts      (BENCH_IDLE=30 BENCH_CPU_WINDOW=60)
+ */
+import { copyFile, mkdir, writeFile } from 'node:fs/promises';
+import path from 'node:path';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { startJoinedNode, type RealNode } from '../test/support/real-host/node.js';
+import { REPO_ROOT } from './lib/processes.js';
+import { unpackRelease } from './lib/release.js';
+import { makeTempDir } from './lib/processes.js';
+import { renderTable } from './lib/table.js';
+
+const IDLE_S = Number(process.env.BENCH_IDLE ?? 30);
+const CPU_WINDOW_S = Number(process.env.BENCH_CPU_WINDOW ?? 60);
+const SAMPLE_S = 10;
+const TARGET_RSS_MIB = 80;
+const TARGET_CPU_S_PER_MIN = 0.05;
+const BASELINE_UNIT = 'bench-baseline.service';
+const BASELINE_DIR = '/opt/agentd-bench';
+/** The second update's Kubernetes version (one the suite's mirror serves). */
+const SECOND_VERSION = '1.34.1';
+
+async function unitValue(node: RealNode, unit: string, property: string): Promise<string> {
+  return (await node.host.execOk(['systemctl', 'show', unit, '-p', property, '--value'])).stdout.trim();
+}
+
+/** CPU of a unit's cgroup so far, in ms (every process of it, the commands it ran included). */
+async function unitCpuMs(node: RealNode, unit: string): Promise<number> {
+  const ns = Number(await unitValue(node, unit, 'CPUUsageNSec'));
+  if (!Number.isFinite(ns)) throw new Error(`${unit}: no CPU accounting (CPUUsageNSec)`);
+  return ns / 1e6;
+}
+
+/** VmRSS of a unit's main process, in MiB. */
+async function unitRssMiB(node: RealNode, unit: string): Promise<number> {
+  const pid = await unitValue(node, unit, 'MainPID');
+  if (!/^[1-9]\d*$/.test(pid)) throw new Error(`${unit} has no main process (MainPID=${pid})`);
+  const status = (await node.host.execOk(['cat', `/proc/${pid}/status`])).stdout;
+  const m = /^VmRSS:\s+(\d+)\s+kB/m.exec(status);
+  if (!m) throw new Error(`/proc/${pid}/status of ${unit} has no VmRSS line`);
+  return Number(m[1]) / 1024;
+}
+
+/** Start the baseline server in the host as a unit, on `nodeBinary` (the release's runtime). */
+async function startBaselineUnit(node: RealNode, nodeBinary: string): Promise<void> {
+  await mkdir(node.host.outside(BASELINE_DIR), { recursive: true });
+  await copyFile(nodeBinary, node.host.outside(`${BASELINE_DIR}/node`));
+  await copyFile(
+    path.join(REPO_ROOT, 'bench/lib/baseline-server.cjs'),
+    node.host.outside(`${BASELINE_DIR}/baseline-server.cjs`),
+  );
+  await writeFile(node.host.outside(`${BASELINE_DIR}/body.json`), '{}');
+  await node.host.execOk([
+    'systemd-run',
+    `--unit=${BASELINE_UNIT}`,
+    '--property=Type=exec',
+    '--property=CPUAccounting=yes',
+    `${BASELINE_DIR}/node`,
+    `${BASELINE_DIR}/baseline-server.cjs`,
+    '/run/bench-baseline.sock',
+    `${BASELINE_DIR}/body.json`,
+  ]);
+}
+
+interface Reading {
+  rss: { agentd: number; baseline: number };
+  cpu: { agentd: number; baseline: number };
+  settled: { agentd: number; baseline: number };
+  bursts: number[];
+}
+
+/** RSS IDLE_S after `since`, CPU over the next CPU_WINDOW_S, RSS again at its end. */
+async function measure(node: RealNode, since: number): Promise<Reading> {
+  const both = async <T>(read: (unit: string) => Promise<T>): Promise<{ agentd: T; baseline: T }> => ({
+    agentd: await read('agentd.service'),
+    baseline: await read(BASELINE_UNIT),
+  });
+  await sleep(Math.max(0, since + IDLE_S * 1000 - Date.now()));
+  const rss = await both((u) => unitRssMiB(node, u));
+  const first = await both((u) => unitCpuMs(node, u));
+  const t0 = Date.now();
+  const bursts: number[] = [];
+  let last = first;
+  for (let s = SAMPLE_S; s <= CPU_WINDOW_S; s += SAMPLE_S) {
+    await sleep(t0 + s * 1000 - Date.now());
+    const now = await both((u) => unitCpuMs(node, u));
+    bursts.push(now.agentd - last.agentd);
+    last = now;
+  }
+  const minutes = (Date.now() - t0) / 60_000;
+  return {
+    rss,
+    cpu: {
+      agentd: (last.agentd - first.agentd) / 1000 / minutes,
+      baseline: (last.baseline - first.baseline) / 1000 / minutes,
+    },
+    settled: await both((u) => unitRssMiB(node, u)),
+    bursts,
+  };
+}
+
+async function main(): Promise<void> {
+  const tmp = await makeTempDir('agentd-bench-real-footprint-');
+  try {
+    const release = await unpackRelease(tmp.dir);
+    if (!release) throw new Error('no release: run `npm run build && npm run release` first');
+    const started = Date.now();
+    const node = await startJoinedNode({ label: 'footprint' });
+    try {
+      const joinedAt = Date.now();
+      console.log(
+        `host booted, agentd installed from the release and joined in ${((joinedAt - started) / 1000).toFixed(0)} s`,
+      );
+      await startBaselineUnit(node, release.node);
+      const fresh = await measure(node, joinedAt);
+      // A second update, kube1 → kube2, by a daemon that has run for a while: every update of a
+      // node but its first. V8 delays its first memory-reducing collections 30 s after the
+      // process starts, so they fall after the join above but within seconds of this one.
+      const update = await node.agentctlJson<{ state: string; to: string }>(
+        ['update', '--kubernetes-version', SECOND_VERSION],
+        0,
+        300_000,
+      );
+      if (update.state !== 'succeeded' || update.to !== 'kube2') {
+        throw new Error(`second update: ${JSON.stringify(update)}\n${await node.journal()}`);
+      }
+      const later = await measure(node, Date.now());
+
+      const end = IDLE_S + CPU_WINDOW_S;
+      const row = (label: string, r: Reading, who: 'agentd' | 'baseline'): string[] => [
+        label,
+        r.rss[who].toFixed(1),
+        r.cpu[who].toFixed(3),
+        r.settled[who].toFixed(1),
+      ];
+      const bare = `${BASELINE_UNIT} (bare node:http, Node ${release.nodeVersion})`;
+      console.log(
+        `\n${renderTable(
+          [
+            'unit (real systemd host), after the operation',
+            `RSS MiB after ${IDLE_S} s`,
+            `CPU s/min, ${IDLE_S}–${end} s`,
+            `RSS MiB after ${end} s`,
+          ],
+          [
+            row('agentd.service: the join, right after install', fresh, 'agentd'),
+            row(bare, fresh, 'baseline'),
+            row(`agentd.service: an update to ${SECOND_VERSION} (kube1 → kube2)`, later, 'agentd'),
+            row(bare, later, 'baseline'),
+          ],
+        )}`,
+      );
+      for (const [what, r] of [
+        ['the join', fresh],
+        ['the second update', later],
+      ] as const) {
+        console.log(
+          `\nafter ${what}: agentd CPU per ${SAMPLE_S} s of the window: ${r.bursts.map((ms) => ms.toFixed(0)).join(' ')} ms`,
+        );
+        console.log(
+          `(a) RSS: agentd ${r.rss.agentd.toFixed(1)} MiB, ${(r.rss.agentd / r.rss.baseline).toFixed(2)}× the baseline ` +
+            `(target ≤ ${TARGET_RSS_MIB} MiB: ${r.rss.agentd <= TARGET_RSS_MIB ? 'met' : 'not met'})`,
+        );
+        console.log(
+          `(b) idle CPU: agentd ${r.cpu.agentd.toFixed(3)} s/min, ${(r.cpu.agentd / Math.max(r.cpu.baseline, 0.001)).toFixed(1)}× the baseline ` +
+            `(target ≤ ${TARGET_CPU_S_PER_MIN} s/min: ${r.cpu.agentd <= TARGET_CPU_S_PER_MIN ? 'met' : 'not met'})`,
+        );
+      }
+    } finally {
+      await node.stop();
+    }
+  } finally {
+    await tmp.cleanup();
+  }
+}
+
+await main();
