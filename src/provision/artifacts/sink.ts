@@ -67,6 +67,14 @@ const BATCH_BYTES = 1024 * 1024;
  * sixteen batches keep the worker busy through a scheduling hiccup on a loaded host.
  */
 export const MAX_BACKLOG_BYTES = 16 * 1024 * 1024;
+/**
+ * How long the worker may sit with no download before it is ended. An idle worker keeps its
+ * isolate, and with it the socket buffers it was handed, until its own collector runs, which in
+ * an idle thread may be never: on a real host, ~40 MiB of the C heap stayed resident after an
+ * update (docs/benchmarks.md, "Footprint on a real host", 2026-11-27). Long enough to keep one
+ * worker through an update's back-to-back downloads.
+ */
+export const WORKER_IDLE_MS = 5_000;
 
 export interface DownloadSinkOptions {
   /** Content-Length, when known (decides `auto`). */
@@ -84,6 +92,11 @@ export interface DownloadSinkOptions {
 }
 
 /** A sink writing `file`, which must not exist yet. */
+/** The download worker's thread id while one runs, else null (tests and diagnostics). */
+export function downloadWorkerThreadId(): number | null {
+  return SinkWorker.threadId();
+}
+
 export function createDownloadSink(file: string, options: DownloadSinkOptions): DownloadSink {
   const where = options.where ?? 'auto';
   const useWorker =
@@ -196,6 +209,14 @@ class SinkWorker {
   private readonly sessions = new Map<number, (reply: SinkReply) => void>();
   private nextId = 1;
   private broken: Error | undefined;
+  /** Ended for being idle: its exit is no failure, and it takes no new download. */
+  private retired = false;
+  private idleTimer: NodeJS.Timeout | undefined;
+
+  /** The worker thread's id while one runs (tests, diagnostics); null when there is none. */
+  static threadId(): number | null {
+    return SinkWorker.instance ? SinkWorker.instance.worker.threadId : null;
+  }
 
   /** The shared worker, or null when worker threads cannot be started (then sinks are inline). */
   static shared(): SinkWorker | null {
@@ -226,7 +247,23 @@ class SinkWorker {
       this.sessions.clear();
     };
     this.worker.on('error', fail);
-    this.worker.on('exit', (code) => fail(new Error(`download worker exited with code ${code}`)));
+    this.worker.on('exit', (code) => {
+      if (!this.retired) fail(new Error(`download worker exited with code ${code}`));
+    });
+  }
+
+  /** No download left: end the worker once it has been idle for WORKER_IDLE_MS (see there). */
+  private idle(): void {
+    clearTimeout(this.idleTimer);
+    // A process-wide resource, not a step of any operation: a plain timer, unref'd so it never
+    // keeps the process alive, rather than an operation's clock.
+    this.idleTimer = setTimeout(() => {
+      if (this.sessions.size > 0) return;
+      this.retired = true;
+      if (SinkWorker.instance === this) SinkWorker.instance = undefined;
+      void this.worker.terminate();
+    }, WORKER_IDLE_MS);
+    this.idleTimer.unref();
   }
 
   private send(request: SinkRequest): void {
@@ -272,7 +309,10 @@ class SinkWorker {
     const release = (): void => {
       closed = true;
       this.sessions.delete(id);
-      if (this.sessions.size === 0) this.worker.unref();
+      if (this.sessions.size === 0) {
+        this.worker.unref();
+        this.idle();
+      }
     };
     this.sessions.set(id, (reply) => {
       if (reply.ack !== undefined) {
@@ -289,6 +329,7 @@ class SinkWorker {
       }
       settle?.(reply);
     });
+    clearTimeout(this.idleTimer);
     this.worker.ref();
     this.send({ op: 'open', id, file, mode: options.mode, durable: options.durable });
 

@@ -2,12 +2,15 @@ import { createHash, randomBytes } from 'node:crypto';
 import { mkdtemp, readFile, readdir, rm, stat, writeFile } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
+import { setTimeout as delay } from 'node:timers/promises';
 import { fileURLToPath } from 'node:url';
 import { execa } from 'execa';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import {
   createDownloadSink,
+  downloadWorkerThreadId,
   MAX_BACKLOG_BYTES,
+  WORKER_IDLE_MS,
   WORKER_SINK_MIN_BYTES,
   type DownloadSink,
   type DownloadSinkOptions,
@@ -69,6 +72,27 @@ describe('createDownloadSink', () => {
       expect((await stat(path.join(dir, name))).mode & 0o777).toBe(0o640);
     }
   });
+
+  it('ends the worker once it has had no download for a while, and starts another for the next', async () => {
+    const download = async (name: string) => {
+      expect(await feed(sinkFor(name, { where: 'worker' }), chunksOf(data, true))).toEqual({
+        sha256: want,
+        bytes: data.length,
+      });
+      expect((await readFile(path.join(dir, name))).equals(data)).toBe(true);
+      return downloadWorkerThreadId();
+    };
+    const first = await download('first');
+    expect(first).not.toBeNull();
+    // The next download within the idle time keeps the same worker.
+    expect(await download('second')).toBe(first);
+    const deadline = Date.now() + WORKER_IDLE_MS + 5_000;
+    while (downloadWorkerThreadId() !== null && Date.now() < deadline) await delay(100);
+    expect(downloadWorkerThreadId()).toBeNull();
+    const next = await download('third');
+    expect(next).not.toBeNull();
+    expect(next).not.toBe(first);
+  }, 20_000);
 
   it('takes over chunks that own their buffer and copies views of larger ones', async () => {
     const owned = Buffer.from(data.subarray(0, 100_000));
