@@ -26,7 +26,7 @@ import { buildOpenRpcDocument } from '../rpc/openrpc.js';
 import type { DaemonInfo, DaemonState, RpcServices, WatcherStatus } from '../rpc/services.js';
 import { VERSION } from '../version.js';
 import { createAdminApp, createMetricsApp, type Readiness } from '../server/app.js';
-import { createHeapTrimmer, loadMallocTrim } from './heap-trim.js';
+import { createHeapTrimmer, fixMmapThreshold, loadMallocTrim, MMAP_THRESHOLD_BYTES } from './heap-trim.js';
 import { createSdNotifier } from './sd-notify.js';
 import { createHost, type Host } from './host-wiring.js';
 import { createKubeWiring, type KubeWiringOptions } from './kube-wiring.js';
@@ -130,7 +130,9 @@ async function startServing(
   const readinessReasons: string[] = ['startup recovery has not finished'];
   const metrics = createMetrics({ version: VERSION });
   const events = new EventBus();
-  // Once idle after work, malloc's free memory goes back to the kernel (heap-trim.ts).
+  // Large C blocks are unmapped when freed, and after work malloc's free memory goes back to the
+  // kernel (heap-trim.ts).
+  if (fixMmapThreshold()) logger.debug({ bytes: MMAP_THRESHOLD_BYTES }, 'fixed glibc’s mmap threshold');
   const heapTrimmer = createHeapTrimmer({ trim: loadMallocTrim(), clock, logger });
   cleanup.push('stop the heap trimmer', () => heapTrimmer.stop());
   events.subscribe((_seq, event) => {

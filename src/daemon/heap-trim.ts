@@ -1,5 +1,5 @@
 /**
- * Give the C heap's free memory back to the kernel once agentd is idle after work.
+ * Give the C heap's free memory back to the kernel after work, and keep large blocks out of it.
  *
  * Work allocates outside the JavaScript heap too: V8 compiles the code an update runs for the
  * first time, partly on its worker threads, in memory from malloc; so do TLS, zlib and the HTTP
@@ -11,9 +11,20 @@
  * 2026-11-27): the release 89.4 → 87.7 MiB; `node dist/bin/agentd.js` on Node 26, which
  * compiles its bundle without a code cache made for that runtime, 110.2 → 91.4 MiB.
  *
- * The call goes through `node:ffi` (Node 26.1 and later, experimental; the release embeds a
+ * It trims twice after each piece of work: soon (TRIM_SOON_MS), for what the work itself freed,
+ * and once idle (TRIM_AFTER_IDLE_MS), after V8's collections. On the real-host harness the first
+ * trim after an update gave 40–75 MiB back, which until then stayed resident 40 s longer.
+ *
+ * And at start, `mallopt(M_MMAP_THRESHOLD, 128 KiB)`: glibc serves blocks of 128 KiB and more with
+ * mmap and unmaps them when freed, but raises that threshold to the size of each such block freed
+ * (up to 32 MiB), after which those blocks come from the heap and stay there until a trim.
+ * Setting it fixes it for the life of the process. After a real update on the real-host harness,
+ * one run each: 103 against 112 MiB resident 30 s after the update, 91 against 94 after the idle
+ * trim (docs/benchmarks.md, "Footprint on a real host", 2026-11-27).
+ *
+ * The calls go through `node:ffi` (Node 26.1 and later, experimental; the release embeds a
  * fixed Node 26, so the API it calls is that build's). Where the module is missing (Node 20),
- * disabled (`--no-experimental-ffi`) or libc has no `malloc_trim` (musl), agentd does without.
+ * disabled (`--no-experimental-ffi`) or libc has neither function (musl), agentd does without.
  */
 import type { Clock } from '../host/types.js';
 import type { Logger } from '../log.js';
@@ -23,6 +34,15 @@ import type { Logger } from '../log.js';
  * memory reducer takes to run its collections after work.
  */
 export const TRIM_AFTER_IDLE_MS = 40_000;
+/**
+ * The first trim after work: once what ends with it is done (the snapshot, the status write) and
+ * the download worker, idle since the work's last download, has ended (WORKER_IDLE_MS, 5 s, in
+ * src/provision/artifacts/sink.ts), freeing the buffers it held.
+ */
+export const TRIM_SOON_MS = 10_000;
+/** glibc's `M_MMAP_THRESHOLD` (malloc.h), and the value set: glibc's own default. */
+const M_MMAP_THRESHOLD = -3;
+export const MMAP_THRESHOLD_BYTES = 128 * 1024;
 
 /** The part of `node:ffi` used here (its types are not in @types/node 20). */
 interface Ffi {
@@ -54,22 +74,39 @@ function loadFfiQuietly(): Ffi | undefined {
   }
 }
 
-/** glibc's `malloc_trim(0)`: true when it gave memory back. Null where it cannot be called. */
-export function loadMallocTrim(): (() => boolean) | null {
+/** A function of this process's libc, through `node:ffi`; null where it cannot be called. */
+function libcFunction(name: string, definition: { arguments: string[]; return: string }) {
   const ffi = loadFfiQuietly();
   if (!ffi) return null;
   try {
-    const { functions } = ffi.dlopen(null, { malloc_trim: { arguments: ['uint64'], return: 'int32' } });
-    const mallocTrim = functions.malloc_trim;
-    if (typeof mallocTrim !== 'function') return null;
-    return () => mallocTrim(0n) === 1;
+    const fn = ffi.dlopen(null, { [name]: definition }).functions[name];
+    return typeof fn === 'function' ? fn : null;
   } catch {
     return null;
   }
 }
 
+/** glibc's `malloc_trim(0)`: true when it gave memory back. Null where it cannot be called. */
+export function loadMallocTrim(): (() => boolean) | null {
+  const mallocTrim = libcFunction('malloc_trim', { arguments: ['uint64'], return: 'int32' });
+  return mallocTrim ? () => mallocTrim(0n) === 1 : null;
+}
+
+/**
+ * Fix glibc's mmap threshold at MMAP_THRESHOLD_BYTES (see above). True when set; false where
+ * mallopt cannot be called or refused.
+ */
+export function fixMmapThreshold(): boolean {
+  const mallopt = libcFunction('mallopt', { arguments: ['int32', 'int32'], return: 'int32' });
+  try {
+    return mallopt !== null && mallopt(M_MMAP_THRESHOLD, MMAP_THRESHOLD_BYTES) === 1;
+  } catch {
+    return false;
+  }
+}
+
 export interface HeapTrimmer {
-  /** Work just ended: trim once nothing else has ended for `idleMs`. */
+  /** Work just ended: trim after `soonMs`, and again once nothing else has ended for `idleMs`. */
   poke(): void;
   /** Stop waiting (shutdown). */
   stop(): void;
@@ -81,16 +118,18 @@ export function createHeapTrimmer(o: {
   clock: Clock;
   logger: Logger;
   idleMs?: number;
+  soonMs?: number;
 }): HeapTrimmer {
   const idleMs = o.idleMs ?? TRIM_AFTER_IDLE_MS;
+  const soonMs = Math.min(o.soonMs ?? TRIM_SOON_MS, idleMs);
   let waiting: AbortController | null = null;
   let stopped = false;
-  const trimNow = (trim: () => boolean): void => {
+  const trimNow = (trim: () => boolean, after: 'work' | 'idle'): void => {
     const before = process.memoryUsage.rss();
     try {
       const released = trim();
       o.logger.debug(
-        { released, rssBeforeBytes: before, rssAfterBytes: process.memoryUsage.rss() },
+        { after, released, rssBeforeBytes: before, rssAfterBytes: process.memoryUsage.rss() },
         'returned the C heap’s free memory to the kernel (malloc_trim)',
       );
     } catch (err) {
@@ -104,14 +143,16 @@ export function createHeapTrimmer(o: {
       waiting?.abort();
       const ac = new AbortController();
       waiting = ac;
-      o.clock.sleep(idleMs, ac.signal).then(
-        () => {
-          if (waiting !== ac) return;
-          waiting = null;
-          trimNow(trim);
-        },
-        () => undefined, // poked again, or stopped
-      );
+      const trimLater = async (): Promise<void> => {
+        await o.clock.sleep(soonMs, ac.signal);
+        if (waiting !== ac) return;
+        trimNow(trim, 'work');
+        await o.clock.sleep(idleMs - soonMs, ac.signal);
+        if (waiting !== ac) return;
+        waiting = null;
+        trimNow(trim, 'idle');
+      };
+      trimLater().catch(() => undefined); // poked again, or stopped
     },
     stop() {
       stopped = true;
