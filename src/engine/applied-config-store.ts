@@ -110,7 +110,10 @@ export function createAppliedConfigStore(paths: HostPaths, logger?: Logger): App
           { data: { file, issues: parsed.error.issues } },
         );
       }
-      const record = deepFreeze({ machine: m, config: parsed.data as AgentConfig, hash, verified });
+      // A copy: zod hands out the inner objects of a schema's defaults shared between parses, and
+      // freezing them would freeze every later parse's too.
+      const config = structuredClone(parsed.data) as AgentConfig;
+      const record = deepFreeze({ machine: m, config, hash, verified });
       last.set(m, { bytes, sidecar, record });
       return record;
     },

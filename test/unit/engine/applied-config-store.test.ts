@@ -8,7 +8,11 @@ import os from 'node:os';
 import path from 'node:path';
 import type { Logger } from 'pino';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { agentConfigSchema, serializeAgentConfig } from '../../../src/config/agent-config.js';
+import {
+  agentConfigSchema,
+  appliedConfigFileSchema,
+  serializeAgentConfig,
+} from '../../../src/config/agent-config.js';
 import { createAppliedConfigStore, sha256Hex } from '../../../src/engine/applied-config-store.js';
 import { createHostPaths, type HostPaths } from '../../../src/host/paths.js';
 import { makeAgentConfig } from '../../support/agent-config.js';
@@ -177,6 +181,19 @@ describe('createAppliedConfigStore', () => {
     expect(await store.read('kube1')).toBeNull();
     // The unverified read warned once.
     expect(warnings).toHaveLength(1);
+  });
+
+  it('freezes only its own record, never objects a later parse of the same schema hands out', async () => {
+    const store = createAppliedConfigStore(paths);
+    // No CRI: the schema fills it from its default, whose inner objects zod shares between parses.
+    const { CRI: _dropped, ...withoutCri } = makeAgentConfig();
+    await writeAppliedConfig(dir, 'kube1', withoutCri);
+    const rec = await store.read('kube1');
+    expect(Object.isFrozen(rec?.config.CRI.Containerd)).toBe(true);
+    // Only looked at, never changed: the unit project shares modules between test files.
+    const later = appliedConfigFileSchema.parse(withoutCri);
+    expect(Object.isFrozen(later.CRI.Containerd)).toBe(false);
+    expect(Object.isFrozen(later.CRI)).toBe(false);
   });
 
   it('remove deletes the config and its sidecar, and tolerates their absence', async () => {
