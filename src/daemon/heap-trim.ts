@@ -74,21 +74,35 @@ function loadFfiQuietly(): Ffi | undefined {
   }
 }
 
-/** A function of this process's libc, through `node:ffi`; null where it cannot be called. */
-function libcFunction(name: string, definition: { arguments: string[]; return: string }) {
+/** The two libc functions used here, bound once through `node:ffi`. */
+interface Libc {
+  mallocTrim: ((pad: bigint) => unknown) | null;
+  mallopt: ((param: number, value: number) => unknown) | null;
+}
+let libc: Libc | undefined;
+
+function loadLibc(): Libc {
+  if (libc) return libc;
   const ffi = loadFfiQuietly();
-  if (!ffi) return null;
-  try {
-    const fn = ffi.dlopen(null, { [name]: definition }).functions[name];
-    return typeof fn === 'function' ? fn : null;
-  } catch {
-    return null;
-  }
+  const bind = (name: string, definition: { arguments: string[]; return: string }) => {
+    if (!ffi) return null;
+    try {
+      const fn = ffi.dlopen(null, { [name]: definition }).functions[name];
+      return typeof fn === 'function' ? fn : null;
+    } catch {
+      return null; // not in this libc (musl has no malloc_trim)
+    }
+  };
+  libc = {
+    mallocTrim: bind('malloc_trim', { arguments: ['uint64'], return: 'int32' }),
+    mallopt: bind('mallopt', { arguments: ['int32', 'int32'], return: 'int32' }),
+  };
+  return libc;
 }
 
 /** glibc's `malloc_trim(0)`: true when it gave memory back. Null where it cannot be called. */
 export function loadMallocTrim(): (() => boolean) | null {
-  const mallocTrim = libcFunction('malloc_trim', { arguments: ['uint64'], return: 'int32' });
+  const { mallocTrim } = loadLibc();
   return mallocTrim ? () => mallocTrim(0n) === 1 : null;
 }
 
@@ -97,7 +111,7 @@ export function loadMallocTrim(): (() => boolean) | null {
  * mallopt cannot be called or refused.
  */
 export function fixMmapThreshold(): boolean {
-  const mallopt = libcFunction('mallopt', { arguments: ['int32', 'int32'], return: 'int32' });
+  const { mallopt } = loadLibc();
   try {
     return mallopt !== null && mallopt(M_MMAP_THRESHOLD, MMAP_THRESHOLD_BYTES) === 1;
   } catch {
