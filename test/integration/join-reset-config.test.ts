@@ -3,6 +3,7 @@
  * auth forms — each an invalid-params error (−32602) whose issues name the field, and the node
  * left as it was. Then applied configs on disk with a bad or missing `.sha256` sidecar.
  */
+import { stat, utimes, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { AgentConfigInput } from '../../src/config/agent-config.js';
@@ -82,7 +83,7 @@ describe('update with a bad agent config', () => {
 });
 
 describe('applied configs on disk', () => {
-  async function daemonWithApplied(sidecar: string | null) {
+  async function daemonWithApplied(sidecar: string | null | undefined) {
     const dir = await makeTempDir('agentd-applied-');
     const root = path.join(dir, 'root');
     const written = await writeAppliedConfig(root, 'kube1', makeAgentConfig(), { sidecar });
@@ -112,6 +113,24 @@ describe('applied configs on disk', () => {
     expect(refused.message).toMatch(/CHECKSUM_MISMATCH/);
     await d.stop();
     expect(await snapshot()).toEqual(before);
+  });
+
+  it('an applied config changed by hand while agentd runs is seen at the next read, whatever its times say', async () => {
+    const { d, written } = await daemonWithApplied(undefined);
+    expect(await rpcResult<{ verified: boolean; hash: string }>(d, 'config.get')).toMatchObject({
+      verified: true,
+      hash: written.hash,
+    });
+    // The same length and the same times: only the bytes differ from what agentd read before.
+    const { atime, mtime } = await stat(written.file);
+    expect(written.bytes).toContain('worker-01');
+    await writeFile(written.file, written.bytes.replace('worker-01', 'worker-02'));
+    await utimes(written.file, atime, mtime);
+    expect((await rpcError(d, 'config.get')).data.code).toBe('CHECKSUM_MISMATCH');
+    // Put back: trusted again.
+    await writeFile(written.file, written.bytes);
+    expect(await rpcResult<{ verified: boolean }>(d, 'config.get')).toMatchObject({ verified: true });
+    await d.stop();
   });
 
   it('a missing sidecar is read with a warning, unverified', async () => {
