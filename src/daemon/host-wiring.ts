@@ -6,6 +6,7 @@
  */
 import type { DaemonConfig } from '../config/daemon-config.js';
 import { createExecaRunner } from '../host/execa-runner.js';
+import { createMachineBus } from '../host/machine-bus.js';
 import { createMachineManager } from '../host/machines.js';
 import { createHostPaths } from '../host/paths.js';
 import type { Host, HostWiringDeps } from './host.js';
@@ -21,12 +22,23 @@ export async function createHost(config: DaemonConfig, deps: HostWiringDeps): Pr
   }
   const execa = createExecaRunner({ logger });
   const runner = deps.wrapRunner?.(execa) ?? execa;
+  // The node check asks machined and the machines' systemd over D-Bus, and runs the commands
+  // only when that cannot answer (a host with no reachable bus: every test root).
+  const bus = createMachineBus({ paths, clock: deps.clock, logger });
   const machines = createMachineManager({
     runner,
     paths,
     clock: deps.clock,
     logger,
+    bus,
     timeouts: { startMs: config.machineStartTimeoutMs, verifyMs: config.verifyTimeoutMs },
   });
-  return { runner, machines, defaultConfig: null, close: async () => undefined };
+  return {
+    runner,
+    machines,
+    defaultConfig: null,
+    close: async () => {
+      bus.close();
+    },
+  };
 }

@@ -1,8 +1,8 @@
 /**
  * The lifecycle of the nspawn machines `kube1`/`kube2`: start, start services, verify, stop,
- * remove, inspect — with exactly the host commands of docs/compatibility.md's host-command
-table, all
- * through the `CommandRunner`, and every wait on the injected clock.
+ * remove, inspect — with exactly the host commands of docs/compatibility.md's host-command table,
+ * all through the `CommandRunner`, and every wait on the injected clock. `inspect` asks the same
+ * questions over D-Bus first when given a bus (machine-bus.ts).
  */
 import { rm } from 'node:fs/promises';
 import pino from 'pino';
@@ -19,6 +19,7 @@ import { systemClock } from './clock.js';
 import { classifyHostError } from './machine-errors.js';
 import { createHttpKubeletHealthCheck } from './machines-health.js';
 import type { KubeletHealthCheck } from './machines-health.js';
+import type { MachineBus } from './machine-bus.js';
 import { backoffDelay, sleepOrCancel } from '../retry/backoff.js';
 import { isCancelled, pollUntil } from './machines-poll.js';
 import type { HostPaths } from './paths.js';
@@ -98,6 +99,11 @@ export interface MachineManagerOptions {
   logger?: Logger;
   /** Default: GET http://127.0.0.1:10248/healthz (2 s timeout). The sim passes `SimHost.kubeletHealthy`. */
   kubeletHealth?: KubeletHealthCheck;
+  /**
+   * `inspect` asks this first (machine-bus.ts: machined and the machine's systemd over D-Bus, no
+   * process started) and runs the commands only when it cannot say. Absent: commands only.
+   */
+  bus?: MachineBus;
   timeouts?: Partial<MachineTimeouts>;
 }
 
@@ -392,8 +398,18 @@ export function createMachineManager(options: MachineManagerOptions): MachineMan
     // kubelet's state. One that does not run answers nothing ("Failed to connect to bus").
     const askKubelet = async (): Promise<string> =>
       (await run('systemctl', [`--machine=${m}`, 'is-active', 'kubelet.service'], quick)).stdout.trim();
+    // With a bus (a real host), machined and the machine's systemd are asked directly and the
+    // commands run only when it cannot say (machine-bus.ts): the same answers, no process started.
     try {
-      let answer = ranLastTime.has(m) ? await askKubelet() : undefined;
+      const viaBus = await options.bus?.inspect(m, {
+        timeoutMs: quick.timeoutMs ?? INSPECT_COMMAND_MS,
+        signal,
+      });
+      if (viaBus && !viaBus.registered) {
+        ranLastTime.delete(m);
+        return seen;
+      }
+      let answer = viaBus?.activeState ?? (ranLastTime.has(m) ? await askKubelet() : undefined);
       ranLastTime.delete(m);
       if (!answer) {
         seen.registered = (await run('machinectl', ['show', m], quick)).exitCode === 0;

@@ -2,17 +2,24 @@
  * Blue/green on real systemd: agentd installed as an operator would, running as agentd.service
  * with `--host systemd` in a real systemd host, provisions real nspawn machines from a real
  * registry. Join (kube1), switch to kube2 with another version and image, back to kube1, no-op.
+ * Then the node check: it asks machined and the machines' systemd over D-Bus, agrees with what
+ * the commands say, and sees a kubelet stopped behind agentd's back (repair starts it again).
  */
+import { setTimeout as delay } from 'node:timers/promises';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { requireRealHost } from '../support/real-host/require.js';
 import { startRealNode, type RealNode } from '../support/real-host/node.js';
-import { expectNode, type OperationJson } from '../support/real-host/assert-node.js';
+import { expectNode, type OperationJson, type StatusJson } from '../support/real-host/assert-node.js';
+
+/** The commands agentd's node check would run without D-Bus (src/host/machines.ts, `inspect`). */
+const CHECK_COMMAND = /^(machinectl show |systemctl '--machine=kube[12]' is-active )/;
 
 describe.skipIf(!requireRealHost())('blue/green on a real systemd host', { timeout: 180_000 }, () => {
   let node: RealNode;
 
   beforeAll(async () => {
-    node = await startRealNode({ label: 'bluegreen' });
+    // Debug lines name every host command agentd runs: the node check must run none.
+    node = await startRealNode({ label: 'bluegreen', extraConfig: 'logLevel: debug\n' });
     await node.waitReady();
   }, 600_000);
 
@@ -73,4 +80,87 @@ describe.skipIf(!requireRealHost())('blue/green on a real systemd host', { timeo
     expect(after.stdout).toBe(before.stdout);
     await expectNode(node, { active: 'kube1', version: '1.34.1', image: node.image('v1') });
   });
+
+  /** The host commands agentd ran since the journal cursor `cursor` (its debug lines). */
+  const commandsSince = async (cursor: string): Promise<string[]> => {
+    const res = await node.host.execOk([
+      'journalctl',
+      '-u',
+      'agentd.service',
+      '--no-pager',
+      '-q',
+      '-o',
+      'cat',
+      `--after-cursor=${cursor}`,
+    ]);
+    return res.stdout
+      .split('\n')
+      .filter((l) => l.includes('"host command finished"'))
+      .map((l) => String((JSON.parse(l) as { command?: string }).command));
+  };
+  const agentdCursor = async (): Promise<string> => {
+    const res = await node.host.execOk([
+      'journalctl',
+      '-u',
+      'agentd.service',
+      '-n',
+      '0',
+      '--show-cursor',
+      '-q',
+    ]);
+    const cursor = /-- cursor: (.+)/.exec(res.stdout)?.[1]?.trim();
+    expect(cursor, res.stdout).toBeTruthy();
+    return cursor as string;
+  };
+
+  it('checks the node over D-Bus: the same answers as the commands, and not one command run', async () => {
+    const cursor = await agentdCursor();
+    // A no-op operation: the node is read again when it ends.
+    expect(
+      await node.agentctlJson<OperationJson>(['update', '--kubernetes-version', '1.34.1']),
+    ).toMatchObject({
+      state: 'succeeded',
+    });
+    const status = await node.agentctlJson<StatusJson>(['status']);
+    for (const m of ['kube1', 'kube2'] as const) {
+      const registered = (await node.host.exec(['machinectl', 'show', m])).exitCode === 0;
+      const word = (
+        await node.host.exec(['systemctl', `--machine=${m}`, 'is-active', 'kubelet.service'])
+      ).stdout.trim();
+      const seen = status.node.machines.find((x) => x.name === m);
+      if (registered) expect(seen, m).toMatchObject({ state: 'running', kubelet: word });
+      else expect(seen, m).toMatchObject({ state: 'absent', kubelet: 'inactive' });
+    }
+    expect(status.node.machines.map((x) => x.state)).toEqual(['running', 'absent']);
+    expect((await commandsSince(cursor)).filter((c) => CHECK_COMMAND.test(c))).toEqual([]);
+    const journal = await node.journal(5000);
+    expect(journal).toContain('node checks ask machined and the machines’ systemd over D-Bus');
+    expect(journal).not.toContain('D-Bus could not answer');
+  });
+
+  it(
+    'sees a kubelet stopped behind its back, over D-Bus, and repair starts it again',
+    { timeout: 120_000 },
+    async () => {
+      const cursor = await agentdCursor();
+      await node.host.execOk(['systemctl', '--machine=kube1', 'stop', 'kubelet.service']);
+      // Repair checks every 30 s; give it two checks and the repair itself.
+      const deadline = Date.now() + 90_000;
+      let status: StatusJson;
+      for (;;) {
+        status = await node.agentctlJson<StatusJson>(['status']);
+        if (status.lastOperation?.kind === 'repair' && status.lastOperation.state !== 'running') break;
+        if (Date.now() > deadline) throw new Error(`no repair in 90 s\n${await node.journal()}`);
+        await delay(1000);
+      }
+      expect(status.lastOperation, JSON.stringify(status.lastOperation?.error)).toMatchObject({
+        kind: 'repair',
+        state: 'succeeded',
+        to: 'kube1',
+      });
+      const word = await node.host.exec(['systemctl', '--machine=kube1', 'is-active', 'kubelet.service']);
+      expect(word.stdout.trim()).toBe('active');
+      expect((await commandsSince(cursor)).filter((c) => CHECK_COMMAND.test(c))).toEqual([]);
+    },
+  );
 });

@@ -3,6 +3,7 @@ import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { AgentError, TimeoutError } from '../../../src/errors.js';
 import { createMachineManager, kubeletStateOf } from '../../../src/host/machines.js';
 import type { MachineManager, MachineManagerOptions } from '../../../src/host/machines.js';
+import type { MachineBus, MachineBusAnswer } from '../../../src/host/machine-bus.js';
 import { createHostPaths } from '../../../src/host/paths.js';
 import type { HostPaths } from '../../../src/host/paths.js';
 import type { CommandResult, CommandRunner, RunOptions } from '../../../src/host/types.js';
@@ -460,6 +461,53 @@ describe('inspect', () => {
   it('reports a stale registration as registered but not running', async () => {
     await sim.crashMachine('kube2');
     expect(await machines.inspect('kube2')).toMatchObject({ registered: true, running: false });
+  });
+
+  describe('with a bus (machine-bus.ts)', () => {
+    /** A bus that answers `answers` in turn, recording what it was asked. */
+    const scripted = (answers: Array<MachineBusAnswer | null>) => {
+      const asked: string[] = [];
+      const bus: MachineBus = {
+        inspect: (m) => {
+          asked.push(m);
+          return Promise.resolve(answers.shift() ?? null);
+        },
+        close: () => undefined,
+      };
+      return { bus, asked };
+    };
+
+    it('takes the bus’s answer and runs no command: an absent machine', async () => {
+      const { bus, asked } = scripted([{ registered: false }]);
+      setup({ overrides: { bus } });
+      expect(await inspected('kube2')).toEqual({ seen: { ...gone, name: 'kube2' }, lines: [] });
+      expect(asked).toEqual(['kube2']);
+    });
+
+    it('takes the bus’s answer and runs no command: a running machine, its kubelet’s state and health', async () => {
+      await runningKube1();
+      const { bus } = scripted([
+        { registered: true, activeState: 'active' },
+        { registered: true, activeState: 'activating' },
+      ]);
+      setup({ overrides: { bus } });
+      expect(await inspected('kube1')).toEqual({ seen: running, lines: [] });
+      expect(await inspected('kube1')).toEqual({
+        seen: { ...running, kubelet: 'failed', healthy: false },
+        lines: [],
+      });
+    });
+
+    it('runs the commands when the bus cannot say, with the same result', async () => {
+      await runningKube1();
+      const { bus, asked } = scripted([null]);
+      setup({ overrides: { bus } });
+      expect(await inspected('kube1')).toEqual({
+        seen: running,
+        lines: ['machinectl show kube1', 'systemctl --machine=kube1 is-active kubelet.service'],
+      });
+      expect(asked).toEqual(['kube1']);
+    });
   });
 
   it('reports unknown when the host cannot be asked', async () => {
