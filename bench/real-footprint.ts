@@ -5,7 +5,8 @@
  * Here the release tarball is installed, as an operator installs it, into a booted systemd host
  * of the real-host suite (test/support/real-host; docs/testing.md): agentd runs as
  * `agentd.service` with `--host systemd`, joins `kube1` by a real update, and then checks the node
- * every 30 s with real `machinectl` and `systemctl --machine` (repair, docs/operations.md). Beside
+ * every 30 s (repair, docs/operations.md): over D-Bus with real machined and the machine's systemd,
+ * or with real `machinectl` and `systemctl --machine` where D-Bus cannot answer. Beside
  * it, in the same host, a bare node:http server on the runtime the release embeds runs as a unit
  * of its own (the baseline).
  *
@@ -14,7 +15,7 @@
  *     starts 30 s after the heap last grew, and agentd trims the C heap 40 s after an operation
  *     (src/daemon/heap-trim.ts), so where it settles is worth seeing beside the target's reading.
  * (b) CPU over the next CPU_WINDOW seconds (60), per minute, read from each unit's cgroup
- *     (`CPUUsageNSec`): it counts the commands agentd runs, which the host pays for too. Target:
+ *     (`CPUUsageNSec`): it counts any command agentd runs, which the host pays for too. Target:
  *     ≤ 0.05 s per minute. The per-10-second CPU shows the checks.
  * Both are read after the join, right after the install, and again after a second update
  * (kube1 → kube2, a new Kubernetes version) by the same daemon, as every later update is.

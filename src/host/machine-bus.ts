@@ -12,7 +12,9 @@
  *   says kubelet.service's `ActiveState`: the word `systemctl is-active` prints.
  * Anything else (no bus, a refused or broken connection, an error reply, a deadline) answers
  * null, and the caller asks with the commands, which stay the reference. A machine still
- * booting, whose bus is not up yet, is such a case. docs/architecture.md, "Host".
+ * booting, whose bus is not up yet, is such a case. The connections to the host's bus and to each
+ * running machine's are kept between checks; every answer is asked afresh.
+ * docs/architecture.md, "The host seam".
  */
 import pino from 'pino';
 import type { Logger } from 'pino';
@@ -33,7 +35,7 @@ export interface MachineBus {
     m: MachineName,
     options: { timeoutMs: number; signal?: AbortSignal },
   ): Promise<MachineBusAnswer | null>;
-  /** Close the connection to the host's bus. */
+  /** Close the connections to the host's bus and the machines'. */
   close(): void;
 }
 
@@ -99,13 +101,51 @@ export function createMachineBus(options: MachineBusOptions): MachineBus {
     });
   };
 
+  // Each running machine's bus connection, kept between checks while its leader stays: a check
+  // then asks one question over it, not connect, authenticate, Hello, ask and close. The machine
+  // stopping closes its bus, and with it this connection; a new leader gets a new connection.
+  const inside = new Map<MachineName, { leader: number; bus: Promise<BusConnection> }>();
+
+  const machineBus = (
+    m: MachineName,
+    leader: number,
+    callOptions: { timeoutMs: number; signal?: AbortSignal },
+  ): Promise<BusConnection> => {
+    const known = inside.get(m);
+    if (known?.leader === leader) {
+      return known.bus.then((bus) => {
+        if (!bus.closed) return bus;
+        if (inside.get(m) === known) inside.delete(m);
+        return machineBus(m, leader, callOptions);
+      });
+    }
+    forget(m);
+    const socket = paths.resolve(`/proc/${leader}/root${SYSTEM_BUS_SOCKET}`);
+    const entry = { leader, bus: openBus(socket, { hello: true, clock, timeoutMs: callOptions.timeoutMs }) };
+    inside.set(m, entry);
+    entry.bus.catch(() => {
+      if (inside.get(m) === entry) inside.delete(m);
+    });
+    return entry.bus;
+  };
+
+  /** Close and drop machine `m`'s connection. */
+  const forget = (m: MachineName): void => {
+    const known = inside.get(m);
+    inside.delete(m);
+    void known?.bus.then(
+      (bus) => bus.close(),
+      () => undefined,
+    );
+  };
+
   async function kubeletState(
+    m: MachineName,
     leader: number,
     callOptions: { timeoutMs: number; signal?: AbortSignal },
   ): Promise<string> {
-    const socket = paths.resolve(`/proc/${leader}/root${SYSTEM_BUS_SOCKET}`);
-    const bus = await openBus(socket, { hello: true, clock, ...callOptions });
     try {
+      const bus = await machineBus(m, leader, callOptions);
       const reply = await bus.call(
         {
           destination: 'org.freedesktop.systemd1',
@@ -117,8 +157,10 @@ export function createMachineBus(options: MachineBusOptions): MachineBus {
         callOptions,
       );
       return stringIn(reply.body[0], 'ActiveState');
-    } finally {
-      bus.close();
+    } catch (err) {
+      // Whatever went wrong, the next check starts with a new connection.
+      forget(m);
+      throw err;
     }
   }
 
@@ -159,7 +201,7 @@ export function createMachineBus(options: MachineBusOptions): MachineBus {
         const leader = numberIn(leaderReply.body[0], 'Leader');
         report('bus');
         try {
-          return { registered: true, activeState: await kubeletState(leader, callOptions) };
+          return { registered: true, activeState: await kubeletState(m, leader, callOptions) };
         } catch (err) {
           // The machine's own bus: not up yet while it boots, gone while it stops. Not worth
           // more than a debug line; the commands will say what is going on.
@@ -177,6 +219,7 @@ export function createMachineBus(options: MachineBusOptions): MachineBus {
       }
     },
     close() {
+      for (const m of [...inside.keys()]) forget(m);
       const current = host;
       host = null;
       void current?.then(

@@ -120,6 +120,37 @@ describe('the node check over D-Bus', () => {
     ]);
   });
 
+  it('keeps a machine’s connection between checks while its leader stays, and connects anew for a new leader', async () => {
+    const leaders: Record<string, number> = { kube1: LEADER };
+    await fakeAt(SYSTEM_BUS_SOCKET, machined(leaders));
+    let state = 'active';
+    const first = await fakeAt(insideBus(LEADER), () => ({ values: [{ v: { s: state } }] }));
+    expect(await bus.inspect('kube1', ask)).toEqual({ registered: true, activeState: 'active' });
+    state = 'failed';
+    expect(await bus.inspect('kube1', ask)).toEqual({ registered: true, activeState: 'failed' });
+    expect(first.connections).toBe(1);
+    expect(first.calls).toHaveLength(2);
+    // The machine restarted: another leader, another bus.
+    leaders.kube1 = LEADER + 1;
+    const second = await fakeAt(insideBus(LEADER + 1), () => ({ values: [{ v: { s: 'activating' } }] }));
+    expect(await bus.inspect('kube1', ask)).toEqual({ registered: true, activeState: 'activating' });
+    expect(second.connections).toBe(1);
+    expect(first.calls).toHaveLength(2);
+  });
+
+  it('connects to a machine’s bus again after it hung up', async () => {
+    await fakeAt(SYSTEM_BUS_SOCKET, machined({ kube1: LEADER }));
+    const inside = await fakeAt(insideBus(LEADER), () => ({ values: [{ v: { s: 'active' } }] }));
+    expect(await bus.inspect('kube1', ask)).toEqual({ registered: true, activeState: 'active' });
+    await inside.close();
+    buses.pop();
+    const again = await fakeAt(insideBus(LEADER), () => ({ values: [{ v: { s: 'inactive' } }] }));
+    let answer = await bus.inspect('kube1', ask);
+    if (answer === null) answer = await bus.inspect('kube1', ask);
+    expect(answer).toEqual({ registered: true, activeState: 'inactive' });
+    expect(again.connections).toBe(1);
+  });
+
   it('cannot say (null) for a registered machine whose bus does not answer yet, and logs that only at debug', async () => {
     await fakeAt(SYSTEM_BUS_SOCKET, machined({ kube1: LEADER }));
     expect(await bus.inspect('kube1', ask)).toBeNull();
