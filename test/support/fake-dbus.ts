@@ -12,7 +12,9 @@ import type { Message } from '../../src/host/dbus/wire.js';
 /** What a reply carries: strings (`s`), object paths (`o`) and variants of `s` or `u`. */
 export type ReplyValue = { s: string } | { o: string } | { v: { s: string } } | { v: { u: number } };
 
-export type Answer = { values: ReplyValue[] } | { error: string; message: string } | 'none';
+/** A reply, an error reply, no reply, a hang-up, or bytes sent as they are (garbage, say). */
+export type Answer =
+  { values: ReplyValue[] } | { error: string; message: string } | 'none' | 'hangup' | { raw: Buffer };
 
 export interface FakeBus {
   readonly calls: Message[];
@@ -58,7 +60,9 @@ export async function startFakeBus(socketPath: string, answer: (call: Message) =
         }
         calls.push(call);
         const a = answer(call);
-        if (a !== 'none') socket.write(reply(++serial, call.serial, a));
+        if (a === 'hangup') socket.destroy();
+        else if (typeof a === 'object' && 'raw' in a) socket.write(a.raw);
+        else if (a !== 'none') socket.write(reply(++serial, call.serial, a));
       }
     });
   });
@@ -77,7 +81,11 @@ export async function startFakeBus(socketPath: string, answer: (call: Message) =
 }
 
 /** A little-endian METHOD_RETURN or ERROR, laid out by hand. */
-function reply(serial: number, replySerial: number, a: Exclude<Answer, 'none'>): Buffer {
+function reply(
+  serial: number,
+  replySerial: number,
+  a: { values: ReplyValue[] } | { error: string; message: string },
+): Buffer {
   const isError = 'error' in a;
   const values: ReplyValue[] = isError ? [{ s: a.message }] : a.values;
   const body = new Bytes();

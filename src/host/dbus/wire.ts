@@ -21,6 +21,18 @@ const Field = {
 } as const;
 type Field = (typeof Field)[keyof typeof Field];
 
+/** Where each header field goes in a decoded `Message`. */
+const FIELD_KEYS: Partial<Record<number, keyof Message>> = {
+  [Field.Path]: 'path',
+  [Field.Interface]: 'interface',
+  [Field.Member]: 'member',
+  [Field.ErrorName]: 'errorName',
+  [Field.ReplySerial]: 'replySerial',
+  [Field.Destination]: 'destination',
+  [Field.Sender]: 'sender',
+  [Field.Signature]: 'signature',
+};
+
 /** The largest message the specification allows (2^27 bytes); anything longer is a broken peer. */
 export const MAX_MESSAGE_BYTES = 2 ** 27;
 /** The fixed part of every header: endianness, type, flags, version, body length, serial, field array length. */
@@ -187,34 +199,9 @@ export function decodeMessage(buf: Buffer): Message {
   r.align(8);
   const message: Message = { type, flags, serial, signature: '', body: [] };
   for (const [code, { value }] of fields) {
-    switch (code) {
-      case Field.Path:
-        message.path = value as string;
-        break;
-      case Field.Interface:
-        message.interface = value as string;
-        break;
-      case Field.Member:
-        message.member = value as string;
-        break;
-      case Field.ErrorName:
-        message.errorName = value as string;
-        break;
-      case Field.ReplySerial:
-        message.replySerial = value as number;
-        break;
-      case Field.Destination:
-        message.destination = value as string;
-        break;
-      case Field.Sender:
-        message.sender = value as string;
-        break;
-      case Field.Signature:
-        message.signature = value as string;
-        break;
-      default:
-        break; // unknown fields are ignored, as the specification requires
-    }
+    // Unknown fields are ignored, as the specification requires.
+    const key = FIELD_KEYS[code];
+    if (key) Object.assign(message, { [key]: value });
   }
   const bodyEnd = r.pos + bodyLength;
   if (bodyEnd > buf.length) throw new WireError(`body of ${bodyLength} bytes runs past the message`);

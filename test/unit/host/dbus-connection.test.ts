@@ -10,11 +10,13 @@ import path from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { CancelledError, TimeoutError } from '../../../src/errors.js';
 import { BusConnectionError, openBus } from '../../../src/host/dbus/connection.js';
-import { decodeMessage, messageLength } from '../../../src/host/dbus/wire.js';
+import type { Message } from '../../../src/host/dbus/wire.js';
+import { startFakeBus, type Answer, type FakeBus } from '../../support/fake-dbus.js';
 import { createManualClock, settle } from '../../support/manual-clock.js';
 
 let dir: string;
 let server: Server | undefined;
+let bus: FakeBus | undefined;
 const peers: Socket[] = [];
 
 beforeEach(async () => {
@@ -22,12 +24,21 @@ beforeEach(async () => {
 });
 afterEach(async () => {
   for (const p of peers.splice(0)) p.destroy();
+  await bus?.close();
+  bus = undefined;
   await new Promise<void>((resolve) => (server ? server.close(() => resolve()) : resolve()));
   server = undefined;
   await rm(dir, { recursive: true, force: true });
 });
 
-/** A peer on a unix socket that runs `onConnect` for each client; its path. */
+/** A scripted bus (test/support/fake-dbus.ts) at the usual path; its path. */
+async function fakeBus(answer: (call: Message) => Answer): Promise<string> {
+  const socketPath = path.join(dir, 'bus');
+  bus = await startFakeBus(socketPath, answer);
+  return socketPath;
+}
+
+/** A raw peer on a unix socket that runs `onConnect` for each client (no SASL); its path. */
 async function peer(onConnect: (socket: Socket) => void): Promise<string> {
   const socketPath = path.join(dir, 'bus');
   server = createServer((socket) => {
@@ -37,35 +48,6 @@ async function peer(onConnect: (socket: Socket) => void): Promise<string> {
   });
   await new Promise<void>((resolve) => server?.listen(socketPath, resolve));
   return socketPath;
-}
-
-/** Accept EXTERNAL, then hand every whole message to `onMessage`. */
-function acceptingPeer(onMessage: (socket: Socket, serial: number, member: string | undefined) => void) {
-  return (socket: Socket): void => {
-    let authed = false;
-    let buf = Buffer.alloc(0);
-    socket.on('data', (chunk: Buffer) => {
-      buf = Buffer.concat([buf, chunk]);
-      if (!authed) {
-        const text = buf.toString('latin1');
-        if (text.includes('AUTH EXTERNAL') && !text.includes('BEGIN\r\n')) {
-          if (text.endsWith('\r\n')) socket.write('OK 0123456789abcdef0123456789abcdef\r\n');
-          return;
-        }
-        const at = buf.indexOf('BEGIN\r\n');
-        if (at < 0) return;
-        authed = true;
-        buf = buf.subarray(at + 7);
-      }
-      for (;;) {
-        const length = messageLength(buf);
-        if (length === null || buf.length < length) return;
-        const msg = decodeMessage(buf.subarray(0, length));
-        buf = buf.subarray(length);
-        onMessage(socket, msg.serial, msg.member);
-      }
-    });
-  };
 }
 
 const call = { path: '/', interface: 'org.example.Test', member: 'Ask' };
@@ -104,13 +86,8 @@ describe('D-Bus connection failures', () => {
 
   it('ends a call at its deadline and keeps serving the next one', async () => {
     let answered = 0;
-    const socketPath = await peer(
-      acceptingPeer((socket, serial, member) => {
-        // The first call gets no answer; later ones get an empty method return.
-        if (member !== 'Ask' || answered++ === 0) return;
-        socket.write(methodReturn(serial));
-      }),
-    );
+    // The first call gets no answer; later ones get an empty method return.
+    const socketPath = await fakeBus(() => (answered++ === 0 ? 'none' : { values: [] }));
     const clock = createManualClock();
     const bus = await openBus(socketPath, { hello: false, clock, timeoutMs: 1000 });
     try {
@@ -126,7 +103,7 @@ describe('D-Bus connection failures', () => {
   });
 
   it('cancels a call when the caller’s signal aborts', async () => {
-    const socketPath = await peer(acceptingPeer(() => undefined));
+    const socketPath = await fakeBus(() => 'none');
     const clock = createManualClock();
     const bus = await openBus(socketPath, { hello: false, clock, timeoutMs: 1000 });
     try {
@@ -141,7 +118,7 @@ describe('D-Bus connection failures', () => {
   });
 
   it('fails the calls under way when the peer hangs up, and every later one', async () => {
-    const socketPath = await peer(acceptingPeer((socket) => socket.destroy()));
+    const socketPath = await fakeBus(() => 'hangup');
     const clock = createManualClock();
     const bus = await openBus(socketPath, { hello: false, clock, timeoutMs: 1000 });
     await expect(bus.call(call, { timeoutMs: 1000 })).rejects.toThrow(/closed the connection/);
@@ -150,9 +127,7 @@ describe('D-Bus connection failures', () => {
   });
 
   it('closes the connection on a message that does not follow the format, saying why', async () => {
-    const socketPath = await peer(
-      acceptingPeer((socket) => socket.write(Buffer.from('Xnot a message at all, but long enough'))),
-    );
+    const socketPath = await fakeBus(() => ({ raw: Buffer.from('Xnot a message at all, but long enough') }));
     const clock = createManualClock();
     const bus = await openBus(socketPath, { hello: false, clock, timeoutMs: 1000 });
     await expect(bus.call(call, { timeoutMs: 1000 })).rejects.toThrow(
@@ -161,19 +136,3 @@ describe('D-Bus connection failures', () => {
     expect(bus.closed).toBe(true);
   });
 });
-
-/** An empty little-endian method return to `serial`. */
-function methodReturn(serial: number): Buffer {
-  const b = Buffer.alloc(24);
-  b.write('l', 0, 'latin1');
-  b[1] = 2; // METHOD_RETURN
-  b[3] = 1;
-  b.writeUInt32LE(0, 4); // no body
-  b.writeUInt32LE(1000 + serial, 8);
-  b.writeUInt32LE(8, 12); // one field: REPLY_SERIAL, 8 bytes
-  b[16] = 5;
-  b[17] = 1;
-  b.write('u', 18, 'latin1');
-  b.writeUInt32LE(serial, 20);
-  return b;
-}
