@@ -7,14 +7,17 @@
 import { mkdir, mkdtemp, rm } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
+import { createServer, type Socket } from 'node:net';
 import pino from 'pino';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { CancelledError } from '../../../src/errors.js';
 import { systemClock } from '../../../src/host/clock.js';
 import { busLabel, createMachineBus, SYSTEM_BUS_SOCKET } from '../../../src/host/machine-bus.js';
 import type { MachineBus } from '../../../src/host/machine-bus.js';
 import { createHostPaths } from '../../../src/host/paths.js';
 import type { Message } from '../../../src/host/dbus/wire.js';
 import { startFakeBus, type Answer, type FakeBus } from '../../support/fake-dbus.js';
+import { createManualClock } from '../../support/manual-clock.js';
 
 const LEADER = 4242;
 const ask = { timeoutMs: 5_000 };
@@ -150,6 +153,39 @@ describe('the node check over D-Bus', () => {
     expect(answer).toEqual({ registered: true, activeState: 'inactive' });
     expect(again.connections).toBe(1);
   });
+
+  it(
+    'stops waiting for a machine’s bus as soon as the caller cancels, not at the deadline',
+    { timeout: 5_000 },
+    async () => {
+      await fakeAt(SYSTEM_BUS_SOCKET, machined({ kube1: LEADER }));
+      // The machine's bus accepts the connection and never answers it.
+      const socket = path.join(root, insideBus(LEADER));
+      await mkdir(path.dirname(socket), { recursive: true });
+      const accepted: Socket[] = [];
+      const silent = createServer((c) => accepted.push(c));
+      await new Promise<void>((resolve) => silent.listen(socket, resolve));
+      const clock = createManualClock();
+      const slow = createMachineBus({ paths: createHostPaths(root), clock });
+      try {
+        const ac = new AbortController();
+        const pending = slow
+          .inspect('kube1', { timeoutMs: 10_000, signal: ac.signal })
+          .catch((e: unknown) => e);
+        await new Promise((r) => setTimeout(r, 50));
+        ac.abort();
+        const err = await pending;
+        expect(err).toBeInstanceOf(CancelledError);
+        expect((err as Error).message).toContain('kube1');
+        expect(clock.now()).toBe(createManualClock().now());
+      } finally {
+        slow.close();
+        // The shared open waits for its own deadline; the peer hangs up on it here.
+        for (const c of accepted) c.destroy();
+        await new Promise<void>((resolve) => silent.close(() => resolve()));
+      }
+    },
+  );
 
   it('cannot say (null) for a registered machine whose bus does not answer yet, and logs that only at debug', async () => {
     await fakeAt(SYSTEM_BUS_SOCKET, machined({ kube1: LEADER }));
