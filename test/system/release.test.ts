@@ -26,7 +26,7 @@ import {
 } from '../../src/provision/artifacts/sink.js';
 import { startMirror } from '../../src/sim/mirror/index.js';
 import { createOciImage } from '../../src/sim/mirror/oci-image.js';
-import { makeTempDir } from '../support/daemon.js';
+import { REPO_ROOT, makeTempDir } from '../support/daemon.js';
 import { mirrorAgentConfig, startSimDaemon, updateAndWait } from '../support/provision-fixtures.js';
 
 const run = promisify(execFile);
@@ -126,6 +126,44 @@ describe.skipIf(!available && !required)('npm run release', () => {
     expect(await hash(RUNTIME_FLAGS)).toBe(await hash([]));
     // The check can fail: a hashed flag changes it.
     expect(await hash(['--bytecode-old-age=1'])).not.toBe(await hash([]));
+  });
+
+  it('carries code caches for its programs that its runtime, with its flags, accepts', async () => {
+    // A cache V8 rejects is dropped without a word, and every start compiles the bundle from
+    // source (docs/benchmarks.md, "CLI startup"): only this shows it.
+    const { node } = await ensureNodeRuntime();
+    const loader = path.join(REPO_ROOT, 'dist/load-bundle.cjs');
+    const embedded = openEmbedded(path.join(dir, 'agentd'))!;
+    const work = path.join(dir, 'cache-check');
+    await mkdir(work, { recursive: true });
+    for (const bundle of ['agentd.cjs', 'agentctl.cjs']) {
+      // The name the executable's main looks its cache up by (src/bin/sea-main.ts).
+      const name = (
+        await run(node, [
+          ...RUNTIME_FLAGS,
+          '-e',
+          `process.stdout.write(require(${JSON.stringify(loader)}).codeCacheName(${JSON.stringify(bundle)}))`,
+        ])
+      ).stdout;
+      const source = embedded.read(bundle);
+      const cache = embedded.read(name);
+      expect(cache?.length, `${bundle}: no embedded ${name}`).toBeGreaterThan(1000);
+      await writeFile(path.join(work, bundle), source!);
+      await writeFile(path.join(work, name), cache!);
+      const compile = (cacheFile: string): Promise<string> =>
+        run(node, [
+          ...RUNTIME_FLAGS,
+          '-e',
+          `const fs = require('fs'); const f = ${JSON.stringify(path.join(work, bundle))};` +
+            `process.stdout.write(String(require(${JSON.stringify(loader)}).compileBundle(f, fs.readFileSync(f, 'utf8'), fs.readFileSync(${JSON.stringify(cacheFile)})).cachedDataRejected));`,
+        ]).then((r) => r.stdout);
+      expect(await compile(path.join(work, name)), bundle).toBe('false');
+      // The check can fail: another bundle's cache is rejected.
+      const other = bundle === 'agentd.cjs' ? 'agentctl.cjs' : 'agentd.cjs';
+      const otherName = name.replace(bundle, other);
+      await writeFile(path.join(work, `other-${otherName}`), embedded.read(otherName)!);
+      expect(await compile(path.join(work, `other-${otherName}`)), bundle).toBe('true');
+    }
   });
 
   it('carries its programs after every part of the file the kernel maps, so an idle agentd does not keep them resident', async () => {
