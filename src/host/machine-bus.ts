@@ -18,7 +18,8 @@
  */
 import pino from 'pino';
 import type { Logger } from 'pino';
-import { CancelledError, describeError } from '../errors.js';
+import { describeError } from '../errors.js';
+import { raceAbort } from '../retry/backoff.js';
 import { isCancelled } from './machines-poll.js';
 import { openBus, DBusError } from './dbus/connection.js';
 import type { BusConnection } from './dbus/connection.js';
@@ -145,7 +146,7 @@ export function createMachineBus(options: MachineBusOptions): MachineBus {
     callOptions: { timeoutMs: number; signal?: AbortSignal },
   ): Promise<string> {
     try {
-      const bus = await abortable(
+      const bus = await raceAbort(
         machineBus(m, leader, callOptions),
         callOptions.signal,
         `connect to ${m}'s bus`,
@@ -171,7 +172,7 @@ export function createMachineBus(options: MachineBusOptions): MachineBus {
   return {
     async inspect(m, callOptions) {
       try {
-        const bus = await abortable(
+        const bus = await raceAbort(
           hostBus(callOptions.timeoutMs),
           callOptions.signal,
           'connect to the system bus',
@@ -236,29 +237,6 @@ export function createMachineBus(options: MachineBusOptions): MachineBus {
       );
     },
   };
-}
-
-/**
- * `work`, or CANCELLED as soon as `signal` aborts. The connections are shared between checks, so
- * opening one does not take a caller's signal: a caller that gives up stops waiting for it here.
- */
-function abortable<T>(work: Promise<T>, signal: AbortSignal | undefined, what: string): Promise<T> {
-  if (!signal) return work;
-  if (signal.aborted) return Promise.reject(new CancelledError(what, { cause: signal.reason }));
-  return new Promise<T>((resolve, reject) => {
-    const onAbort = (): void => reject(new CancelledError(what, { cause: signal.reason }));
-    signal.addEventListener('abort', onAbort, { once: true });
-    work.then(
-      (value) => {
-        signal.removeEventListener('abort', onAbort);
-        resolve(value);
-      },
-      (err: unknown) => {
-        signal.removeEventListener('abort', onAbort);
-        reject(err instanceof Error ? err : new Error(String(err)));
-      },
-    );
-  });
 }
 
 function stringIn(value: unknown, what: string): string {

@@ -107,3 +107,31 @@ export async function sleepOrCancel(
     throw new CancelledError(what, { cause: err });
   }
 }
+
+/**
+ * Settle with `promise`, or reject with CANCELLED as soon as `signal` aborts: for waits that
+ * cannot take the signal themselves (a shared connection being opened, a call already made).
+ * The work itself goes on; only this caller stops waiting for it.
+ */
+export function raceAbort<T>(promise: Promise<T>, signal: AbortSignal | undefined, what: string): Promise<T> {
+  if (!signal) return promise;
+  if (signal.aborted) {
+    // The work was already started: settle its rejection so it is not an unhandled one.
+    promise.catch(() => undefined);
+    return Promise.reject(new CancelledError(what, { cause: signal.reason }));
+  }
+  return new Promise<T>((resolve, reject) => {
+    const onAbort = (): void => reject(new CancelledError(what, { cause: signal.reason }));
+    signal.addEventListener('abort', onAbort, { once: true });
+    promise.then(
+      (value) => {
+        signal.removeEventListener('abort', onAbort);
+        resolve(value);
+      },
+      (err: unknown) => {
+        signal.removeEventListener('abort', onAbort);
+        reject(err instanceof Error ? err : new Error(String(err)));
+      },
+    );
+  });
+}

@@ -5,8 +5,8 @@
  * acknowledged and `NodeUpdated=True/Succeeded`, or `Failed` and `NodeUpdated=False/Failed`.
  */
 import type { Logger } from 'pino';
-import { CancelledError } from '../errors.js';
 import type { Clock } from '../host/types.js';
+import { raceAbort } from '../retry/backoff.js';
 import type { Machine, MachineApi } from '../kube/index.js';
 import { RpcError } from '../rpc/client.js';
 import type { RpcClient } from '../rpc/client.js';
@@ -71,29 +71,6 @@ export interface Reconciler {
 
 const RETRYABLE_RPC_CODES = new Set(['DRAINING', 'UNAVAILABLE', 'INTERNAL']);
 const FAILED_KEYS_KEPT = 32;
-
-/** Settle with `promise`, or reject with CANCELLED as soon as `signal` aborts. */
-function raceAbort<T>(promise: Promise<T>, signal: AbortSignal, what: string): Promise<T> {
-  if (signal.aborted) {
-    // The call was already made: settle its rejection so it is not an unhandled one.
-    promise.catch(() => undefined);
-    return Promise.reject(new CancelledError(what));
-  }
-  return new Promise<T>((resolve, reject) => {
-    const onAbort = (): void => reject(new CancelledError(what));
-    signal.addEventListener('abort', onAbort, { once: true });
-    promise.then(
-      (v) => {
-        signal.removeEventListener('abort', onAbort);
-        resolve(v);
-      },
-      (err: unknown) => {
-        signal.removeEventListener('abort', onAbort);
-        reject(err instanceof Error ? err : new Error(String(err)));
-      },
-    );
-  });
-}
 
 /** `phase: Failed`, agentd's message and `NodeUpdated=False/<reason>` with the same message. */
 function failureStatus(message: string, reason: 'Failed' | 'RolledBack'): WantedStatus {
