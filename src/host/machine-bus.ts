@@ -64,13 +64,50 @@ export function busLabel(name: string): string {
   return out;
 }
 
+/** How long opening a connection (connect, authenticate, Hello) may take. */
+const CONNECT_MS = 10_000;
+
+/**
+ * One connection shared by every check: opened at the first use, dropped when opening it
+ * failed (the next use tries again), opened anew when it was closed (a bus restarted, a machine
+ * stopped). Concurrent uses share one opening.
+ */
+class SharedBus {
+  #bus: Promise<BusConnection> | null = null;
+
+  constructor(private readonly open: () => Promise<BusConnection>) {}
+
+  get(): Promise<BusConnection> {
+    const current = (this.#bus ??= this.open());
+    return current.then(
+      (bus) => {
+        if (!bus.closed) return bus;
+        if (this.#bus === current || this.#bus === null) this.#bus = this.open();
+        return this.#bus;
+      },
+      (err: unknown) => {
+        if (this.#bus === current) this.#bus = null;
+        throw err;
+      },
+    );
+  }
+
+  close(): void {
+    const current = this.#bus;
+    this.#bus = null;
+    void current?.then(
+      (bus) => bus.close(),
+      () => undefined,
+    );
+  }
+}
+
 const KUBELET_UNIT_PATH = `/org/freedesktop/systemd1/unit/${busLabel('kubelet.service')}`;
 
 export function createMachineBus(options: MachineBusOptions): MachineBus {
   const { paths, clock } = options;
   const log = (options.logger ?? pino({ enabled: false })).child({ subsystem: 'machine-bus' });
   const hostSocket = paths.resolve(SYSTEM_BUS_SOCKET);
-  let host: Promise<BusConnection> | null = null;
   // What the last check found: logged when it changes, not every 30 s.
   let lastWay: string | null = null;
 
@@ -82,62 +119,31 @@ export function createMachineBus(options: MachineBusOptions): MachineBus {
     else log.info({ reason }, 'node checks run machinectl and systemctl: D-Bus could not answer');
   };
 
-  const hostBus = (timeoutMs: number): Promise<BusConnection> => {
-    if (host === null) {
-      const opening = openBus(hostSocket, { hello: true, clock, timeoutMs });
-      host = opening;
-      opening.then(
-        (bus) => {
-          if (bus.closed) host = null;
-        },
-        () => {
-          host = null;
-        },
-      );
-    }
-    return host.then((bus) => {
-      if (!bus.closed) return bus;
-      host = null;
-      return hostBus(timeoutMs);
-    });
-  };
+  const host = new SharedBus(() => openBus(hostSocket, { hello: true, clock, timeoutMs: CONNECT_MS }));
 
   // Each running machine's bus connection, kept between checks while its leader stays: a check
   // then asks one question over it, not connect, authenticate, Hello, ask and close. The machine
   // stopping closes its bus, and with it this connection; a new leader gets a new connection.
-  const inside = new Map<MachineName, { leader: number; bus: Promise<BusConnection> }>();
+  const inside = new Map<MachineName, { leader: number; bus: SharedBus }>();
 
-  const machineBus = (
-    m: MachineName,
-    leader: number,
-    callOptions: { timeoutMs: number; signal?: AbortSignal },
-  ): Promise<BusConnection> => {
-    const known = inside.get(m);
-    if (known?.leader === leader) {
-      return known.bus.then((bus) => {
-        if (!bus.closed) return bus;
-        if (inside.get(m) === known) inside.delete(m);
-        return machineBus(m, leader, callOptions);
-      });
+  const machineBus = (m: MachineName, leader: number): Promise<BusConnection> => {
+    let known = inside.get(m);
+    if (known?.leader !== leader) {
+      forget(m);
+      const socket = paths.resolve(`/proc/${leader}/root${SYSTEM_BUS_SOCKET}`);
+      known = {
+        leader,
+        bus: new SharedBus(() => openBus(socket, { hello: true, clock, timeoutMs: CONNECT_MS })),
+      };
+      inside.set(m, known);
     }
-    forget(m);
-    const socket = paths.resolve(`/proc/${leader}/root${SYSTEM_BUS_SOCKET}`);
-    const entry = { leader, bus: openBus(socket, { hello: true, clock, timeoutMs: callOptions.timeoutMs }) };
-    inside.set(m, entry);
-    entry.bus.catch(() => {
-      if (inside.get(m) === entry) inside.delete(m);
-    });
-    return entry.bus;
+    return known.bus.get();
   };
 
   /** Close and drop machine `m`'s connection. */
   const forget = (m: MachineName): void => {
-    const known = inside.get(m);
+    inside.get(m)?.bus.close();
     inside.delete(m);
-    void known?.bus.then(
-      (bus) => bus.close(),
-      () => undefined,
-    );
   };
 
   async function kubeletState(
@@ -146,11 +152,7 @@ export function createMachineBus(options: MachineBusOptions): MachineBus {
     callOptions: { timeoutMs: number; signal?: AbortSignal },
   ): Promise<string> {
     try {
-      const bus = await raceAbort(
-        machineBus(m, leader, callOptions),
-        callOptions.signal,
-        `connect to ${m}'s bus`,
-      );
+      const bus = await raceAbort(machineBus(m, leader), callOptions.signal, `connect to ${m}'s bus`);
       const reply = await bus.call(
         {
           destination: 'org.freedesktop.systemd1',
@@ -172,11 +174,7 @@ export function createMachineBus(options: MachineBusOptions): MachineBus {
   return {
     async inspect(m, callOptions) {
       try {
-        const bus = await raceAbort(
-          hostBus(callOptions.timeoutMs),
-          callOptions.signal,
-          'connect to the system bus',
-        );
+        const bus = await raceAbort(host.get(), callOptions.signal, 'connect to the system bus');
         let machinePath: string;
         try {
           const reply = await bus.call(
@@ -229,12 +227,7 @@ export function createMachineBus(options: MachineBusOptions): MachineBus {
     },
     close() {
       for (const m of [...inside.keys()]) forget(m);
-      const current = host;
-      host = null;
-      void current?.then(
-        (bus) => bus.close(),
-        () => undefined,
-      );
+      host.close();
     },
   };
 }
