@@ -194,6 +194,18 @@ describe('the node check over D-Bus', () => {
     expect(lines.some((l) => l.level === 20 && String(l.err).includes('ENOENT'))).toBe(true);
   });
 
+  it('cannot say when an answer has the wrong type, and names what was wrong', async () => {
+    await fakeAt(
+      SYSTEM_BUS_SOCKET,
+      machined({ kube1: LEADER }, (call) =>
+        call.member === 'Get' ? { values: [{ v: { s: 'not a pid' } }] } : undefined,
+      ),
+    );
+    expect(await bus.inspect('kube1', ask)).toBeNull();
+    const info = lines.filter((l) => l.level === 30);
+    expect(String(info.at(-1)?.reason)).toContain('Leader is not a process id');
+  });
+
   it('cannot say when the machine’s systemd answers with an error', async () => {
     await fakeAt(SYSTEM_BUS_SOCKET, machined({ kube1: LEADER }));
     await fakeAt(insideBus(LEADER), () => ({
