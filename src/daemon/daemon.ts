@@ -240,12 +240,15 @@ async function startServing(
     daemonState.get() === 'ready'
       ? { ready: true, reasons: [] }
       : { ready: false, reasons: daemonState.get() === 'draining' ? ['shutting down'] : readinessReasons };
+  // A scrape shows the node as `status` does: read again when its facts are older than 1 s.
+  const beforeScrape = () => engine.freshen();
   const admin = createAdminApp({
     dispatcher,
     events,
     metrics,
     logger,
     readiness,
+    beforeScrape,
     openapi: () => (openapi ??= buildOpenApiDocument(VERSION)),
     currentOperationEvents: (filter) => engine.currentOperationEvents(filter),
   });
@@ -256,7 +259,7 @@ async function startServing(
   // update with wait) rather than letting them hold the exit; their callers see the close.
   cleanup.push('close the admin server', () => admin.close());
   if (config.metricsAddress) {
-    const metricsApp = createMetricsApp({ metrics, readiness, logger });
+    const metricsApp = createMetricsApp({ metrics, readiness, logger, beforeScrape });
     const { host: mHost, port: mPort } = config.metricsAddress;
     await metricsApp.listen({ host: mHost, port: mPort }).catch(async (err: NodeJS.ErrnoException) => {
       await metricsApp.close().catch(() => undefined);

@@ -45,6 +45,14 @@ import {
 
 /** How long a dry run's preflight checks may take. */
 const DRY_RUN_PREFLIGHT_MS = 60_000;
+/** How old the node's facts in `status` may be, by default (`EngineOptions.statusMaxAgeMs`). */
+export const STATUS_MAX_AGE_MS = 1000;
+/**
+ * How long `status` waits for a re-read of old node facts. A host that does not answer (systemd
+ * wedged, a read running to its command timeouts) must not hang `status`: past this, the old facts
+ * are answered, with a warning that says how old they are.
+ */
+export const STATUS_READ_WAIT_MS = 2000;
 import { NodeRepair, type RepairPolicy } from './repair.js';
 
 export interface EngineOptions {
@@ -65,7 +73,10 @@ export interface EngineOptions {
   defaultConfig?: () => AgentConfig | null;
   appliedStore?: AppliedConfigStore;
   verifyTimeoutMs?: number;
-  /** How old the cached node snapshot may get before `status` refreshes it in the background. */
+  /**
+   * How old the node's facts in `status` may be (default STATUS_MAX_AGE_MS): an older snapshot is
+   * read again before `status` answers.
+   */
   statusMaxAgeMs?: number;
   historyLimit?: number;
   /** The version of what `status` shows; the engine bumps it for its own inputs (default: its own). */
@@ -136,6 +147,7 @@ export class Engine {
       metrics: options.metrics,
       onChange: this.#version.bump,
       recovering: () => this.#recovering,
+      now: () => options.clock.now(),
     });
     this.#slot = new OperationSlot({
       store: this.#store,
@@ -309,13 +321,25 @@ export class Engine {
     return this.#lastRecovery;
   }
 
-  /** Status as the `status` method reports it; cheap (served from the cached snapshot). */
-  status(): EngineStatus {
-    this.#refreshIfStale();
+  /**
+   * Status as the `status` method reports it. The node's facts are at most `statusMaxAgeMs` old
+   * (`node.observedAt` says when they were read): an older snapshot is read again first and every
+   * caller meanwhile waits for that one read, up to STATUS_READ_WAIT_MS; past that, the answer
+   * carries the old facts and a warning. While an operation runs the node is not read (the
+   * operation is changing it, and its end reads it again before it is reported ended).
+   */
+  async status(): Promise<EngineStatus> {
+    const slow = !(await this.freshen());
     const last = this.#store.list({ limit: 2 }).find((op) => op.id !== this.#slot.current?.id) ?? null;
     // the cordon state comes from the last cordon/drain/uncordon agentd saw.
     const cordoned = this.#o.nodeOps?.cordoned() ?? this.#snap.node.cordoned;
     const warnings = [...this.#snap.node.warnings, ...this.#engineWarnings()];
+    if (slow) {
+      const from = this.#snap.node.observedAt;
+      warnings.push(
+        `the node's facts are from ${from ?? 'before the first read'}: a read of the node has not finished in ${STATUS_READ_WAIT_MS / 1000} s`,
+      );
+    }
     const repair = this.#repair.status();
     return {
       node: { ...this.#snap.node, cordoned, warnings, repair: { ...repair } },
@@ -346,18 +370,50 @@ export class Engine {
     return warnings;
   }
 
-  #refreshIfStale(): void {
-    if (this.#slot.current) return;
-    if (this.#o.clock.now() - this.#readAt < this.#maxAgeMs) return;
-    this.#readAt = Infinity; // one refresh at a time; the read sets it again
-    void this.refreshNode();
+  /**
+   * Read the node again when its facts are older than `statusMaxAgeMs` (see `status`; /metrics
+   * calls it before a scrape). False when that read has not ended within STATUS_READ_WAIT_MS.
+   */
+  async freshen(): Promise<boolean> {
+    const read = this.#readIfOld();
+    return read === null || (await read);
   }
 
-  /** When the node was last read, on the injected clock (Infinity: not yet, or a read is under way). */
+  /**
+   * The re-read of an old snapshot that `status` waits for: it resolves true when the read ended
+   * within STATUS_READ_WAIT_MS, false when it did not (it goes on; its end bumps the status
+   * version). Null when the snapshot is not old, when an operation runs, and before the first
+   * read (startup recovery is still deciding what the node is).
+   */
+  #readIfOld(): Promise<boolean> | null {
+    if (this.#slot.current) return null;
+    if (this.#oldRead !== null) return this.#oldRead;
+    if (this.#o.clock.now() - this.#readAt < this.#maxAgeMs) return null;
+    const read = this.refreshNode().catch(() => undefined);
+    const wait = new AbortController();
+    const inTime = Promise.race([
+      read.then(() => true),
+      this.#o.clock.sleep(STATUS_READ_WAIT_MS, wait.signal).then(
+        () => false,
+        () => true,
+      ),
+    ]);
+    this.#oldRead = inTime;
+    void read.finally(() => {
+      wait.abort();
+      this.#oldRead = null;
+    });
+    return inTime;
+  }
+
+  /** The re-read that `status` callers wait for, while it runs (see `#readIfOld`). */
+  #oldRead: Promise<boolean> | null = null;
+
+  /** When the node was last read, on the injected clock (Infinity: not yet). */
   #readAt = Infinity;
 
   get #maxAgeMs(): number {
-    return this.#o.statusMaxAgeMs ?? 5000;
+    return this.#o.statusMaxAgeMs ?? STATUS_MAX_AGE_MS;
   }
 
   /** A read of the node is done: the snapshot is new, and gets old `statusMaxAgeMs` from now. */

@@ -1,8 +1,8 @@
 /**
  * The engine's read side: what the node looks like now — the active machine (from the node
  * state, else from a single applied config), each machine's state and kubelet, the applied
- * config summary and warnings. Refreshed at start, after every operation and when it gets old;
- * `status` is served from it, so polling never touches the host.
+ * config summary and warnings. Read at start, before an operation is reported ended, by repair's
+ * checks, and by `status` when it is older than the engine lets it get (1 s by default).
  */
 import { stat } from 'node:fs/promises';
 import { describeError, isAgentError } from '../errors.js';
@@ -25,6 +25,8 @@ export interface NodeSnapshotOptions {
   onChange?: () => void;
   /** True while startup recovery runs: the node's state is not known yet. */
   recovering?: () => boolean;
+  /** The time, in ms since the epoch (the engine's injected clock): when a read started is `observedAt`. */
+  now: () => number;
 }
 
 export class NodeSnapshot {
@@ -37,6 +39,7 @@ export class NodeSnapshot {
     cordoned: null,
     warnings: [],
     repair: null,
+    observedAt: null,
   };
   /** The active machine's applied config as last read (unredacted), or null. */
   activeRecord: AppliedConfigRecord | null = null;
@@ -78,6 +81,9 @@ export class NodeSnapshot {
   }
 
   async #read(): Promise<void> {
+    // The facts are as of the read's start at the latest: what it reads first may change while
+    // it reads the rest.
+    const observedAt = new Date(this.#o.now()).toISOString();
     const warnings: string[] = [];
     const records = new Map<MachineName, AppliedConfigRecord>();
     const unreadable = new Map<MachineName, unknown>();
@@ -138,6 +144,7 @@ export class NodeSnapshot {
       warnings,
       // Repair changes between reads: the engine fills it in, live, in `status`.
       repair: null,
+      observedAt,
     };
     this.#publishMetrics();
     this.#o.onChange?.();
@@ -157,6 +164,7 @@ export class NodeSnapshot {
     for (const m of MACHINE_NAMES)
       metrics.activeMachine.set({ machine: m }, this.node.activeMachine === m ? 1 : 0);
     metrics.nodeServing.set(this.node.serving ? 1 : 0);
+    if (this.node.observedAt !== null) metrics.nodeObserved.set(Date.parse(this.node.observedAt) / 1000);
     for (const m of this.node.machines)
       for (const state of KUBELET_STATES)
         metrics.kubeletState.set({ machine: m.name, state }, m.kubelet === state ? 1 : 0);

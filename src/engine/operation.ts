@@ -102,4 +102,6 @@ export interface NodeStatus {
     lastError: string | null;
     lastOperation: string | null;
   } | null;
+  /** When the read these facts come from started (ISO 8601); null before the first read. */
+  observedAt: string | null;
 }

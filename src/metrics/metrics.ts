@@ -102,6 +102,11 @@ export function createMetrics(options: { version: string; collectDefaults?: bool
       help: '1 when the active machine runs and its kubelet is active and healthy, else 0.',
       registers: r,
     }),
+    nodeObserved: new Gauge({
+      name: 'agentd_node_observed_timestamp_seconds',
+      help: 'Unix time at which the read of the node behind the node gauges started.',
+      registers: r,
+    }),
     kubeletState: new Gauge({
       name: 'agentd_machine_kubelet_state',
       help: 'The kubelet state of each machine: 1 for its current state, 0 for the others.',

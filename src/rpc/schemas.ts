@@ -105,5 +105,9 @@ export const nodeStatusSchema = z
       })
       .nullable()
       .meta({ description: 'Repair between requests (see docs/operations.md); null when not available.' }),
+    observedAt: z.string().nullable().meta({
+      description:
+        'When the read of the node these facts come from started; null before the first read. At most 1 s old while no operation runs (see docs/architecture.md, the status path).',
+    }),
   })
   .meta({ id: 'NodeStatus' });

@@ -31,6 +31,8 @@ export interface ProbeRoutesOptions {
   metrics: Metrics;
   readiness: () => Readiness;
   logger: Logger;
+  /** Brings what /metrics shows of the node up to date before a scrape is rendered (the engine's `freshen`). */
+  beforeScrape?: () => Promise<unknown>;
 }
 
 export interface AppOptions extends ProbeRoutesOptions {
@@ -115,6 +117,7 @@ function registerProbeRoutes(app: FastifyInstance, o: ProbeRoutesOptions): void 
       .send(r.ready ? { status: 'ready' } : { status: 'not ready', reasons: r.reasons });
   });
   app.get('/metrics', async (_req, reply) => {
+    await o.beforeScrape?.();
     const body = await o.metrics.registry.metrics();
     return reply.type(o.metrics.registry.contentType).send(body);
   });

@@ -4,6 +4,12 @@ import { formatAge, table, toneOf, wrapText } from '../output.js';
 
 type Status = MethodTypes['status']['result'];
 
+/**
+ * Node facts older than this are shown with their age: agentd answers facts at most 1 s old unless
+ * an operation runs or a read of the node is slow (docs/architecture.md, "The status path").
+ */
+const OLD_FACTS_MS = 2000;
+
 export async function runStatus(ctx: CliContext): Promise<void> {
   const status = await ctx.client().call('status');
   ctx.out.result(status, () => renderStatus(status, ctx, Date.now()));
@@ -48,6 +54,8 @@ export function renderStatus(s: Status, ctx: CliContext, now: number): string {
       ]),
     ]),
   );
+  const age = node.observedAt === null ? 0 : now - Date.parse(node.observedAt);
+  if (age >= OLD_FACTS_MS) lines.push(p(`(machines as read ${formatAge(age)} ago)`, 'dim'));
   lines.push('');
   const op = s.operation;
   lines.push(

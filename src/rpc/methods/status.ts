@@ -68,7 +68,7 @@ export const status = defineMethod({
   name: 'status',
   summary: 'Daemon, node, machines, and the current and last operation.',
   description:
-    'Cheap and safe to poll: node facts come from a snapshot re-read when it is older than 5 s and before an operation is reported ended, so the status right after an operation shows its effect. The answer is serialized once per change of anything it shows (docs/architecture.md, the status path).',
+    'Safe to poll: the node facts are at most 1 s old (node.observedAt), read again before the answer when older, except while an operation runs; they are read again before an operation is reported ended, so the status right after an operation shows its effect. The answer is serialized once per change of anything it shows (docs/architecture.md, the status path).',
   mutating: false,
   errors: [],
   params: z.strictObject({}),
@@ -76,7 +76,7 @@ export const status = defineMethod({
   // Polled by scripts and monitoring: the answer is serialized once per change of any input.
   version: (services) => services.statusVersion.value,
   handler: async (_params, { services }) => {
-    const engine = services.engine.status();
+    const engine = await services.engine.status();
     return {
       daemon: services.daemonInfo(),
       node: engine.node,

@@ -3,8 +3,10 @@
  * one), idempotency keys, cancel before and after the point of no return, no-op and dry run.
  */
 import { describe, expect, it, vi } from 'vitest';
+import type { Clock } from '../../../src/host/types.js';
+import { createManualClock } from '../../support/manual-clock.js';
 import type { NodeDrainOps } from '../../../src/engine/drain-ops.js';
-import { Engine } from '../../../src/engine/engine.js';
+import { Engine, STATUS_MAX_AGE_MS, STATUS_READ_WAIT_MS } from '../../../src/engine/engine.js';
 import { readJournal, writeJournal } from '../../../src/engine/journal.js';
 import { writeNodeState } from '../../../src/engine/node-state.js';
 import type { NodeDrainer } from '../../../src/engine/update.js';
@@ -15,7 +17,7 @@ import { config, createEngineFixture, makeJournal, silentLogger, type EngineFixt
 
 const BASE = config();
 
-function createEngine(f: EngineFixture, extra: { statusMaxAgeMs?: number } = {}): Engine {
+function createEngine(f: EngineFixture, extra: { statusMaxAgeMs?: number; clock?: Clock } = {}): Engine {
   return new Engine({
     paths: f.paths,
     stateDir: f.stateDir,
@@ -29,6 +31,22 @@ function createEngine(f: EngineFixture, extra: { statusMaxAgeMs?: number } = {})
     verifyTimeoutMs: 1000,
     ...extra,
   });
+}
+
+/**
+ * An engine on a clock that moves only when the test says (the fixture's clock ends every sleep at
+ * once, so a deadline would pass before any read could end), on a node joined to kube1 by its files.
+ */
+async function statusEngine(extra: { statusMaxAgeMs?: number } = {}) {
+  const f = await createEngineFixture();
+  const clock = createManualClock();
+  await f.applied.write('kube1', structuredClone(BASE));
+  await writeNodeState(f.stateDir, 'kube1', new Date(clock.now()));
+  f.machines.running.add('kube1');
+  await f.machines.startServices('kube1');
+  const engine = createEngine(f, { ...extra, clock });
+  await engine.start();
+  return { f, clock, engine };
 }
 
 /** An engine on a node joined to kube1 with BASE. */
@@ -55,7 +73,7 @@ async function settle<T>(p: Promise<T>): Promise<{ value?: T; error?: AgentError
 describe('Engine: one operation at a time', () => {
   it('a join with the default config, then status shows kube1 active', async () => {
     const { engine } = await joinedEngine();
-    const { node, operation, lastOperation } = engine.status();
+    const { node, operation, lastOperation } = await engine.status();
     expect(node.activeMachine).toBe('kube1');
     expect(node.applied?.kubernetesVersion).toBe('1.34.0');
     expect(operation).toBeNull();
@@ -104,7 +122,7 @@ describe('Engine: one operation at a time', () => {
     const held = f.log.hold('stage kube2');
     const waiting = engine.update({ ...to('1.35.0'), wait: true });
     await held.reached;
-    const running = engine.status().operation;
+    const running = (await engine.status()).operation;
     expect(running).not.toBeNull();
     // Before the fix this call queued behind the admission and then ran a second update.
     await expect(engine.update(to('1.36.0'))).rejects.toMatchObject({
@@ -207,7 +225,7 @@ describe('Engine: cancel', () => {
     expect(done.state).toBe('cancelled');
     expect(f.log.calls).not.toContain('stop kube1');
     expect(f.log.calls).toContain('remove kube2');
-    expect(engine.status().node.activeMachine).toBe('kube1');
+    expect((await engine.status()).node.activeMachine).toBe('kube1');
   });
 
   it('after stop: PRECONDITION_FAILED naming the phase, and the update completes', async () => {
@@ -266,37 +284,99 @@ describe('Engine: cancel', () => {
 });
 
 describe('Engine.statusVersion', () => {
-  it('moves on once the snapshot is older than statusMaxAgeMs on the injected clock, and the next status re-reads the node', async () => {
-    const f = await createEngineFixture();
-    const engine = createEngine(f, { statusMaxAgeMs: 5000 });
-    await engine.start();
+  it('moves on once the snapshot is older than statusMaxAgeMs on the injected clock, and the next status reads the node first', async () => {
+    const { f, clock, engine } = await statusEngine({ statusMaxAgeMs: 5000 });
     const fresh = engine.statusVersion.value;
-    engine.status();
-    f.clock.advance(4999);
-    // No refresh while the snapshot is young.
+    const first = await engine.status();
+    expect(first.node.observedAt).toBe(new Date(clock.now()).toISOString());
+    await clock.advance(4999);
+    // No read while the snapshot is young.
     expect(engine.statusVersion.value).toBe(fresh);
     const inspect = vi.spyOn(f.machines, 'inspect');
-    engine.status();
+    expect((await engine.status()).node.observedAt).toBe(first.node.observedAt);
     expect(inspect).not.toHaveBeenCalled();
-    f.clock.advance(1);
+    await clock.advance(1);
     const old = engine.statusVersion.value;
     expect(old).toBeGreaterThan(fresh);
-    // The first status after the age starts one refresh; the version moves on once it is done.
-    engine.status();
-    engine.status();
-    await vi.waitFor(() => expect(engine.statusVersion.value).toBeGreaterThan(old));
-    expect(inspect).toHaveBeenCalled();
+    // Past the age, status answers after a read; callers meanwhile share that one read.
+    const [a, b] = await Promise.all([engine.status(), engine.status()]);
+    expect(inspect).toHaveBeenCalledTimes(2); // one read: kube1 and kube2
+    expect(engine.statusVersion.value).toBeGreaterThan(old);
+    for (const s of [a, b]) expect(s.node.observedAt).toBe(new Date(clock.now()).toISOString());
     // The new snapshot is young again: nothing moves until the clock does.
     const renewed = engine.statusVersion.value;
-    f.clock.advance(4999);
+    await clock.advance(4999);
     expect(engine.statusVersion.value).toBe(renewed);
+    await engine.status();
+    expect(inspect).toHaveBeenCalledTimes(2);
+    await engine.shutdown(0);
+  });
+
+  it('shows a change on the node made behind its back at the first status past the age (1 s by default)', async () => {
+    const { f, clock, engine } = await statusEngine();
+    expect((await engine.status()).node).toMatchObject({ activeMachine: 'kube1', serving: true });
+    f.machines.running.delete('kube1');
+    // Within the age the snapshot stands (observedAt says how old it is)...
+    await clock.advance(STATUS_MAX_AGE_MS - 1);
+    expect((await engine.status()).node).toMatchObject({ serving: true });
+    // ...and the first status past it reads the node before answering.
+    await clock.advance(1);
+    const after = (await engine.status()).node;
+    expect(after).toMatchObject({ serving: false });
+    expect(after.machines.find((m) => m.name === 'kube1')?.kubelet).toBe('inactive');
+    expect(after.observedAt).toBe(new Date(clock.now()).toISOString());
+    await engine.shutdown(0);
+  });
+
+  it('answers the old facts with a warning that names their age when a read takes longer than 2 s', async () => {
+    const { f, clock, engine } = await statusEngine();
+    const observed = (await engine.status()).node.observedAt;
+    await clock.advance(STATUS_MAX_AGE_MS);
+    let open!: () => void;
+    f.machines.inspectGate = new Promise<void>((r) => (open = r));
+    let answered = false;
+    const waiting = engine.status().finally(() => (answered = true));
+    // The caller waits for the read, STATUS_READ_WAIT_MS on the injected clock...
+    await clock.advance(STATUS_READ_WAIT_MS - 1);
+    expect(answered).toBe(false);
+    // ...then answers what it has, and says so.
+    await clock.advance(1);
+    const slow = await waiting;
+    expect(slow.node.observedAt).toBe(observed);
+    expect(slow.node.warnings).toContain(
+      `the node's facts are from ${observed}: a read of the node has not finished in 2 s`,
+    );
+    // A caller while that read still runs does not wait again.
+    expect((await engine.status()).node.warnings.some((w) => w.includes('has not finished'))).toBe(true);
+    const version = engine.statusVersion.value;
+    open();
+    f.machines.inspectGate = null;
+    await vi.waitFor(() => expect(engine.statusVersion.value).toBeGreaterThan(version));
+    const done = await engine.status();
+    expect(done.node.observedAt).not.toBe(observed);
+    expect(done.node.warnings.some((w) => w.includes('has not finished'))).toBe(false);
+    await engine.shutdown(0);
+  });
+
+  it('does not read the node for status while an operation runs', async () => {
+    const { f, engine } = await joinedEngine();
+    const held = f.log.hold('stage kube2');
+    const running = engine.update({ ...to('1.35.0'), wait: true });
+    await held.reached;
+    f.clock.advance(10 * STATUS_MAX_AGE_MS);
+    const inspect = vi.spyOn(f.machines, 'inspect');
+    const during = await engine.status();
+    expect(during.operation).not.toBeNull();
+    expect(inspect).not.toHaveBeenCalled();
+    held.release();
+    expect((await running).state).toBe('succeeded');
     await engine.shutdown(0);
   });
 
   it('stays the same while nothing changed, and moves on with an operation', async () => {
     const { engine } = await joinedEngine();
     const first = engine.statusVersion.value;
-    engine.status();
+    await engine.status();
     expect(engine.statusVersion.value).toBe(first);
     const noop = await engine.update({ wait: true, requestedBy: 'test' });
     expect(noop.state).toBe('succeeded');
@@ -366,8 +446,8 @@ describe('Engine: an uncordon recovery had to leave pending', () => {
     return { engine, kube };
   }
 
-  const pendingWarning = (engine: Engine): string | undefined =>
-    engine.status().node.warnings.find((w) => w.includes('still cordoned'));
+  const pendingWarning = async (engine: Engine): Promise<string | undefined> =>
+    (await engine.status()).node.warnings.find((w) => w.includes('still cordoned'));
 
   it('recovery without Kubernetes defers it; once ready and available, agentd uncordons and clears the flag', async () => {
     const f = await createEngineFixture();
@@ -376,7 +456,7 @@ describe('Engine: an uncordon recovery had to leave pending', () => {
     const report = await engine.start();
     expect(report).toMatchObject({ ok: true, uncordonPending: true, activeMachine: 'kube1' });
     expect(engine.pendingUncordon).toBe(id);
-    expect(pendingWarning(engine)).toBe(
+    expect(await pendingWarning(engine)).toBe(
       `the node is still cordoned by interrupted operation ${id}: run agentctl uncordon`,
     );
 
@@ -389,7 +469,7 @@ describe('Engine: an uncordon recovery had to leave pending', () => {
       closed: true,
       uncordonPending: false,
     });
-    expect(pendingWarning(engine)).toBeUndefined();
+    expect(await pendingWarning(engine)).toBeUndefined();
     // Nothing left to do the second time.
     expect(await engine.completePendingUncordon()).toBe('none');
     expect(kube.uncordons).toBe(1);
@@ -407,7 +487,7 @@ describe('Engine: an uncordon recovery had to leave pending', () => {
     expect(engine.pendingUncordon).toBe(id);
     expect(await readJournal(f.stateDir)).toMatchObject({ uncordonPending: true });
     await engine.refreshNode();
-    expect(pendingWarning(engine)).toContain(id);
+    expect(await pendingWarning(engine)).toContain(id);
   });
 
   it("an operator's uncordon clears the pending flag", async () => {
@@ -420,7 +500,7 @@ describe('Engine: an uncordon recovery had to leave pending', () => {
     expect(op.state).toBe('succeeded');
     expect(engine.pendingUncordon).toBeNull();
     expect(await readJournal(f.stateDir)).toMatchObject({ operationId: id, uncordonPending: false });
-    expect(pendingWarning(engine)).toBeUndefined();
+    expect(await pendingWarning(engine)).toBeUndefined();
   });
 
   it('an update while it is pending carries it in its journal; agentd uncordons after the update once it can', async () => {

@@ -26,12 +26,15 @@ function createEngine(f: EngineFixture): Engine {
   });
 }
 
-/** What `status` showed when each operation's final event was published, by operation id. */
-function statusAtEnd(f: EngineFixture, engine: Engine): Map<string, NodeStatus> {
-  const seen = new Map<string, NodeStatus>();
+/** What `status` showed when asked as each operation's final event was published, by operation id. */
+function statusAtEnd(f: EngineFixture, engine: Engine): Map<string, Promise<NodeStatus>> {
+  const seen = new Map<string, Promise<NodeStatus>>();
   f.events.subscribe((_seq, e) => {
     if (e.type === 'operation' && FINAL_STATES.has(e.operation.state)) {
-      seen.set(e.operation.id, structuredClone(engine.status().node));
+      seen.set(
+        e.operation.id,
+        engine.status().then((s) => structuredClone(s.node)),
+      );
     }
   });
   return seen;
@@ -46,7 +49,7 @@ describe('read-your-writes', () => {
 
     const join = await engine.update({ wait: true, requestedBy: 'test' });
     expect(join.state).toBe('succeeded');
-    expect(atEnd.get(join.id)).toMatchObject({
+    expect(await atEnd.get(join.id)).toMatchObject({
       activeMachine: 'kube1',
       applied: { kubernetesVersion: '1.34.0' },
     });
@@ -57,14 +60,14 @@ describe('read-your-writes', () => {
       requestedBy: 'test',
     });
     expect(update.state).toBe('succeeded');
-    expect(atEnd.get(update.id)).toMatchObject({
+    expect(await atEnd.get(update.id)).toMatchObject({
       activeMachine: 'kube2',
       applied: { kubernetesVersion: '1.35.0' },
     });
 
     const reset = await engine.reset({ wait: true, requestedBy: 'test' });
     expect(reset.state).toBe('succeeded');
-    expect(atEnd.get(reset.id)).toMatchObject({ activeMachine: null, applied: null });
+    expect(await atEnd.get(reset.id)).toMatchObject({ activeMachine: null, applied: null });
     await engine.shutdown(0);
   });
 
@@ -77,7 +80,10 @@ describe('read-your-writes', () => {
     f.events.subscribe((_seq, e) => {
       if (e.type === 'operation' && FINAL_STATES.has(e.operation.state)) {
         const id = e.operation.id;
-        seen ??= engine.waitOperation(id, undefined).then(() => structuredClone(engine.status().node));
+        seen ??= engine
+          .waitOperation(id, undefined)
+          .then(() => engine.status())
+          .then((s) => structuredClone(s.node));
       }
     });
     const op = await engine.update({ wait: true, requestedBy: 'test' });
@@ -91,7 +97,7 @@ describe('read-your-writes', () => {
     const f = await createEngineFixture();
     const engine = createEngine(f);
     await engine.start();
-    expect(engine.status().node.activeMachine).toBeNull();
+    expect((await engine.status()).node.activeMachine).toBeNull();
     let open!: () => void;
     f.machines.inspectGate = new Promise<void>((r) => (open = r));
     // An older read is under way (held in inspect) when the node changes...
@@ -105,7 +111,7 @@ describe('read-your-writes', () => {
     f.machines.inspectGate = null;
     await older;
     await newer;
-    expect(engine.status().node.activeMachine).toBe('kube1');
+    expect((await engine.status()).node.activeMachine).toBe('kube1');
     await engine.shutdown(0);
   });
 });

@@ -50,7 +50,7 @@ describe('repair', () => {
     const { f, engine } = await joined();
     crash(f);
     await engine.refreshNode();
-    expect(engine.status().node).toMatchObject({
+    expect((await engine.status()).node).toMatchObject({
       serving: false,
       servingReason: expect.stringMatching(/kube1 is not running/),
     });
@@ -65,7 +65,7 @@ describe('repair', () => {
       requestedBy: 'agentd',
     });
     expect(op!.reason).toMatch(/kube1 is not running/);
-    expect(engine.status().node).toMatchObject({
+    expect((await engine.status()).node).toMatchObject({
       serving: true,
       servingReason: null,
       repair: { state: 'idle' },
@@ -83,7 +83,7 @@ describe('repair', () => {
     crash(off.f);
     await off.engine.checkRepair();
     expect(off.f.log.calls).toEqual([]);
-    expect(off.engine.status().node.repair).toMatchObject({ state: 'off' });
+    expect((await off.engine.status()).node.repair).toMatchObject({ state: 'off' });
   });
 
   it('never fights a running operation: an update holds the slot, the repair waits', async () => {
@@ -105,10 +105,10 @@ describe('repair', () => {
     f.log.fail('start kube1', undefined, true);
     f.clock.sleeps.length = 0;
     engine.startRepair();
-    for (let i = 0; i < 200 && engine.status().node.repair?.state !== 'gave_up'; i++) {
+    for (let i = 0; i < 200 && (await engine.status()).node.repair?.state !== 'gave_up'; i++) {
       await new Promise((r) => setTimeout(r, 5));
     }
-    const node = engine.status().node;
+    const node = (await engine.status()).node;
     expect(node.repair).toMatchObject({
       state: 'gave_up',
       failures: 4,
@@ -133,7 +133,7 @@ describe('repair', () => {
       await f.clock.sleep(1_000);
       await engine.checkRepair();
     }
-    expect(engine.status().node.repair?.state).toBe('gave_up');
+    expect((await engine.status()).node.repair?.state).toBe('gave_up');
     const update = await engine.update({
       set: { kubernetesVersion: '1.35.0' },
       requestedBy: 'test',
@@ -141,6 +141,6 @@ describe('repair', () => {
     });
     expect(update.state).toBe('succeeded');
     await engine.checkRepair();
-    expect(engine.status().node.repair).toMatchObject({ state: 'idle', failures: 0 });
+    expect((await engine.status()).node.repair).toMatchObject({ state: 'idle', failures: 0 });
   });
 });

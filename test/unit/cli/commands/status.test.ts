@@ -53,6 +53,8 @@ const joined: Status = {
     cordoned: false,
     warnings: ['kube2 has a leftover rootfs'],
     repair: null,
+    // Read before the running operation started: older than a status read now.
+    observedAt: '2026-03-01T11:58:30Z',
   },
   operation: operation({
     id: 'op-2',
@@ -94,6 +96,7 @@ const fresh: Status = {
     cordoned: null,
     warnings: [],
     repair: null,
+    observedAt: null,
   },
   operation: null,
   lastOperation: null,
@@ -112,6 +115,7 @@ describe('renderStatus', () => {
         'MACHINE  STATE    KUBELET',
         'kube1    running  active    (active)',
         'kube2    absent   inactive',
+        '(machines as read 1m 30s ago)',
         '',
         'operation op-2  update  running  phase provision',
         'last      op-1  update  rolled_back  1h 0m ago  kubelet did not become active',
@@ -145,6 +149,15 @@ describe('renderStatus', () => {
     expect(renderStatus(down, ctx(false), NOW).split('\n')[0]).toBe(
       'serving   NO  the active machine kube1 is not running',
     );
+  });
+
+  it('says how old the machines are only when they were read more than 2 s ago', () => {
+    const at = (ms: number) => ({
+      ...joined,
+      node: { ...joined.node, observedAt: new Date(NOW - ms).toISOString() },
+    });
+    expect(renderStatus(at(1900), ctx(false), NOW)).not.toContain('as read');
+    expect(renderStatus(at(2000), ctx(false), NOW)).toContain('\n(machines as read 2s ago)\n');
   });
 
   it('says "not joined" once the daemon is ready, not while it recovers', () => {
