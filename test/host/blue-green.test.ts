@@ -3,7 +3,8 @@
  * with `--host systemd` in a real systemd host, provisions real nspawn machines from a real
  * registry. Join (kube1), switch to kube2 with another version and image, back to kube1, no-op.
  * Then the node check: it asks machined and the machines' systemd over D-Bus, agrees with what
- * the commands say, and sees a kubelet stopped behind agentd's back (repair starts it again).
+ * the commands say, and sees a kubelet stopped behind agentd's back: in the next `status` past
+ * 1 s, and in repair, which starts it again.
  */
 import { setTimeout as delay } from 'node:timers/promises';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -139,11 +140,23 @@ describe.skipIf(!requireRealHost())('blue/green on a real systemd host', { timeo
   });
 
   it(
-    'sees a kubelet stopped behind its back, over D-Bus, and repair starts it again',
+    'sees a kubelet stopped behind its back, over D-Bus, in the next status and in repair, which starts it again',
     { timeout: 120_000 },
     async () => {
       const cursor = await agentdCursor();
       await node.host.execOk(['systemctl', '--machine=kube1', 'stop', 'kubelet.service']);
+      // Past 1 s after anything agentd read, a status reads the node before it answers.
+      const stoppedAt = Date.now();
+      await delay(1200);
+      const first = await node.agentctlJson<StatusJson>(['status']);
+      if (first.operation === null) {
+        expect(Date.parse(first.node.observedAt ?? '')).toBeGreaterThanOrEqual(stoppedAt);
+        expect(first.node.serving).toBe(false);
+        expect(first.node.machines.find((x) => x.name === 'kube1')).toMatchObject({ kubelet: 'inactive' });
+      } else {
+        // Repair's own check (every 30 s) came first: the node is not read during its operation.
+        expect(first.operation.kind).toBe('repair');
+      }
       // Repair checks every 30 s; give it two checks and the repair itself.
       const deadline = Date.now() + 90_000;
       let status: StatusJson;

@@ -33,6 +33,8 @@ export interface StatusJson {
     applied: { kubernetesVersion: string; image: string; hash: string } | null;
     machines: Array<{ name: MachineName; state: string; kubelet: string }>;
     warnings: string[];
+    serving: boolean;
+    observedAt: string | null;
   };
   operation: OperationJson | null;
   lastOperation: OperationJson | null;
