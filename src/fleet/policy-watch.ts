@@ -9,6 +9,7 @@ import type { Logger } from 'pino';
 import { describeError } from '../errors.js';
 import type { Clock } from '../host/types.js';
 import type { ConfigMapRecord, FleetObjects } from '../kube/index.js';
+import { watchOnce } from '../kube/watch-once.js';
 import type { Metrics } from '../metrics/metrics.js';
 import { Backoff, WATCH_BACKOFF, type BackoffPolicy } from '../retry/backoff.js';
 import { Pulse } from './pulse.js';
@@ -69,7 +70,6 @@ export function createPolicyWatch(o: PolicyWatchOptions): PolicyWatch {
   let stopped = false;
   const stopController = new AbortController();
   let loop: Promise<void> | null = null;
-  let stopWatch: (() => void) | null = null;
 
   const changed = new Pulse();
   const set = (next: PolicyState): void => {
@@ -132,35 +132,21 @@ export function createPolicyWatch(o: PolicyWatchOptions): PolicyWatch {
   async function run(): Promise<void> {
     const backoff = new Backoff(o.backoff ?? WATCH_BACKOFF);
     while (!stopped) {
-      let failed: unknown = null;
-      try {
-        const ended = new Promise<unknown>((resolve) => {
-          void o.objects
-            .watchConfigMap(
-              POLICY_CONFIGMAP,
-              (cm) => {
-                apply(cm);
-                backoff.reset();
-              },
-              (e) => apply(e.type === 'DELETED' ? null : e.configMap),
-              (err) => resolve(err),
-            )
-            .then(
-              (stop) => {
-                stopWatch = stop;
-                if (stopped) stop();
-              },
-              (err: unknown) => resolve(err ?? new Error('watch failed')),
-            );
-          stopController.signal.addEventListener('abort', () => resolve(null), { once: true });
-        });
-        failed = await ended;
-        if (failed === null && state.error !== null && state.errorField === null && !state.present) {
-          set({ ...state, error: null });
-        }
-      } finally {
-        stopWatch?.();
-        stopWatch = null;
+      const failed = await watchOnce(
+        (onDone) =>
+          o.objects.watchConfigMap(
+            POLICY_CONFIGMAP,
+            (cm) => {
+              apply(cm);
+              backoff.reset();
+            },
+            (e) => apply(e.type === 'DELETED' ? null : e.configMap),
+            onDone,
+          ),
+        stopController.signal,
+      );
+      if (failed === null && state.error !== null && state.errorField === null && !state.present) {
+        set({ ...state, error: null });
       }
       if (stopped) return;
       if (failed !== null) {

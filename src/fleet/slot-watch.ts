@@ -10,6 +10,7 @@ import type { Logger } from 'pino';
 import { describeError } from '../errors.js';
 import type { Clock } from '../host/types.js';
 import type { FleetObjects, LeaseRecord, LeaseWatchEvent } from '../kube/index.js';
+import { watchOnce } from '../kube/watch-once.js';
 import { Backoff, WATCH_BACKOFF, type BackoffPolicy } from '../retry/backoff.js';
 import { Pulse } from './pulse.js';
 
@@ -76,30 +77,21 @@ export function createSlotWatch(o: SlotWatchOptions): SlotWatch {
     const backoff = new Backoff(o.backoff ?? WATCH_BACKOFF);
     while (users > 0 && !stopped) {
       const { signal } = idle;
-      let stopWatch: (() => void) | null = null;
-      let failed: unknown = null;
+      let failed: unknown;
       try {
-        failed = await new Promise<unknown>((resolve) => {
-          signal.addEventListener('abort', () => resolve(null), { once: true });
-          o.objects
-            .watchLeases(
+        failed = await watchOnce(
+          (onDone) =>
+            o.objects.watchLeases(
               (leases) => {
                 onList(leases);
                 backoff.reset();
               },
               onEvent,
-              (err) => resolve(err),
-            )
-            .then(
-              (stop) => {
-                stopWatch = stop;
-                if (signal.aborted) stop();
-              },
-              (err: unknown) => resolve(err ?? new Error('watch failed')),
-            );
-        });
+              onDone,
+            ),
+          signal,
+        );
       } finally {
-        (stopWatch as (() => void) | null)?.();
         synced = false;
       }
       if (failed !== null && !signal.aborted) {

@@ -5,11 +5,12 @@
  * with KUBE_CONFLICT (409) instead of being overwritten. A create of an existing name is a
  * KUBE_CONFLICT with `data.kubeReason` `AlreadyExists`.
  */
-import { V1MicroTime, Watch } from '@kubernetes/client-node';
+import { V1MicroTime } from '@kubernetes/client-node';
 import type { KubeConfig, CoordinationV1Api, CoreV1Api } from '@kubernetes/client-node';
 import * as z from 'zod';
 import type { AgentError } from '../errors.js';
 import { isObjectNotFound, kubeStatusOf, toKubeError } from './api-errors.js';
+import { listThenWatch } from './list-watch.js';
 import { parseKubeObject } from './schemas.js';
 
 const microTimeSchema = z.union([z.string(), z.date()]).nullish();
@@ -239,7 +240,7 @@ export function createFleetObjects(o: {
       ),
     async watchConfigMap(name, onList, onEvent, onDone) {
       const selector = `metadata.name=${name}`;
-      return listThenWatch({
+      return listThenWatch(o.kc, {
         what: `ConfigMap ${namespace}/${name}`,
         list: () => core.listNamespacedConfigMap({ namespace, fieldSelector: selector }),
         path: `/api/v1/namespaces/${namespace}/configmaps`,
@@ -253,7 +254,7 @@ export function createFleetObjects(o: {
       });
     },
     async watchLeases(onList, onEvent, onDone) {
-      return listThenWatch({
+      return listThenWatch(o.kc, {
         what: `slot Leases in ${namespace}`,
         list: () => coordination.listNamespacedLease({ namespace, labelSelector: SLOT_SELECTOR }),
         path: `/apis/coordination.k8s.io/v1/namespaces/${namespace}/leases`,
@@ -267,61 +268,6 @@ export function createFleetObjects(o: {
       });
     },
   };
-
-  /**
-   * List, hand the items to `onList`, then watch from the list's resourceVersion. Events other
-   * than ERROR go to `onChange` (a decode error ends the watch with that error); `onDone` is
-   * called once when the watch ends by itself, never after the returned stop function ran.
-   */
-  async function listThenWatch(w: {
-    what: string;
-    list: () => Promise<{ items: unknown[]; metadata?: { resourceVersion?: string } }>;
-    path: string;
-    query: Record<string, string>;
-    onList: (items: unknown[]) => void;
-    onChange: (type: 'ADDED' | 'MODIFIED' | 'DELETED', object: unknown) => void;
-    onDone: (err: AgentError | null) => void;
-  }): Promise<() => void> {
-    const what = `watch ${w.what}`;
-    const list = await call(`list ${w.what}`, w.list);
-    w.onList(list.items);
-    let done = false;
-    let aborted = false;
-    const finish = (err: AgentError | null): void => {
-      if (done) return;
-      done = true;
-      if (!aborted) w.onDone(err);
-    };
-    const controller = await call(what, () =>
-      new Watch(o.kc).watch(
-        w.path,
-        { ...w.query, resourceVersion: list.metadata?.resourceVersion },
-        (type, object: unknown) => {
-          if (done) return;
-          try {
-            if (type === 'ADDED' || type === 'MODIFIED' || type === 'DELETED') w.onChange(type, object);
-            else if (type === 'ERROR') {
-              const st = object as { message?: string; code?: number };
-              finish(
-                toKubeError(
-                  Object.assign(new Error(st.message ?? 'watch error'), { statusCode: st.code }),
-                  what,
-                ),
-              );
-            }
-          } catch (err) {
-            finish(toKubeError(err, what));
-          }
-        },
-        (err: unknown) => finish(err === null || err === undefined ? null : toKubeError(err, what)),
-      ),
-    );
-    return () => {
-      aborted = true;
-      done = true;
-      controller.abort();
-    };
-  }
 }
 
 /** True for a create that found the name taken (409 AlreadyExists). */
