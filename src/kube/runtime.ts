@@ -8,3 +8,4 @@ export { createNodeDrainer } from './drain.js';
 export { createMachineApi } from './machine.js';
 export { createMachineWatch } from './watch.js';
 export { getNodeHealth } from './node-health.js';
+export { createNodeWatch } from './node-watch.js';

@@ -11,9 +11,11 @@ import type { AgentConfig } from '../config/agent-config.js';
 import type { DaemonConfig } from '../config/daemon-config.js';
 import { PreconditionFailedError, describeError } from '../errors.js';
 import type { Clock } from '../host/types.js';
+import { Backoff, WATCH_BACKOFF, type BackoffPolicy } from '../retry/backoff.js';
 import type { KubeClients, KubeClientsUnavailable, createKubeClients } from './client.js';
 import type { CordonResult, DrainOptions, DrainResult, UncordonResult } from './drain.js';
 import type * as KubeRuntimeModule from './runtime.js';
+import { watchOnce } from './watch-once.js';
 
 /** The lazily loaded client code (`src/kube/runtime.ts`). */
 export type KubeRuntime = typeof KubeRuntimeModule;
@@ -41,6 +43,8 @@ export interface KubeSessionOptions {
   createClients?: typeof createKubeClients;
   /** Called whenever the cordon as last seen changes (`status` shows it). */
   onCordonChange?: () => void;
+  /** Restarts of the watch of this node's Node object (default WATCH_BACKOFF). */
+  cordonBackoff?: BackoffPolicy;
 }
 
 /** The session's clients with what they were built for, once Kubernetes is available. */
@@ -72,6 +76,12 @@ export interface KubeSession {
   readonly nodeOps: NodeOps;
   /** Ask the API server whether the node is cordoned (best effort). */
   refreshCordoned(): Promise<void>;
+  /**
+   * Follow this node's cordon until `signal` aborts: a watch of its Node object, restarted with
+   * backoff when it fails. Without the right to list and watch Nodes (a ClusterRole older than
+   * deploy/rbac.yaml) it reads the Node once, says so in the log, and stops. Never throws.
+   */
+  followCordon(signal: AbortSignal): Promise<void>;
   /** Throws INVALID_CONFIG when `--kubeconfig` cannot be loaded (called before serving). */
   validate(): Promise<void>;
 }
@@ -175,6 +185,9 @@ export function createKubeSession(o: KubeSessionOptions): KubeSession {
   let cordonState: boolean | null = null;
   /** The cordon as last seen; `status` shows it. */
   const setCordoned = (value: boolean | null): void => {
+    // The watch sees every change of the Node (kubelet's status updates too): only a new value
+    // changes what `status` shows.
+    if (value === cordonState) return;
     cordonState = value;
     o.onCordonChange?.();
   };
@@ -202,6 +215,45 @@ export function createKubeSession(o: KubeSessionOptions): KubeSession {
       setCordoned(read.spec?.unschedulable === true);
     } catch {
       // Best effort: the state stays as last seen.
+    }
+  }
+
+  async function followCordon(signal: AbortSignal): Promise<void> {
+    const backoff = new Backoff(o.cordonBackoff ?? WATCH_BACKOFF);
+    while (!signal.aborted) {
+      let failed: unknown;
+      let node = '';
+      try {
+        const b = await bound();
+        node = b.node;
+        const watchNode = b.runtime.createNodeWatch({ kc: b.clients.kc, core: b.core });
+        failed = await watchOnce(
+          (onDone) =>
+            watchNode(
+              b.node,
+              (n) => {
+                setCordoned(n === null ? null : n.unschedulable);
+                backoff.reset();
+              },
+              onDone,
+            ),
+          signal,
+        );
+      } catch (err) {
+        failed = err;
+      }
+      if (failed === null || signal.aborted) continue;
+      if ((failed as { data?: { reason?: unknown } }).data?.reason === 'Forbidden') {
+        logger.warn(
+          { err: describeError(failed), node },
+          'cannot watch this node’s Node object (its ClusterRole lacks list and watch on nodes: apply deploy/rbac.yaml); status shows the cordon agentd last saw',
+        );
+        await refreshCordoned();
+        return;
+      }
+      const retryInMs = backoff.next();
+      logger.warn({ err: describeError(failed), node, retryInMs }, 'watch of this node’s Node object failed');
+      await clock.sleep(retryInMs, signal).catch(() => undefined);
     }
   }
 
@@ -244,6 +296,7 @@ export function createKubeSession(o: KubeSessionOptions): KubeSession {
     node: bound,
     nodeOps,
     refreshCordoned,
+    followCordon,
     load,
     async validate() {
       // Load the client code only when a credential source may exist, before the daemon is ready.

@@ -3,7 +3,8 @@
  * Kubernetes session has what it needs (credentials, a Machine name), looks again whenever an
  * operation ends (a join brings both), keeps the reason why it does not run for `status`, and
  * stops it at shutdown. The watcher's code (and @kubernetes/client-node with it) is loaded only
- * when it starts.
+ * when it starts. With the watcher it starts the watch of this node's cordon that `status` shows
+ * (`KubeSession.followCordon`); with `--no-watch`, `status` shows the cordon agentd last saw.
  */
 import type { Logger } from 'pino';
 import type { AgentConfig } from '../config/agent-config.js';
@@ -59,6 +60,9 @@ export function createWatcherSupervisor(o: WatcherSupervisorOptions): WatcherSup
   let unsubscribe: (() => void) | null = null;
   let checking: Promise<void> | null = null;
   let checkAgain = false;
+  /** The watch of this node's cordon (started with the watcher), and what stops it. */
+  let cordonFollowed: Promise<void> | null = null;
+  const stopCordon = new AbortController();
 
   function whyNoWatcher(): string | null {
     if (config.watch === false) return 'disabled by --no-watch';
@@ -96,7 +100,8 @@ export function createWatcherSupervisor(o: WatcherSupervisorOptions): WatcherSup
     });
     changed();
     watcher.start();
-    void session.refreshCordoned();
+    // The Node is the one the Machine names (`spec.kubernetes.nodeRef`), so with the watcher.
+    cordonFollowed ??= session.followCordon(stopCordon.signal);
   }
 
   /** Log and show a new reason why the watcher does not run. */
@@ -156,7 +161,8 @@ export function createWatcherSupervisor(o: WatcherSupervisorOptions): WatcherSup
       stopped = true;
       unsubscribe?.();
       await checking;
-      await watcher?.stop();
+      stopCordon.abort();
+      await Promise.all([watcher?.stop(), cordonFollowed]);
     },
   };
 }

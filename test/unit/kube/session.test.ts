@@ -1,12 +1,15 @@
+import { mkdtemp, rm, writeFile } from 'node:fs/promises';
+import os from 'node:os';
+import path from 'node:path';
 import pino from 'pino';
-import { describe, expect, it, vi } from 'vitest';
+import { describe, expect, it, onTestFinished, vi } from 'vitest';
 import { agentConfigSchema } from '../../../src/config/agent-config.js';
 import type { AgentConfig } from '../../../src/config/agent-config.js';
 import { createKubeClients } from '../../../src/kube/index.js';
 import { createKubeSession } from '../../../src/kube/session.js';
 import type { KubeSessionOptions } from '../../../src/kube/session.js';
 import { makeAgentConfig } from '../../support/agent-config.js';
-import { createTestClock } from '../../support/fake-kube.js';
+import { createTestClock, startFakeKube } from '../../support/fake-kube.js';
 
 function make(config: Partial<KubeSessionOptions['config']>, applied: () => AgentConfig | null) {
   const createClients = vi.fn(createKubeClients);
@@ -59,5 +62,43 @@ describe('createKubeSession', () => {
     const { session } = make({ machineName: 'other' }, () => applied);
     expect(session.machineName()).toBe('other');
     expect((await session.connect()).machineName).toBe('other');
+  });
+});
+
+describe('followCordon', () => {
+  it('follows the Node through a watch, and retries with a growing backoff while the API server fails', async () => {
+    const kube = await startFakeKube();
+    onTestFinished(() => kube.close());
+    kube.addNode('w1', {});
+    const dir = await mkdtemp(path.join(os.tmpdir(), 'agentd-session-'));
+    onTestFinished(() => rm(dir, { recursive: true, force: true }));
+    const kubeconfig = path.join(dir, 'kubeconfig');
+    await writeFile(kubeconfig, kube.kubeconfigYaml());
+    const clock = createTestClock();
+    const changes = vi.fn();
+    const session = createKubeSession({
+      config: { kubeconfig, machineName: 'w1', watch: null, crdGroup: 'unbounded-cloud.io', host: 'systemd' },
+      appliedConfig: () => null,
+      logger: pino({ level: 'silent' }),
+      clock,
+      env: {},
+      onCordonChange: changes,
+      cordonBackoff: { baseMs: 100, maxMs: 1000, random: () => 1 },
+    });
+    // Three lists of the Node fail (500) before one is answered.
+    kube.failNext(3, { status: 500, match: { resource: 'nodes', verb: 'list' } });
+    const stop = new AbortController();
+    const following = session.followCordon(stop.signal);
+    await vi.waitFor(() => expect(session.nodeOps.cordoned()).toBe(false));
+    expect(clock.sleeps).toEqual([100, 200, 400]);
+    expect(changes).toHaveBeenCalledTimes(1);
+    // A change of the Node that is not its cordon (kubelet's status) changes nothing shown.
+    kube.setNodeStatus('w1', { ready: false });
+    kube.patchNode('w1', { spec: { unschedulable: true } });
+    await vi.waitFor(() => expect(session.nodeOps.cordoned()).toBe(true));
+    expect(changes).toHaveBeenCalledTimes(2);
+    stop.abort();
+    await following;
+    expect(kube.countRequests({ resource: 'nodes', verb: 'watch' })).toBe(1);
   });
 });
