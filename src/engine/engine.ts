@@ -42,6 +42,7 @@ import {
   type NodeDrainer,
   type UpdateDeps,
 } from './update.js';
+import { NodeRepair, type RepairPolicy } from './repair.js';
 
 /** How long a dry run's preflight checks may take. */
 const DRY_RUN_PREFLIGHT_MS = 60_000;
@@ -53,7 +54,6 @@ export const STATUS_MAX_AGE_MS = 1000;
  * are answered, with a warning that says how old they are.
  */
 export const STATUS_READ_WAIT_MS = 2000;
-import { NodeRepair, type RepairPolicy } from './repair.js';
 
 export interface EngineOptions {
   paths: HostPaths;
@@ -331,7 +331,7 @@ export class Engine {
   async status(): Promise<EngineStatus> {
     const slow = !(await this.freshen());
     const last = this.#store.list({ limit: 2 }).find((op) => op.id !== this.#slot.current?.id) ?? null;
-    // the cordon state comes from the last cordon/drain/uncordon agentd saw.
+    // The cordon comes from the Kubernetes session: agentd's own cordons and its watch of the Node.
     const cordoned = this.#o.nodeOps?.cordoned() ?? this.#snap.node.cordoned;
     const warnings = [...this.#snap.node.warnings, ...this.#engineWarnings()];
     if (slow) {
