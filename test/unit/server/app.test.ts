@@ -7,7 +7,13 @@ import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
 import { EventBus, type EngineEvent } from '../../../src/engine/events.js';
 import { createMetrics } from '../../../src/metrics/metrics.js';
 import type { Dispatcher } from '../../../src/rpc/dispatcher.js';
-import { createAdminApp, createMetricsApp, RPC_BODY_LIMIT, type Readiness } from '../../../src/server/app.js';
+import {
+  createAdminApp,
+  createMetricsApp,
+  RPC_BODY_LIMIT,
+  type ProbeRoutesOptions,
+  type Readiness,
+} from '../../../src/server/app.js';
 import { listenUnix } from '../../../src/server/socket.js';
 import { requestUnix } from '../../support/daemon.js';
 
@@ -45,6 +51,17 @@ function adminApp(readiness: Readiness = { ready: true, reasons: [] }) {
     sseHeartbeatMs: 60_000,
   });
   return { app, seen, events };
+}
+
+/** The admin app with only what its probe routes use given (the /metrics test, both apps alike). */
+function createAdminAppForScrape(o: ProbeRoutesOptions) {
+  return createAdminApp({
+    ...o,
+    dispatcher: fakeDispatcher().dispatcher,
+    events: new EventBus(),
+    openapi: () => ({}),
+    currentOperationEvents: () => [],
+  });
 }
 
 describe('admin app /rpc (the bare endpoint in front of fastify)', () => {
@@ -243,6 +260,22 @@ describe('probes', () => {
       expect((await app.inject({ method: 'GET', url })).statusCode, url).toBe(404);
     }
     await app.close();
+  });
+});
+
+describe('/metrics before a scrape', () => {
+  it('brings the node gauges up to date first, on both apps, and renders what that set', async () => {
+    for (const make of [createMetricsApp, createAdminAppForScrape]) {
+      const metrics = createMetrics({ version: 'test', collectDefaults: false });
+      const beforeScrape = vi.fn(async () => {
+        metrics.nodeServing.set(1);
+      });
+      const app = make({ metrics, logger, readiness: () => ({ ready: true, reasons: [] }), beforeScrape });
+      const res = await app.inject({ method: 'GET', url: '/metrics' });
+      expect(beforeScrape).toHaveBeenCalledTimes(1);
+      expect(res.body).toContain('agentd_node_serving 1');
+      await app.close();
+    }
   });
 });
 
