@@ -224,6 +224,11 @@ export class FakeKube {
     return this.store.get(NODES.key, undefined, name);
   }
 
+  /** Delete a node (its watchers see DELETED). */
+  deleteNode(name: string): void {
+    this.store.remove(NODES.key, undefined, name);
+  }
+
   /** Merge-patch a node behind agentd's back (e.g. an admin's cordon). */
   patchNode(name: string, patch: Json): KubeObject {
     return this.crud.patch(NODES, undefined, name, patch, 'application/merge-patch+json');
