@@ -19,6 +19,11 @@
  *     ≤ 0.05 s per minute. The per-10-second CPU shows the checks.
  * Both are read after the join, right after the install, and again after a second update
  * (kube1 → kube2, a new Kubernetes version) by the same daemon, as every later update is.
+ * (c) Then what a script polling `agentctl status` once a second for POLL seconds (60) costs:
+ *     `status` reads the node before it answers when its last read is more than 1 s old
+ *     (docs/architecture.md, "The status path"). agentd's CPU per call over its idle CPU of (b)
+ *     after the second update, and how old the node facts were when answered. No target: it is
+ *     what docs/operations.md quotes.
  *
  * The node has no cluster (the suite's nodes run with `watch: false`): the Machine watcher's
  * share is measured by bench/footprint.ts. Prints tables and ratios; asserts nothing.
@@ -26,7 +31,7 @@
  * Needs what the real-host suite needs (root, systemd-container, skopeo, docker-registry; .ci/run
  * installs them) and a release: `npm run build && npm run release`, then
  *
- *   npx tsx bench/real-footprint.ts      (BENCH_IDLE=30 BENCH_CPU_WINDOW=60)
+ *   npx tsx bench/real-footprint.ts      (BENCH_IDLE=30 BENCH_CPU_WINDOW=60 BENCH_POLL=60)
  */
 import { copyFile, mkdir, writeFile } from 'node:fs/promises';
 import path from 'node:path';
@@ -39,6 +44,7 @@ import { renderTable } from './lib/table.js';
 
 const IDLE_S = Number(process.env.BENCH_IDLE ?? 30);
 const CPU_WINDOW_S = Number(process.env.BENCH_CPU_WINDOW ?? 60);
+const POLL_S = Number(process.env.BENCH_POLL ?? 60);
 const SAMPLE_S = 10;
 const TARGET_RSS_MIB = 80;
 const TARGET_CPU_S_PER_MIN = 0.05;
@@ -126,6 +132,24 @@ async function measure(node: RealNode, since: number): Promise<Reading> {
   };
 }
 
+/** (c) `agentctl status` once a second for POLL_S: agentd's CPU, and the age of the node facts. */
+async function measurePolling(
+  node: RealNode,
+): Promise<{ calls: number; cpuSPerMin: number; ages: number[] }> {
+  const before = await unitCpuMs(node, 'agentd.service');
+  const t0 = Date.now();
+  const ages: number[] = [];
+  while (Date.now() - t0 < POLL_S * 1000) {
+    const next = Date.now() + 1000;
+    const s = await node.agentctlJson<{ node: { observedAt: string | null } }>(['status']);
+    ages.push(Date.now() - Date.parse(s.node.observedAt ?? ''));
+    await sleep(Math.max(0, next - Date.now()));
+  }
+  const minutes = (Date.now() - t0) / 60_000;
+  const cpuSPerMin = ((await unitCpuMs(node, 'agentd.service')) - before) / 1000 / minutes;
+  return { calls: ages.length, cpuSPerMin, ages: ages.sort((a, b) => a - b) };
+}
+
 async function main(): Promise<void> {
   const tmp = await makeTempDir('agentd-bench-real-footprint-');
   try {
@@ -152,6 +176,7 @@ async function main(): Promise<void> {
         throw new Error(`second update: ${JSON.stringify(update)}\n${await node.journal()}`);
       }
       const later = await measure(node, Date.now());
+      const polled = await measurePolling(node);
 
       const end = IDLE_S + CPU_WINDOW_S;
       const row = (label: string, r: Reading, who: 'agentd' | 'baseline'): string[] => [
@@ -193,6 +218,13 @@ async function main(): Promise<void> {
             `(target ≤ ${TARGET_CPU_S_PER_MIN} s/min: ${r.cpu.agentd <= TARGET_CPU_S_PER_MIN ? 'met' : 'not met'})`,
         );
       }
+      const perCallMs = ((polled.cpuSPerMin - later.cpu.agentd) * 1000 * (POLL_S / 60)) / polled.calls;
+      const median = polled.ages[Math.floor(polled.ages.length / 2)] ?? NaN;
+      console.log(
+        `\n(c) status once a second for ${POLL_S} s (${polled.calls} calls): agentd CPU ${polled.cpuSPerMin.toFixed(3)} s/min, ` +
+          `${(polled.cpuSPerMin / Math.max(later.cpu.agentd, 0.001)).toFixed(1)}× its idle CPU of (b), ${perCallMs.toFixed(1)} ms per call over it; ` +
+          `node facts ${median} ms old at the answer (median), ${polled.ages.at(-1) ?? NaN} ms at most`,
+      );
     } finally {
       await node.stop();
     }
