@@ -9,7 +9,7 @@ import type { Logger } from 'pino';
 import { describeError } from '../errors.js';
 import type { Clock } from '../host/types.js';
 import type { ConfigMapRecord, FleetObjects } from '../kube/index.js';
-import { watchOnce } from '../kube/watch-once.js';
+import { watchFailure, watchOnce } from '../kube/watch-once.js';
 import type { Metrics } from '../metrics/metrics.js';
 import { Backoff, WATCH_BACKOFF, type BackoffPolicy } from '../retry/backoff.js';
 import { Pulse } from './pulse.js';
@@ -132,19 +132,22 @@ export function createPolicyWatch(o: PolicyWatchOptions): PolicyWatch {
   async function run(): Promise<void> {
     const backoff = new Backoff(o.backoff ?? WATCH_BACKOFF);
     while (!stopped) {
-      const failed = await watchOnce(
-        (onDone) =>
+      const run = await watchOnce(
+        (onDone, delivered) =>
           o.objects.watchConfigMap(
             POLICY_CONFIGMAP,
-            (cm) => {
-              apply(cm);
-              backoff.reset();
+            apply,
+            (e) => {
+              delivered();
+              apply(e.type === 'DELETED' ? null : e.configMap);
             },
-            (e) => apply(e.type === 'DELETED' ? null : e.configMap),
             onDone,
           ),
         stopController.signal,
+        { clock: o.clock },
       );
+      if (run.established) backoff.reset();
+      const failed = watchFailure(run, `ConfigMap ${o.objects.namespace}/${POLICY_CONFIGMAP}`);
       if (failed === null && state.error !== null && state.errorField === null && !state.present) {
         set({ ...state, error: null });
       }

@@ -10,7 +10,7 @@ import type { Logger } from 'pino';
 import { describeError } from '../errors.js';
 import type { Clock } from '../host/types.js';
 import type { FleetObjects, LeaseRecord, LeaseWatchEvent } from '../kube/index.js';
-import { watchOnce } from '../kube/watch-once.js';
+import { watchFailure, watchOnce } from '../kube/watch-once.js';
 import { Backoff, WATCH_BACKOFF, type BackoffPolicy } from '../retry/backoff.js';
 import { Pulse } from './pulse.js';
 
@@ -79,18 +79,21 @@ export function createSlotWatch(o: SlotWatchOptions): SlotWatch {
       const { signal } = idle;
       let failed: unknown;
       try {
-        failed = await watchOnce(
-          (onDone) =>
+        const run = await watchOnce(
+          (onDone, delivered) =>
             o.objects.watchLeases(
-              (leases) => {
-                onList(leases);
-                backoff.reset();
+              onList,
+              (e) => {
+                delivered();
+                onEvent(e);
               },
-              onEvent,
               onDone,
             ),
           signal,
+          { clock: o.clock },
         );
+        if (run.established) backoff.reset();
+        failed = watchFailure(run, `the slot Leases in ${o.objects.namespace}`);
       } finally {
         synced = false;
       }

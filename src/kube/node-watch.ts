@@ -32,26 +32,27 @@ function toNode(value: unknown): NodeRecord {
 }
 
 /**
- * Follow the Node `name`: `onNode` gets it as listed, then at every change (null: there is no
- * such Node, or it was deleted); `onDone` is called once when the watch ends by itself (null:
- * the server closed it). Returns a function that stops the watch.
+ * Follow the Node `name`: `onList` gets it as listed, `onEvent` at every change after that (null:
+ * there is no such Node, or it was deleted); `onDone` is called once when the watch ends by itself
+ * (null: the server closed it). Returns a function that stops the watch.
  */
 export type WatchNode = (
   name: string,
-  onNode: (node: NodeRecord | null) => void,
+  onList: (node: NodeRecord | null) => void,
+  onEvent: (node: NodeRecord | null) => void,
   onDone: (err: AgentError | null) => void,
 ) => Promise<() => void>;
 
 export function createNodeWatch(o: { kc: KubeConfig; core: CoreV1Api }): WatchNode {
-  return (name, onNode, onDone) => {
+  return (name, onList, onEvent, onDone) => {
     const fieldSelector = `metadata.name=${name}`;
     return listThenWatch(o.kc, {
       what: `Node ${name}`,
       list: () => o.core.listNode({ fieldSelector }),
       path: '/api/v1/nodes',
       query: { fieldSelector },
-      onList: (items) => onNode(items[0] === undefined ? null : toNode(items[0])),
-      onChange: (type, object) => onNode(type === 'DELETED' ? null : toNode(object)),
+      onList: (items) => onList(items[0] === undefined ? null : toNode(items[0])),
+      onChange: (type, object) => onEvent(type === 'DELETED' ? null : toNode(object)),
       onDone,
     });
   };

@@ -15,7 +15,8 @@ import { Backoff, WATCH_BACKOFF, type BackoffPolicy } from '../retry/backoff.js'
 import type { KubeClients, KubeClientsUnavailable, createKubeClients } from './client.js';
 import type { CordonResult, DrainOptions, DrainResult, UncordonResult } from './drain.js';
 import type * as KubeRuntimeModule from './runtime.js';
-import { watchOnce } from './watch-once.js';
+import type { NodeRecord } from './node-watch.js';
+import { watchFailure, watchOnce } from './watch-once.js';
 
 /** The lazily loaded client code (`src/kube/runtime.ts`). */
 export type KubeRuntime = typeof KubeRuntimeModule;
@@ -227,18 +228,23 @@ export function createKubeSession(o: KubeSessionOptions): KubeSession {
         const b = await bound();
         node = b.node;
         const watchNode = b.runtime.createNodeWatch({ kc: b.clients.kc, core: b.core });
-        failed = await watchOnce(
-          (onDone) =>
+        const show = (n: NodeRecord | null): void => setCordoned(n === null ? null : n.unschedulable);
+        const run = await watchOnce(
+          (onDone, delivered) =>
             watchNode(
               b.node,
+              show,
               (n) => {
-                setCordoned(n === null ? null : n.unschedulable);
-                backoff.reset();
+                delivered();
+                show(n);
               },
               onDone,
             ),
           signal,
+          { clock },
         );
+        if (run.established) backoff.reset();
+        failed = watchFailure(run, `Node ${node}`);
       } catch (err) {
         failed = err;
       }

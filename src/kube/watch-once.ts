@@ -2,37 +2,87 @@
  * One run of a list+watch (src/kube/list-watch.ts) inside a caller's restart loop: the fleet's
  * policy and slot watches and the watch of this node's cordon each loop over it with their own
  * backoff. No client code is loaded here.
+ *
+ * The loops follow the Machine watcher's rule (docs/watcher.md): a failure streak ends only once
+ * a watch is **established** — it delivered an event after its list, or stayed open
+ * `establishedAfterMs` — never because a list was answered. A watch the server ends after that
+ * resumes at once; one it ends before is a failure like any other, so an API server or proxy
+ * that accepts watches and drops them at once sees fewer and fewer requests, not a storm.
  */
+import { KubeUnavailableError } from '../errors.js';
+import type { Clock } from '../host/types.js';
+
+/** A watch open this long counts as established even without events (as the Machine watcher's). */
+export const WATCH_ESTABLISHED_AFTER_MS = 30_000;
+
+/** How one run of a watch ended. */
+export interface WatchRun {
+  /** Its error; null when the server closed it or the signal aborted. */
+  end: unknown;
+  /** It delivered an event after its list, or stayed open `establishedAfterMs`. */
+  established: boolean;
+}
 
 /**
- * Open a watch with `open` (which calls its `onDone` once when the watch ends by itself) and
- * resolve when it ends: with its error, with null when the server closed it or when `signal`
- * aborts. The watch is stopped before this resolves, and one that `open` hands over late is
- * stopped at once. Never rejects: a watch that cannot be opened resolves with that error.
+ * Open a watch with `open` and resolve when it ends: `open` gets `onDone`, to call once when the
+ * watch ends by itself (null: the server closed it), and `delivered`, to call for every event
+ * after the list. The watch is stopped before this resolves, and one that `open` hands over late
+ * is stopped at once. Never rejects: a watch that cannot be opened ends with that error.
  */
 export async function watchOnce(
-  open: (onDone: (err: unknown) => void) => Promise<() => void>,
+  open: (onDone: (err: unknown) => void, delivered: () => void) => Promise<() => void>,
   signal: AbortSignal,
-): Promise<unknown> {
-  if (signal.aborted) return null;
+  o: { clock: Pick<Clock, 'now'>; establishedAfterMs?: number },
+): Promise<WatchRun> {
+  if (signal.aborted) return { end: null, established: false };
   let stop: (() => void) | null = null;
   let ended = false;
+  let established = false;
+  let openedAt: number | null = null;
   let onAbort: (() => void) | null = null;
   try {
-    return await new Promise<unknown>((resolve) => {
+    const end = await new Promise<unknown>((resolve) => {
       onAbort = () => resolve(null);
       signal.addEventListener('abort', onAbort, { once: true });
-      open((err) => resolve(err)).then(
+      open(
+        (err) => resolve(err),
+        () => {
+          established = true;
+        },
+      ).then(
         (s) => {
           if (ended) s();
-          else stop = s;
+          else {
+            stop = s;
+            openedAt = o.clock.now();
+          }
         },
         (err: unknown) => resolve(err ?? new Error('watch failed')),
       );
     });
+    const openFor = openedAt === null ? 0 : o.clock.now() - openedAt;
+    return {
+      end,
+      established: established || openFor >= (o.establishedAfterMs ?? WATCH_ESTABLISHED_AFTER_MS),
+    };
   } finally {
     ended = true;
     if (onAbort !== null) signal.removeEventListener('abort', onAbort);
     (stop as (() => void) | null)?.();
   }
+}
+
+/**
+ * What a restart loop retries after a run: the run's error, or, for a watch the server closed
+ * before it was established, an error that says so. Null when the watch resumes at once.
+ */
+export function watchFailure(run: WatchRun, what: string): unknown {
+  if (run.end !== null) return run.end;
+  if (run.established) return null;
+  return new KubeUnavailableError(
+    `watch ${what}: the API server closed the watch before it delivered anything`,
+    {
+      data: { reason: 'WatchClosed' },
+    },
+  );
 }

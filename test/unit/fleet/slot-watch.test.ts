@@ -75,17 +75,28 @@ describe('the slot watch', () => {
     await expect.poll(() => kube.openWatches).toBe(1);
     const lists = (): number => kube.countRequests({ resource: 'leases', verb: 'list' });
     expect(lists()).toBe(1);
-    // Ended by the server: listed and watched again at once, no clock moving.
+    // Ended by the server after it had served (open 30 s, as the server's own timeout ends it
+    // after minutes): listed and watched again at once.
+    await clock.advance(30_000);
     kube.cutWatches();
     await expect.poll(lists).toBe(2);
     await expect.poll(() => kube.openWatches).toBe(1);
+    // Ended before it delivered anything or had been open a while (a proxy that drops watches):
+    // a failure, retried after the watch backoff, not at once.
+    kube.cutWatches();
+    await expect.poll(() => clock.pending).toBe(1); // the backoff's sleep
+    expect(lists()).toBe(2);
+    await clock.advance(1_000); // the first retry comes within 0.25–0.5 s
+    await expect.poll(lists).toBe(3);
+    await expect.poll(() => kube.openWatches).toBe(1);
+    await clock.advance(30_000);
     // A failing list: the view is out of sync until the retry, after the watch backoff.
     kube.failNext(1, { status: 500, match: { resource: 'leases', verb: 'list' } });
     kube.cutWatches();
-    await expect.poll(lists).toBe(3);
+    await expect.poll(lists).toBe(4);
     expect(watch.snapshot()).toBeNull();
     await clock.advance(1_000); // the first retry comes within 0.25–0.5 s
-    await expect.poll(lists).toBe(4);
+    await expect.poll(lists).toBe(5);
     await expect.poll(() => watch.snapshot()).not.toBeNull();
     await expect.poll(() => kube.openWatches).toBe(1);
   });

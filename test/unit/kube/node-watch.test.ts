@@ -23,7 +23,14 @@ describe('createNodeWatch', () => {
   async function follow(name: string) {
     const seen: Array<NodeRecord | null> = [];
     const done = vi.fn<(err: AgentError | null) => void>();
-    stops.push(await watchNode(name, (n) => seen.push(n), done));
+    stops.push(
+      await watchNode(
+        name,
+        (n) => seen.push(n),
+        (n) => seen.push(n),
+        done,
+      ),
+    );
     return { seen, done };
   }
 

@@ -102,3 +102,41 @@ describe('followCordon', () => {
     expect(kube.countRequests({ resource: 'nodes', verb: 'watch' })).toBe(1);
   });
 });
+
+describe('followCordon against a server that drops watches at once', () => {
+  it('backs off more and more instead of watching again at once, until a watch delivers', async () => {
+    const kube = await startFakeKube();
+    onTestFinished(() => kube.close());
+    kube.addNode('w1', {});
+    const dir = await mkdtemp(path.join(os.tmpdir(), 'agentd-session-'));
+    onTestFinished(() => rm(dir, { recursive: true, force: true }));
+    const kubeconfig = path.join(dir, 'kubeconfig');
+    await writeFile(kubeconfig, kube.kubeconfigYaml());
+    const clock = createTestClock();
+    const session = createKubeSession({
+      config: { kubeconfig, machineName: 'w1', watch: null, crdGroup: 'unbounded-cloud.io', host: 'systemd' },
+      appliedConfig: () => null,
+      logger: pino({ level: 'silent' }),
+      clock,
+      env: {},
+      cordonBackoff: { baseMs: 100, maxMs: 1000, random: () => 1 },
+    });
+    // Every list is answered; every watch is cut as soon as it is open.
+    const stopCutting = kube.cutWatchesEvery(5);
+    const stop = new AbortController();
+    const following = session.followCordon(stop.signal);
+    await vi.waitFor(() => expect(clock.sleeps.length).toBeGreaterThanOrEqual(4), { timeout: 5000 });
+    expect(clock.sleeps.slice(0, 4)).toEqual([100, 200, 400, 800]);
+    stopCutting();
+    // A watch that delivers an event is established: the streak is over.
+    await vi.waitFor(() => expect(kube.openWatches).toBe(1), { timeout: 5000 });
+    kube.patchNode('w1', { spec: { unschedulable: true } });
+    await vi.waitFor(() => expect(session.nodeOps.cordoned()).toBe(true));
+    const before = clock.sleeps.length;
+    kube.cutWatches();
+    await vi.waitFor(() => expect(kube.openWatches).toBe(1));
+    expect(clock.sleeps.length).toBe(before); // resumed at once, no backoff
+    stop.abort();
+    await following;
+  });
+});

@@ -1,15 +1,18 @@
 import { getEventListeners } from 'node:events';
 import { describe, expect, it, vi } from 'vitest';
-import { watchOnce } from '../../../src/kube/watch-once.js';
+import { watchFailure, watchOnce, WATCH_ESTABLISHED_AFTER_MS } from '../../../src/kube/watch-once.js';
+import { createManualClock } from '../../support/manual-clock.js';
 
-/** A watch `open` the test drives: it hands over `stop` when told, and ends when told. */
+/** A watch `open` the test drives: it hands over `stop` when told, delivers and ends when told. */
 function scripted() {
   const stop = vi.fn();
   let onDone: ((err: unknown) => void) | null = null;
+  let onEvent: (() => void) | null = null;
   let handOver!: (s: () => void) => void;
   let refuse!: (err: unknown) => void;
-  const open = vi.fn((done: (err: unknown) => void) => {
+  const open = vi.fn((done: (err: unknown) => void, delivered: () => void) => {
     onDone = done;
+    onEvent = delivered;
     return new Promise<() => void>((resolve, reject) => {
       handOver = resolve;
       refuse = reject;
@@ -18,50 +21,69 @@ function scripted() {
   return {
     open,
     stop,
-    opened: () => handOver(stop),
+    opened: async () => {
+      handOver(stop);
+      await Promise.resolve();
+    },
     refuse: (err: unknown) => refuse(err),
+    deliver: () => onEvent?.(),
     end: (err: unknown) => onDone?.(err),
   };
 }
 
 describe('watchOnce', () => {
-  it('resolves with the error the watch ended with, and stops it', async () => {
+  const clock = createManualClock();
+  const live = () => new AbortController().signal;
+
+  it('ends with the error the watch ended with, and stops it', async () => {
     const w = scripted();
-    const run = watchOnce(w.open, new AbortController().signal);
-    w.opened();
-    await Promise.resolve();
+    const run = watchOnce(w.open, live(), { clock });
+    await w.opened();
     const err = new Error('500');
     w.end(err);
-    expect(await run).toBe(err);
+    expect(await run).toEqual({ end: err, established: false });
     expect(w.stop).toHaveBeenCalledTimes(1);
   });
 
-  it('resolves null when the server closed the watch', async () => {
-    const w = scripted();
-    const run = watchOnce(w.open, new AbortController().signal);
-    w.opened();
-    w.end(null);
-    expect(await run).toBeNull();
+  it('is established by an event after the list, or by staying open long enough, not by being answered', async () => {
+    const quiet = scripted();
+    const a = watchOnce(quiet.open, live(), { clock });
+    await quiet.opened();
+    quiet.end(null);
+    expect(await a).toEqual({ end: null, established: false });
+
+    const eventful = scripted();
+    const b = watchOnce(eventful.open, live(), { clock });
+    await eventful.opened();
+    eventful.deliver();
+    eventful.end(null);
+    expect(await b).toEqual({ end: null, established: true });
+
+    const long = scripted();
+    const c = watchOnce(long.open, live(), { clock });
+    await long.opened();
+    await clock.advance(WATCH_ESTABLISHED_AFTER_MS);
+    long.end(null);
+    expect(await c).toEqual({ end: null, established: true });
   });
 
-  it('resolves with the error of a watch that could not be opened', async () => {
+  it('ends with the error of a watch that could not be opened', async () => {
     const w = scripted();
-    const run = watchOnce(w.open, new AbortController().signal);
+    const run = watchOnce(w.open, live(), { clock });
     const err = new Error('forbidden');
     w.refuse(err);
-    expect(await run).toBe(err);
+    expect((await run).end).toBe(err);
     expect(w.stop).not.toHaveBeenCalled();
   });
 
-  it('resolves null when the signal aborts, and stops a watch handed over after that at once', async () => {
+  it('ends when the signal aborts, and stops a watch handed over after that at once', async () => {
     const w = scripted();
     const stop = new AbortController();
-    const run = watchOnce(w.open, stop.signal);
+    const run = watchOnce(w.open, stop.signal, { clock });
     stop.abort();
-    expect(await run).toBeNull();
+    expect((await run).end).toBeNull();
     expect(w.stop).not.toHaveBeenCalled();
-    w.opened();
-    await Promise.resolve();
+    await w.opened();
     expect(w.stop).toHaveBeenCalledTimes(1);
   });
 
@@ -69,17 +91,30 @@ describe('watchOnce', () => {
     const aborted = new AbortController();
     aborted.abort();
     const w = scripted();
-    expect(await watchOnce(w.open, aborted.signal)).toBeNull();
+    expect(await watchOnce(w.open, aborted.signal, { clock })).toEqual({ end: null, established: false });
     expect(w.open).not.toHaveBeenCalled();
 
-    const signal = new AbortController().signal;
+    const signal = live();
     for (let i = 0; i < 20; i += 1) {
       const x = scripted();
-      const run = watchOnce(x.open, signal);
-      x.opened();
+      const run = watchOnce(x.open, signal, { clock });
+      await x.opened();
       x.end(null);
       await run;
     }
     expect(getEventListeners(signal, 'abort')).toHaveLength(0);
+  });
+});
+
+describe('watchFailure', () => {
+  it('resumes an established watch the server ended; anything else is a failure to back off from', () => {
+    expect(watchFailure({ end: null, established: true }, 'Node w1')).toBeNull();
+    const err = new Error('500');
+    expect(watchFailure({ end: err, established: true }, 'Node w1')).toBe(err);
+    expect(watchFailure({ end: null, established: false }, 'Node w1')).toMatchObject({
+      code: 'KUBE_UNAVAILABLE',
+      message: 'watch Node w1: the API server closed the watch before it delivered anything',
+      data: { reason: 'WatchClosed' },
+    });
   });
 });
