@@ -252,7 +252,7 @@ export function createKubeSession(o: KubeSessionOptions): KubeSession {
       if ((failed as { data?: { reason?: unknown } }).data?.reason === 'Forbidden') {
         logger.warn(
           { err: describeError(failed), node },
-          'cannot watch this node’s Node object (its ClusterRole lacks list and watch on nodes: apply deploy/rbac.yaml); status shows the cordon agentd last saw',
+          'cannot watch this node’s Node object (its ClusterRole lacks list and watch on nodes: apply deploy/rbac.yaml, then restart agentd); until then status shows the cordon agentd last saw',
         );
         await refreshCordoned();
         return;
