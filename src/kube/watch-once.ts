@@ -38,7 +38,9 @@ export async function watchOnce(
   let stop: (() => void) | null = null;
   let ended = false;
   let established = false;
-  let openedAt: number | null = null;
+  // From the request on: a list that takes its time counts too, and a test that moves the clock
+  // once the server holds the watch does not race the client's answer.
+  const openedAt = o.clock.now();
   let onAbort: (() => void) | null = null;
   try {
     const end = await new Promise<unknown>((resolve) => {
@@ -52,10 +54,7 @@ export async function watchOnce(
       ).then(
         (s) => {
           if (ended) s();
-          else {
-            stop = s;
-            openedAt = o.clock.now();
-          }
+          else stop = s;
         },
         (err: unknown) => resolve(err ?? new Error('watch failed')),
       );

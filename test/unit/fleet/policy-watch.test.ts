@@ -5,13 +5,14 @@ import { createFleetObjects } from '../../../src/kube/fleet-objects.js';
 import { createPolicyWatch, type PolicyWatch } from '../../../src/fleet/policy-watch.js';
 import { createMetrics } from '../../../src/metrics/metrics.js';
 import { startFakeKube, type FakeKube } from '../../support/fake-kube.js';
-import { createManualClock } from '../../support/manual-clock.js';
+import { createManualClock, type ManualClock } from '../../support/manual-clock.js';
 
 const NS = 'agentd-system';
 
 describe('the fleet policy watch', () => {
   let kube: FakeKube;
   let watch: PolicyWatch;
+  let clock: ManualClock;
   const metrics = createMetrics({ version: 't', collectDefaults: false });
 
   beforeEach(async () => {
@@ -23,9 +24,10 @@ describe('the fleet policy watch', () => {
       coordination: kc.makeApiClient(CoordinationV1Api),
       namespace: NS,
     });
+    clock = createManualClock();
     watch = createPolicyWatch({
       objects,
-      clock: createManualClock(),
+      clock,
       logger: pino({ level: 'silent' }),
       metrics,
     });
@@ -47,6 +49,23 @@ describe('the fleet policy watch', () => {
     expect((await metrics.fleetPaused.get()).values[0]?.value).toBe(1);
     kube.deleteConfigMap(NS, 'agentd-fleet');
     await vi.waitFor(() => expect(watch.current()).toBeNull());
+  });
+
+  it('watches again at once after a watch that served, and after the backoff when one is dropped at once', async () => {
+    watch.start();
+    await kube.whenWatching();
+    const watches = (): number => kube.countRequests({ resource: 'configmaps', verb: 'watch' });
+    // Open 30 s (the server's own timeout ends a watch after minutes): ended, watched again at once.
+    await clock.advance(30_000);
+    kube.cutWatches();
+    await vi.waitFor(() => expect(watches()).toBe(2));
+    await vi.waitFor(() => expect(kube.openWatches).toBe(1));
+    // Dropped before it delivered anything (a proxy that drops watches): not at once.
+    kube.cutWatches();
+    await vi.waitFor(() => expect(clock.pending).toBe(1)); // the backoff's sleep
+    expect(watches()).toBe(2);
+    await clock.advance(1_000); // the first retry comes within 0.25–0.5 s
+    await vi.waitFor(() => expect(watches()).toBe(3));
   });
 
   it('never half-applies a bad policy: it reports the field and keeps the last good one', async () => {
