@@ -14,6 +14,7 @@ import type { Logger } from 'pino';
 import { AgentError, KubeUnavailableError, NotFoundError, describeError } from '../errors.js';
 import type { Clock } from '../host/types.js';
 import { isWatchExpired } from '../kube/index.js';
+import { WATCH_ESTABLISHED_AFTER_MS } from '../kube/watch-once.js';
 import type { MachineApi, MachineWatchEvent, MachineWatchHandle, WatchMachine } from '../kube/index.js';
 import type { Metrics } from '../metrics/metrics.js';
 import { Backoff } from '../retry/backoff.js';
@@ -45,8 +46,6 @@ interface WatchOutcome {
   established: boolean;
 }
 
-const DEFAULT_ESTABLISHED_AFTER_MS = 30_000;
-
 /** Run until `signal` aborts. Never throws: every failure is logged, counted and retried. */
 export async function runWatchLoop(o: WatchLoopOptions, signal: AbortSignal): Promise<void> {
   const { name, metrics, state, logger } = o;
@@ -54,7 +53,7 @@ export async function runWatchLoop(o: WatchLoopOptions, signal: AbortSignal): Pr
   let relist = true;
   let resourceVersion: string | undefined;
   const backoff = new Backoff(o.backoff);
-  const establishedAfterMs = o.establishedAfterMs ?? DEFAULT_ESTABLISHED_AFTER_MS;
+  const establishedAfterMs = o.establishedAfterMs ?? WATCH_ESTABLISHED_AFTER_MS;
   /** Set once the open stream delivered something: the API server really serves watches. */
   let established = false;
   /** Ends the open watch stream (set while one is open). */
