@@ -3,8 +3,8 @@
  * Kubernetes session has what it needs (credentials, a Machine name), looks again whenever an
  * operation ends (a join brings both), keeps the reason why it does not run for `status`, and
  * stops it at shutdown. The watcher's code (and @kubernetes/client-node with it) is loaded only
- * when it starts. With the watcher it starts the watch of this node's cordon that `status` shows
- * (`KubeSession.followCordon`); with `--no-watch`, `status` shows the cordon agentd last saw.
+ * when it starts. Once Kubernetes is available, with or without the watcher (`--no-watch`), it
+ * also starts the watch of this node's cordon that `status` shows (`KubeSession.followCordon`).
  */
 import type { Logger } from 'pino';
 import type { AgentConfig } from '../config/agent-config.js';
@@ -60,7 +60,7 @@ export function createWatcherSupervisor(o: WatcherSupervisorOptions): WatcherSup
   let unsubscribe: (() => void) | null = null;
   let checking: Promise<void> | null = null;
   let checkAgain = false;
-  /** The watch of this node's cordon (started with the watcher), and what stops it. */
+  /** The watch of this node's cordon, and what stops it. */
   let cordonFollowed: Promise<void> | null = null;
   const stopCordon = new AbortController();
 
@@ -74,6 +74,8 @@ export function createWatcherSupervisor(o: WatcherSupervisorOptions): WatcherSup
     await o.refreshNode?.().catch(() => undefined);
     await session.load();
     if (stopped || watcher !== null) return;
+    // This node's cordon, for `status`: followed whenever Kubernetes is available, watcher or not.
+    if (session.unavailableReason() === null) cordonFollowed ??= session.followCordon(stopCordon.signal);
     const why = whyNoWatcher();
     if (why !== null) {
       noteWhyOff(why);
@@ -100,8 +102,6 @@ export function createWatcherSupervisor(o: WatcherSupervisorOptions): WatcherSup
     });
     changed();
     watcher.start();
-    // The Node is the one the Machine names (`spec.kubernetes.nodeRef`), so with the watcher.
-    cordonFollowed ??= session.followCordon(stopCordon.signal);
   }
 
   /** Log and show a new reason why the watcher does not run. */

@@ -1,6 +1,6 @@
 /**
  * `status.node.cordoned` follows the node's Node object (a watch of its name), through the real
- * daemon (`--sim`, `--kubeconfig`, the Machine watcher on) and the fake API server: a `kubectl
+ * daemon (`--sim`, `--kubeconfig`, with the Machine watcher and without) and the fake API server: a `kubectl
  * cordon` or `uncordon` behind agentd's back shows in `status`. With the rights of
  * deploy/rbac.yaml it watches; with an older ClusterRole that cannot list and watch nodes it
  * reads the Node once and says why in its log. Needs `npm run build`.
@@ -16,7 +16,7 @@ import { rolesOfDeployRbac } from '../support/rbac-rules.js';
 const NODE = 'sim-node';
 const TOKEN = 'abcdef.0123456789abcdef';
 
-async function setup(role: FakeRole): Promise<{ kube: FakeKube; d: TestDaemon }> {
+async function setup(role: FakeRole, extraArgs: string[] = []): Promise<{ kube: FakeKube; d: TestDaemon }> {
   const kube = await startFakeKube();
   onTestFinished(() => kube.close());
   kube.setToken(TOKEN, role);
@@ -47,6 +47,14 @@ describe('the cordon in status', () => {
     // One watch of the Node, by its name: no polling.
     expect(kube.countRequests({ resource: 'nodes', verb: 'watch' })).toBe(1);
     expect(d.logs()).not.toContain('cannot watch this node');
+  });
+
+  it('follows it with --no-watch too (the Machine watcher off)', async () => {
+    const { kube, d } = await setup(await rolesOfDeployRbac(), ['--no-watch']);
+    await waitUntil('status to say the node is schedulable', async () => (await cordoned(d)) === false, d);
+    kube.patchNode(NODE, { spec: { unschedulable: true } });
+    await waitUntil('status to show the cordon', async () => (await cordoned(d)) === true, d);
+    expect(kube.countRequests({ resource: 'machines', verb: 'watch' })).toBe(0);
   });
 
   it('without the right to list and watch nodes: reads the Node once and says why', async () => {

@@ -63,7 +63,15 @@ describe('Machine watcher: no credentials, broken Kubernetes', () => {
     });
     await call(d, 'update', { wait: true });
     expect(await watcher(d)).toMatchObject({ enabled: false, reason: 'disabled by --no-watch' });
-    expect(kube.countRequests({ resource: 'machines' })).toBe(0);
+    // The node's cordon is followed all the same (a watch of its Node)...
+    await waitUntil(
+      'the watch of the Node',
+      async () => kube.countRequests({ resource: 'nodes', verb: 'watch' }) === 1,
+      d,
+    );
+    // ...but the Machine is neither watched nor written: following the cordon only reads it for
+    // the Node it names, as drain does.
+    expect(kube.countRequests((r) => r.resource === 'machines' && r.verb !== 'get')).toBe(0);
   });
 
   it('reports a missing CRD, keeps serving, and recovers once the CRD is installed', async () => {
