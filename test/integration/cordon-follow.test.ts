@@ -26,7 +26,7 @@ async function setup(role: FakeRole, extraArgs: string[] = []): Promise<{ kube: 
   await writeFile(kubeconfig, kube.kubeconfigYaml(TOKEN));
   const d = await startTestDaemon({
     dir,
-    args: ['--sim', '--kubeconfig', kubeconfig, '--machine-name', NODE],
+    args: ['--sim', '--kubeconfig', kubeconfig, '--machine-name', NODE, ...extraArgs],
   });
   onTestFinished(() => d.dispose());
   expect((await rpcResult<{ state: string }>(d, 'update', { wait: true })).state).toBe('succeeded');
