@@ -8,6 +8,7 @@ import type { AgentConfig } from '../../../src/config/agent-config.js';
 import { createKubeClients } from '../../../src/kube/index.js';
 import { createKubeSession } from '../../../src/kube/session.js';
 import type { KubeSessionOptions } from '../../../src/kube/session.js';
+import type { Clock } from '../../../src/host/types.js';
 import { makeAgentConfig } from '../../support/agent-config.js';
 import { createTestClock, startFakeKube } from '../../support/fake-kube.js';
 
@@ -65,25 +66,38 @@ describe('createKubeSession', () => {
   });
 });
 
+/**
+ * A session with a kubeconfig for a fake API server that has the Node `w1`, its cordon watch
+ * retried with a fixed backoff of 100 ms doubling to 1 s.
+ */
+async function sessionOnFakeKube(
+  o: Pick<KubeSessionOptions, 'logger' | 'onCordonChange'> & { clock: Clock },
+) {
+  const kube = await startFakeKube();
+  onTestFinished(() => kube.close());
+  kube.addNode('w1', {});
+  const dir = await mkdtemp(path.join(os.tmpdir(), 'agentd-session-'));
+  onTestFinished(() => rm(dir, { recursive: true, force: true }));
+  const kubeconfig = path.join(dir, 'kubeconfig');
+  await writeFile(kubeconfig, kube.kubeconfigYaml());
+  const session = createKubeSession({
+    config: { kubeconfig, machineName: 'w1', watch: null, crdGroup: 'unbounded-cloud.io', host: 'systemd' },
+    appliedConfig: () => null,
+    env: {},
+    cordonBackoff: { baseMs: 100, maxMs: 1000, random: () => 1 },
+    ...o,
+  });
+  return { kube, session };
+}
+
 describe('followCordon', () => {
   it('follows the Node through a watch, and retries with a growing backoff while the API server fails', async () => {
-    const kube = await startFakeKube();
-    onTestFinished(() => kube.close());
-    kube.addNode('w1', {});
-    const dir = await mkdtemp(path.join(os.tmpdir(), 'agentd-session-'));
-    onTestFinished(() => rm(dir, { recursive: true, force: true }));
-    const kubeconfig = path.join(dir, 'kubeconfig');
-    await writeFile(kubeconfig, kube.kubeconfigYaml());
     const clock = createTestClock();
     const changes = vi.fn();
-    const session = createKubeSession({
-      config: { kubeconfig, machineName: 'w1', watch: null, crdGroup: 'unbounded-cloud.io', host: 'systemd' },
-      appliedConfig: () => null,
+    const { kube, session } = await sessionOnFakeKube({
       logger: pino({ level: 'silent' }),
       clock,
-      env: {},
       onCordonChange: changes,
-      cordonBackoff: { baseMs: 100, maxMs: 1000, random: () => 1 },
     });
     // Three lists of the Node fail (500) before one is answered.
     kube.failNext(3, { status: 500, match: { resource: 'nodes', verb: 'list' } });
@@ -105,13 +119,6 @@ describe('followCordon', () => {
 
 describe('followCordon against a server that drops watches at once', () => {
   it('backs off more and more instead of watching again at once, until a watch delivers', async () => {
-    const kube = await startFakeKube();
-    onTestFinished(() => kube.close());
-    kube.addNode('w1', {});
-    const dir = await mkdtemp(path.join(os.tmpdir(), 'agentd-session-'));
-    onTestFinished(() => rm(dir, { recursive: true, force: true }));
-    const kubeconfig = path.join(dir, 'kubeconfig');
-    await writeFile(kubeconfig, kube.kubeconfigYaml());
     // The backoff's waits, from its log lines (the clock also sleeps for the client's rate limit).
     const retries: number[] = [];
     const logger = pino(
@@ -124,14 +131,7 @@ describe('followCordon against a server that drops watches at once', () => {
         },
       },
     );
-    const session = createKubeSession({
-      config: { kubeconfig, machineName: 'w1', watch: null, crdGroup: 'unbounded-cloud.io', host: 'systemd' },
-      appliedConfig: () => null,
-      logger,
-      clock: createTestClock(),
-      env: {},
-      cordonBackoff: { baseMs: 100, maxMs: 1000, random: () => 1 },
-    });
+    const { kube, session } = await sessionOnFakeKube({ logger, clock: createTestClock() });
     // Every list is answered; every watch is cut as soon as it is open.
     const stopCutting = kube.cutWatchesEvery(5);
     const stop = new AbortController();
