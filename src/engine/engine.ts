@@ -334,6 +334,8 @@ export class Engine {
     // The cordon comes from the Kubernetes session: agentd's own cordons and its watch of the Node.
     const cordoned = this.#o.nodeOps?.cordoned() ?? this.#snap.node.cordoned;
     const warnings = [...this.#snap.node.warnings, ...this.#engineWarnings()];
+    const cordonWarning = this.#o.nodeOps?.cordonWarning?.() ?? null;
+    if (cordonWarning !== null) warnings.push(cordonWarning);
     if (slow) {
       const from = this.#snap.node.observedAt;
       warnings.push(

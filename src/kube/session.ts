@@ -27,6 +27,11 @@ export interface NodeOps {
   unavailableReason(): string | null;
   /** Whether the node is cordoned, as last seen; null when unknown. */
   cordoned(): boolean | null;
+  /**
+   * Why `cordoned()` is not followed on the Node (a ClusterRole that cannot watch nodes), so it may
+   * be old; null while it is followed or not known at all. `status` shows it as a warning.
+   */
+  cordonWarning?(): string | null;
   cordon(): Promise<CordonResult>;
   drain(options: DrainOptions): Promise<DrainResult>;
   /** Undo agentd's own cordon; with `force` also an administrator's. */
@@ -184,6 +189,7 @@ export function createKubeSession(o: KubeSessionOptions): KubeSession {
   // ---- cordon / drain / uncordon ----------------------------------------------------------
 
   let cordonState: boolean | null = null;
+  let cordonNotFollowed: string | null = null;
   /** The cordon as last seen; `status` shows it. */
   const setCordoned = (value: boolean | null): void => {
     // The watch sees every change of the Node (kubelet's status updates too): only a new value
@@ -252,11 +258,15 @@ export function createKubeSession(o: KubeSessionOptions): KubeSession {
       if ((failed as { data?: { reason?: unknown } }).data?.reason === 'Forbidden') {
         logger.warn(
           { err: describeError(failed), node },
-          'cannot watch this node’s Node object (its ClusterRole lacks list and watch on nodes: apply deploy/rbac.yaml, then restart agentd); until then status shows the cordon agentd last saw',
+          'cannot watch this node’s Node object (its ClusterRole lacks list and watch on nodes: apply deploy/rbac.yaml, then restart agentd); until then status shows the cordon agentd last saw, with a warning',
         );
         await refreshCordoned();
+        cordonNotFollowed = `the cordon shown is what agentd last saw: it cannot watch the Node ${node} (its ClusterRole lacks list and watch on nodes: apply deploy/rbac.yaml, then restart agentd)`;
+        o.onCordonChange?.();
         return;
       }
+      // Not followed until the watch is back: unknown, rather than a value that may be old.
+      setCordoned(null);
       const retryInMs = backoff.next();
       logger.warn({ err: describeError(failed), node, retryInMs }, 'watch of this node’s Node object failed');
       await clock.sleep(retryInMs, signal).catch(() => undefined);
@@ -266,6 +276,7 @@ export function createKubeSession(o: KubeSessionOptions): KubeSession {
   const nodeOps: NodeOps = {
     unavailableReason,
     cordoned: () => cordonState,
+    cordonWarning: () => cordonNotFollowed,
     async cordon() {
       const { drainer, node } = await bound();
       const r = await drainer.cordon(node);

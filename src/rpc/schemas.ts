@@ -84,10 +84,10 @@ export const nodeStatusSchema = z
         kubelet: z.enum(['active', 'inactive', 'failed', 'unknown']),
       }),
     ),
-    cordoned: z
-      .boolean()
-      .nullable()
-      .meta({ description: 'Whether the node is cordoned; null when unknown.' }),
+    cordoned: z.boolean().nullable().meta({
+      description:
+        'Whether the node is cordoned, as its Node object says (followed by a watch); null when unknown (no Kubernetes, no such Node, the watch down).',
+    }),
     warnings: z.array(z.string()),
     repair: z
       .object({

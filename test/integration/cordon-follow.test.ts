@@ -47,6 +47,9 @@ describe('the cordon in status', () => {
     // One watch of the Node, by its name: no polling.
     expect(kube.countRequests({ resource: 'nodes', verb: 'watch' })).toBe(1);
     expect(d.logs()).not.toContain('cannot watch this node');
+    expect(
+      (await rpcResult<{ node: { warnings: string[] } }>(d, 'status')).node.warnings.join('\n'),
+    ).not.toContain('the cordon shown');
   });
 
   it('follows it with --no-watch too (the Machine watcher off)', async () => {
@@ -72,6 +75,11 @@ describe('the cordon in status', () => {
     const { d } = await setup(older);
     await waitUntil('the log to say why', async () => d.logs().includes('cannot watch this node'), d);
     expect(d.logs()).toContain('apply deploy/rbac.yaml');
-    expect(await cordoned(d)).toBe(false);
+    // It shows the cordon it read, and says that it may be old.
+    const s = await rpcResult<{ node: { cordoned: boolean | null; warnings: string[] } }>(d, 'status');
+    expect(s.node.cordoned).toBe(false);
+    expect(s.node.warnings).toContain(
+      `the cordon shown is what agentd last saw: it cannot watch the Node ${NODE} (its ClusterRole lacks list and watch on nodes: apply deploy/rbac.yaml, then restart agentd)`,
+    );
   });
 });
