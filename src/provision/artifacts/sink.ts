@@ -4,15 +4,17 @@
  * Small bodies, bodies of unknown size, single-CPU hosts and injected writers (a test seam) use
  * the inline sink: a write stream on this thread, hashed chunk by chunk. Large bodies go to the
  * worker sink: each received chunk is handed to a shared worker thread by transferring its
- * memory (no copy), and the worker writes it to the file and hashes it. The download thread then
- * does nothing per chunk but receive it, which is what lets a 2-CPU host keep up with curl while
- * also hashing every byte.
+ * memory (no copy), and the worker hashes it while libuv's thread pool writes it to the file
+ * (sink-worker.ts). The download thread then does nothing per chunk but receive it, which is what
+ * lets a 2-CPU host keep up with curl while also hashing every byte.
  *
- * Measured on 2 vCPUs (bench/provision.ts, 256 MiB against curl, median of paired rounds):
- * hashing inline 0.49–0.71; writing on this thread and hashing on the worker, by reading the file
- * back 0.52–0.99 (median 0.89), by transferred chunks ~0.8; writing and hashing on the worker
- * ~1.0. Transferring also frees each 64 KiB socket buffer on this thread at once instead of
- * leaving 4,096 of them per 256 MiB to the garbage collector.
+ * Measured on 2 vCPUs (bench/provision.ts, 256 MiB against curl, median of paired rounds), on an
+ * AMD EPYC VM: hashing inline 0.49–0.71; writing on this thread and hashing on the worker, by
+ * reading the file back 0.52–0.99 (median 0.89), by transferred chunks ~0.8; writing and hashing
+ * on the worker ~1.0. On a Xeon VM whose curl is much faster, the worker writing and hashing one
+ * after the other 0.56–0.58, overlapped 0.62–0.64 (docs/benchmarks.md). Transferring also frees
+ * each 64 KiB socket buffer on this thread at once instead of leaving 4,096 of them per 256 MiB
+ * to the garbage collector.
  */
 import { createHash } from 'node:crypto';
 import { existsSync } from 'node:fs';

@@ -15,6 +15,11 @@ import {
   type DownloadSink,
   type DownloadSinkOptions,
 } from '../../../../src/provision/artifacts/sink.js';
+import {
+  serveSinkRequests,
+  type SinkReply,
+  type SinkRequest,
+} from '../../../../src/provision/artifacts/sink-worker.js';
 
 const data = randomBytes(WORKER_SINK_MIN_BYTES + 3 * 1024 * 1024 + 17);
 const want = createHash('sha256').update(data).digest('hex');
@@ -198,5 +203,67 @@ describe('createDownloadSink', () => {
       code: 'EFBIG',
       fileLeft: false,
     });
+  });
+});
+
+describe('the download worker', () => {
+  /** The worker's side in this thread: requests go in synchronously, replies are collected. */
+  function serve() {
+    let handler: ((m: SinkRequest) => void) | undefined;
+    const replies: SinkReply[] = [];
+    let onReply = (): void => {};
+    serveSinkRequests({
+      on: ((_event: string, fn: (m: SinkRequest) => void) => {
+        handler = fn;
+      }) as never,
+      postMessage: (r: SinkReply) => {
+        replies.push(r);
+        onReply();
+      },
+    });
+    const send = (m: SinkRequest): void => handler?.(m);
+    /** The reply that ends download `id` (anything but an acknowledgement). */
+    const ended = (id: number): Promise<SinkReply> =>
+      new Promise((resolve) => {
+        const check = (): void => {
+          const end = replies.find((r) => r.id === id && r.ack === undefined);
+          if (end) resolve(end);
+        };
+        onReply = check;
+        check();
+      });
+    return { send, replies, ended };
+  }
+  /** `data` cut into batches of 1 MiB, each its own ArrayBuffer (as the sender transfers them). */
+  const batches = (): ArrayBuffer[][] =>
+    chunksOf(data, false).reduce<ArrayBuffer[][]>((all, chunk) => {
+      const last = all.at(-1);
+      const ab = new Uint8Array(chunk).buffer;
+      if (last && last.reduce((n, b) => n + b.byteLength, 0) < 1024 * 1024) last.push(ab);
+      else all.push([ab]);
+      return all;
+    }, []);
+
+  it('finishes only once the writes in flight have ended: the digest and the file are whole', async () => {
+    const { send, replies, ended } = serve();
+    const file = path.join(dir, 'at-once');
+    // Every request in one go: the finish arrives while the batches are still being written.
+    send({ op: 'open', id: 1, file, mode: 0o600, durable: true });
+    for (const bufs of batches()) send({ op: 'data', id: 1, bufs });
+    send({ op: 'finish', id: 1 });
+    expect(await ended(1)).toEqual({ id: 1, sha256: want, bytes: data.length });
+    expect(replies.reduce((n, r) => n + (r.ack ?? 0), 0)).toBe(data.length);
+    expect((await readFile(file)).equals(data)).toBe(true);
+  });
+
+  it('aborts only once the writes in flight have ended, and leaves no file', async () => {
+    const { send, replies, ended } = serve();
+    const file = path.join(dir, 'aborted');
+    send({ op: 'open', id: 2, file, mode: 0o600, durable: false });
+    for (const bufs of batches()) send({ op: 'data', id: 2, bufs });
+    send({ op: 'abort', id: 2 });
+    expect(await ended(2)).toEqual({ id: 2, aborted: true });
+    expect(replies.filter((r) => r.error !== undefined)).toEqual([]);
+    expect(await readdir(dir)).toEqual([]);
   });
 });
