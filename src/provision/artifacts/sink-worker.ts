@@ -17,6 +17,7 @@ import { createHash, type Hash } from 'node:crypto';
 import fs from 'node:fs';
 import { isMainThread, parentPort, workerData } from 'node:worker_threads';
 import type { MessagePort } from 'node:worker_threads';
+import { unwritten } from '../unwritten.js';
 
 /** The `workerData` that makes this module serve when it is loaded as a worker. */
 export const SINK_WORKER_DATA = { agentdSinkWorker: true } as const;
@@ -54,19 +55,6 @@ interface Session {
   afterWrites?: () => void;
 }
 
-/** What is left of `views` after its first `n` bytes. */
-function after(views: Uint8Array[], n: number): Uint8Array[] {
-  const rest: Uint8Array[] = [];
-  for (const v of views) {
-    if (n >= v.byteLength) n -= v.byteLength;
-    else {
-      rest.push(n > 0 ? v.subarray(n) : v);
-      n = 0;
-    }
-  }
-  return rest;
-}
-
 /** Write every byte of `views` at `position` on the thread pool (writev may write part of them). */
 function writeAll(
   fd: number,
@@ -76,7 +64,7 @@ function writeAll(
 ): void {
   fs.writev(fd, views, position, (err, n) => {
     if (err) return done(err);
-    const rest = after(views, n);
+    const rest = unwritten(views, n);
     if (rest.length === 0) return done(null);
     // Why a check: a write that takes no byte of a non-empty batch would loop here forever.
     if (n === 0) return done(Object.assign(new Error('the file took no byte of a write'), { code: 'EIO' }));

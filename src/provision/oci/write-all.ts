@@ -2,6 +2,7 @@
 import fs from 'node:fs';
 import { promisify } from 'node:util';
 import { noSpaceOr } from '../../errors.js';
+import { unwritten } from '../unwritten.js';
 
 const writevAsync = promisify(fs.writev);
 
@@ -11,27 +12,13 @@ function total(buffers: readonly Buffer[]): number {
   return n;
 }
 
-/** What is left of `buffers` after `written` bytes went out. */
-function rest(buffers: readonly Buffer[], written: number): Buffer[] {
-  const out: Buffer[] = [];
-  let skip = written;
-  for (const b of buffers) {
-    if (skip >= b.length) skip -= b.length;
-    else {
-      out.push(skip > 0 ? b.subarray(skip) : b);
-      skip = 0;
-    }
-  }
-  return out;
-}
-
 /** Write every byte of `buffers` at the descriptor's position (thread pool). `what` names the file for errors. */
 export async function writeAll(fd: number, buffers: readonly Buffer[], what: string): Promise<void> {
   let pending = buffers.filter((b) => b.length > 0);
   try {
     while (pending.length > 0) {
       const { bytesWritten: written } = await writevAsync(fd, pending);
-      pending = written >= total(pending) ? [] : rest(pending, written);
+      pending = written >= total(pending) ? [] : unwritten(pending, written);
     }
   } catch (err) {
     throw noSpaceOr(err, `write ${what}`);
@@ -44,7 +31,7 @@ export function writeAllSync(fd: number, buffers: readonly Buffer[], what: strin
   try {
     while (pending.length > 0) {
       const written = fs.writevSync(fd, pending);
-      pending = written >= total(pending) ? [] : rest(pending, written);
+      pending = written >= total(pending) ? [] : unwritten(pending, written);
     }
   } catch (err) {
     throw noSpaceOr(err, `write ${what}`);
