@@ -1,7 +1,8 @@
 /**
  * Blue/green on real systemd: agentd installed as an operator would, running as agentd.service
  * with `--host systemd` in a real systemd host, provisions real nspawn machines from a real
- * registry. Join (kube1), switch to kube2 with another version and image, back to kube1, no-op.
+ * registry. Join (kube1), switch to kube2 with another version and image (whose top layer is
+ * zstd-compressed), back to kube1, no-op.
  * Then the node check: it asks machined and the machines' systemd over D-Bus, agrees with what
  * the commands say, and sees a kubelet stopped behind agentd's back: in the next `status` past
  * 1 s, and in repair, which starts it again.
@@ -9,7 +10,8 @@
 import { setTimeout as delay } from 'node:timers/promises';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { requireRealHost } from '../support/real-host/require.js';
-import { startRealNode, type RealNode } from '../support/real-host/node.js';
+import { MACHINE_REPOSITORY, REGISTRY, startRealNode, type RealNode } from '../support/real-host/node.js';
+import { runOk } from '../support/real-host/run.js';
 import { expectNode, type OperationJson, type StatusJson } from '../support/real-host/assert-node.js';
 
 /** The commands agentd's node check would run without D-Bus (src/host/machines.ts, `inspect`). */
@@ -35,7 +37,19 @@ describe.skipIf(!requireRealHost())('blue/green on a real systemd host', { timeo
     await expectNode(node, { active: 'kube1', version: '1.34.0', image: node.image('v1') });
   });
 
-  it('switches to kube2 with another version and image, and removes kube1', async () => {
+  it('switches to kube2 with another version and an image with a zstd layer, and removes kube1', async () => {
+    // The registry serves v2's top layer as it was pushed: zstd (test/support/real-host/images.ts).
+    const [curl, ...args] = node.host.inNetns([
+      'curl',
+      '-sf',
+      '-H',
+      'Accept: application/vnd.oci.image.manifest.v1+json',
+      `http://${REGISTRY}/v2/${MACHINE_REPOSITORY}/manifests/v2`,
+    ]);
+    const manifest = JSON.parse((await runOk(curl as string, args)).stdout) as {
+      layers: Array<{ mediaType: string }>;
+    };
+    expect(manifest.layers.map((l) => l.mediaType)).toContain('application/vnd.oci.image.layer.v1.tar+zstd');
     const op = await node.agentctlJson<OperationJson>([
       'update',
       '--kubernetes-version',

@@ -1,4 +1,6 @@
 /** OCI and Docker media types the puller understands, and what each layer type needs to decode. */
+import * as zlib from 'node:zlib';
+import type { Transform } from 'node:stream';
 import { UnsupportedError } from '../../errors.js';
 
 export const MEDIA_TYPES = {
@@ -46,21 +48,33 @@ const LAYER_COMPRESSION: ReadonlyMap<string, LayerCompression> = new Map([
   ['application/vnd.docker.image.rootfs.diff.tar', 'none'],
 ]);
 
+/** Node's zstd decoder (Node.js 22.15 and later, so the release executable's runtime), if this runtime has one. */
+export function zstdDecoderOf(z: object = zlib): ((options?: zlib.ZlibOptions) => Transform) | undefined {
+  const create = (z as { createZstdDecompress?: unknown }).createZstdDecompress;
+  return typeof create === 'function' ? (create as (options?: zlib.ZlibOptions) => Transform) : undefined;
+}
+
+/** The UNSUPPORTED error of a zstd layer on a runtime with no zstd decoder (`what` names the layer). */
+export function noZstdDecoderError(what: string, data: Record<string, unknown> = {}): UnsupportedError {
+  return new UnsupportedError(
+    `${what} is zstd-compressed, and this runtime (Node.js ${process.version}) has no zstd decoder: ` +
+      'run the release executable (its Node.js decodes zstd; Node.js 22.15 or later does) or publish the image with gzip layers',
+    { data },
+  );
+}
+
 /**
- * The compression of a layer media type that can be applied here; throws UNSUPPORTED for
- * zstd (Node.js 20 has no zstd decoder) and for media types that are not layers at all.
+ * The compression of a layer media type that can be applied here; throws UNSUPPORTED for zstd
+ * on a runtime with no zstd decoder (Node.js 20) and for media types that are not layers at all.
  */
-export function layerCompression(mediaType: string): 'gzip' | 'none' {
+export function layerCompression(mediaType: string): LayerCompression {
   const compression = LAYER_COMPRESSION.get(mediaType);
-  if (compression === 'zstd') {
-    throw new UnsupportedError(
-      `layer media type ${mediaType} is zstd-compressed, which this build cannot decode; publish the image with gzip layers`,
-      { data: { mediaType } },
-    );
+  if (compression === 'zstd' && !zstdDecoderOf()) {
+    throw noZstdDecoderError(`layer media type ${mediaType}`, { mediaType });
   }
   if (compression === undefined) {
     throw new UnsupportedError(
-      `layer media type ${JSON.stringify(mediaType)} is not a supported layer type (expected an OCI or Docker tar, tar+gzip layer)`,
+      `layer media type ${JSON.stringify(mediaType)} is not a supported layer type (expected an OCI or Docker tar, tar+gzip or tar+zstd layer)`,
       { data: { mediaType } },
     );
   }

@@ -5,7 +5,8 @@
  *
  * - `v1`: the base: boots, and runs the kubelet/containerd stand-ins agentd installs.
  * - `v2`: the base plus a layer that writes `/etc/agentd-test-image` (`v2`), so a blue/green
- *   switch to it is a change of image as well as of version.
+ *   switch to it is a change of image as well as of version. That layer is zstd-compressed
+ *   (`tar+zstd`), so the switch also proves the release applies zstd layers.
  * - `noboot`: the base plus a layer of OCI whiteouts that delete systemd and `/sbin/init`, so
  *   `systemd-nspawn --boot` finds no init: a machine that cannot boot.
  *
@@ -24,7 +25,7 @@ import { RECIPE_ID, ensureBaseTarball, realHostCacheDir } from './rootfs.js';
 import { runOk } from './run.js';
 
 /** Bump when what the images contain changes: the cache key. */
-const IMAGES_REV = 1;
+const IMAGES_REV = 2;
 export const MACHINE_IMAGE_TAGS = ['v1', 'v2', 'noboot'] as const;
 export type MachineImageTag = (typeof MACHINE_IMAGE_TAGS)[number];
 
@@ -32,6 +33,12 @@ interface Descriptor {
   mediaType: string;
   digest: string;
   size: number;
+}
+
+/** A layer's descriptor and its diff ID (the digest of its uncompressed tar). */
+interface Layer {
+  descriptor: Descriptor;
+  diffId: string;
 }
 
 async function sha256File(file: string): Promise<string> {
@@ -104,24 +111,27 @@ async function buildLayout(layout: string, base: string): Promise<void> {
     await rm(tree, { recursive: true, force: true });
 
     const layerType = 'application/vnd.oci.image.layer.v1.tar';
-    const baseLayer = await addBlobFile(tmpLayout, baseTar, layerType);
-    const extra: Record<MachineImageTag, Descriptor[]> = {
+    /** An uncompressed layer: its digest is its diff ID. */
+    const plain = async (file: string): Promise<Layer> => {
+      const descriptor = await addBlobFile(tmpLayout, file, layerType);
+      return { descriptor, diffId: descriptor.digest };
+    };
+    /** A zstd-compressed layer, by the zstd tool (the suite's runner may have no zstd in Node). */
+    const zstd = async (file: string): Promise<Layer> => {
+      const diffId = `sha256:${await sha256File(file)}`;
+      await runOk('zstd', ['-q', '--rm', file, '-o', `${file}.zst`]);
+      return { descriptor: await addBlobFile(tmpLayout, `${file}.zst`, `${layerType}+zstd`), diffId };
+    };
+    const baseLayer = await plain(baseTar);
+    const extra: Record<MachineImageTag, Layer[]> = {
       v1: [],
-      v2: [
-        await addBlobFile(
-          tmpLayout,
-          await smallLayer(work, 'v2', { 'etc/agentd-test-image': 'v2\n' }),
-          layerType,
-        ),
-      ],
+      v2: [await zstd(await smallLayer(work, 'v2', { 'etc/agentd-test-image': 'v2\n' }))],
       noboot: [
-        await addBlobFile(
-          tmpLayout,
+        await plain(
           await smallLayer(work, 'noboot', {
             'usr/lib/systemd/.wh.systemd': '',
             'usr/sbin/.wh.init': '',
           }),
-          layerType,
         ),
       ],
     };
@@ -134,14 +144,18 @@ async function buildLayout(layout: string, base: string): Promise<void> {
           architecture: hostArch(),
           os: 'linux',
           config: {},
-          // A layer is uncompressed here, so its diff ID is its digest.
-          rootfs: { type: 'layers', diff_ids: layers.map((l) => l.digest) },
+          rootfs: { type: 'layers', diff_ids: layers.map((l) => l.diffId) },
         },
         'application/vnd.oci.image.config.v1+json',
       );
       const manifest = await addBlobJson(
         tmpLayout,
-        { schemaVersion: 2, mediaType: 'application/vnd.oci.image.manifest.v1+json', config, layers },
+        {
+          schemaVersion: 2,
+          mediaType: 'application/vnd.oci.image.manifest.v1+json',
+          config,
+          layers: layers.map((l) => l.descriptor),
+        },
         'application/vnd.oci.image.manifest.v1+json',
       );
       manifests.push({ ...manifest, annotations: { 'org.opencontainers.image.ref.name': tag } });

@@ -1,6 +1,7 @@
 /**
- * `applyLayer`: stream one image layer (tar, tar+gzip) into a rootfs directory, with the
- * safety rules of `LayerWriter`. Usable on its own (the benchmark feeds it a big tar.gz).
+ * `applyLayer`: stream one image layer (tar, tar+gzip, tar+zstd where the runtime has a zstd
+ * decoder) into a rootfs directory, with the safety rules of `LayerWriter`. Usable on its own
+ * (the benchmark feeds it a big tar.gz).
  */
 import { realpath, stat } from 'node:fs/promises';
 import { Readable } from 'node:stream';
@@ -15,9 +16,9 @@ import {
   PreconditionFailedError,
   toAgentError,
   UnsafeArchiveError,
-  UnsupportedError,
 } from '../../../errors.js';
-import { layerCompression, sniffCompression } from '../media-types.js';
+import { layerCompression, noZstdDecoderError, sniffCompression, zstdDecoderOf } from '../media-types.js';
+import type { LayerCompression } from '../media-types.js';
 import { LayerWriter } from './layer-writer.js';
 import type { ApplyStats } from './layer-writer.js';
 import { readTarEntries } from '../../tar/tar-reader.js';
@@ -36,16 +37,19 @@ export interface ApplyLayerOptions {
 const isRoot = (): boolean => process.geteuid?.() === 0;
 
 /**
- * The gzip decoder. Its output buffer is deep (4 MiB, not 16 KiB) so decompression, which runs
- * in the thread pool, keeps going while entries are written instead of waiting for each read.
- * (`ZlibOptions` does not declare the stream options zlib passes on to its Transform.)
+ * The decoder of a compressed layer (gzip, or zstd where `decoderFor` found one). Its output
+ * buffer is deep (4 MiB, not 16 KiB) so decompression, which runs in the thread pool, keeps
+ * going while entries are written instead of waiting for each read. (`ZlibOptions` does not
+ * declare the stream options zlib passes on to its Transform.)
  */
-function createDecoder(): Transform {
+function createDecoder(compression: 'gzip' | 'zstd'): Transform {
   const options: ZlibOptions & TransformOptions = {
     chunkSize: 64 * 1024,
     readableHighWaterMark: 4 * 1024 * 1024,
   };
-  return createGunzip(options);
+  const zstd = compression === 'zstd' ? zstdDecoderOf() : undefined;
+  if (compression === 'zstd' && !zstd) throw noZstdDecoderError('the layer');
+  return zstd ? zstd(options) : createGunzip(options);
 }
 
 /** Prefix the first chunk, which was read to sniff the compression, back onto the stream. */
@@ -68,27 +72,35 @@ function withHead(head: Buffer | undefined, it: AsyncIterator<Buffer>): Readable
 async function decoderFor(
   layer: Readable,
   mediaType: string | undefined,
-): Promise<{ source: Readable; gzip: boolean }> {
-  if (mediaType !== undefined) return { source: layer, gzip: layerCompression(mediaType) === 'gzip' };
+): Promise<{ source: Readable; compression: LayerCompression }> {
+  if (mediaType !== undefined) return { source: layer, compression: layerCompression(mediaType) };
   const it = (layer as AsyncIterable<Buffer>)[Symbol.asyncIterator]();
   const first = await it.next();
   const head = first.done ? undefined : first.value;
   const compression = sniffCompression(head ?? Buffer.alloc(0));
-  if (compression === 'zstd') {
+  if (compression === 'zstd' && !zstdDecoderOf()) {
     await it.return?.();
-    throw new UnsupportedError('layer is zstd-compressed, which this build cannot decode; use gzip layers');
+    throw noZstdDecoderError('the layer');
   }
-  return { source: withHead(head, it), gzip: compression === 'gzip' };
+  return { source: withHead(head, it), compression };
 }
 
-function mapError(err: unknown, targetDir: string, signal: AbortSignal | undefined): AgentError {
+function mapError(
+  err: unknown,
+  targetDir: string,
+  signal: AbortSignal | undefined,
+  compression: LayerCompression | undefined,
+): AgentError {
   return toAgentError(err, `apply layer to ${targetDir}`, {
     signal,
+    // zlib's codes: Z_DATA_ERROR, Z_BUF_ERROR (a cut stream) for both decoders, ZSTD_error_* for zstd.
     otherwise: (message, cause, code) =>
-      code?.startsWith('Z_')
-        ? new UnsafeArchiveError('(layer stream)', `the gzip stream is corrupt: ${describeError(cause)}`, {
-            cause,
-          })
+      code?.startsWith('Z_') || code?.startsWith('ZSTD_')
+        ? new UnsafeArchiveError(
+            '(layer stream)',
+            `the ${compression ?? 'compressed'} stream is corrupt: ${describeError(cause)}`,
+            { cause },
+          )
         : new ImagePullFailedError(message, { cause }),
   });
 }
@@ -96,7 +108,8 @@ function mapError(err: unknown, targetDir: string, signal: AbortSignal | undefin
 /**
  * Apply one layer to `targetDir` (an existing directory): entries are created, replaced or
  * removed (OCI whiteouts) in archive order. Violations of the extraction rules throw
- * UNSAFE_ARCHIVE naming the entry; zstd layers throw UNSUPPORTED. On error the tree is left
+ * UNSAFE_ARCHIVE naming the entry, as does a corrupt compressed stream; zstd layers throw
+ * UNSUPPORTED on a runtime with no zstd decoder. On error the tree is left
  * part-applied: the caller discards it.
  */
 export async function applyLayer(
@@ -132,15 +145,17 @@ export async function applyLayer(
     }
     await writer.finish();
   };
+  let compression: LayerCompression | undefined;
   try {
     signal?.throwIfAborted();
-    const { source, gzip } = await decoderFor(layer, options.mediaType);
+    const decoded = await decoderFor(layer, options.mediaType);
+    compression = decoded.compression;
     const opts = signal ? { signal } : {};
-    if (gzip) await pipeline(source, createDecoder(), apply, opts);
-    else await pipeline(source, apply, opts);
+    if (compression === 'none') await pipeline(decoded.source, apply, opts);
+    else await pipeline(decoded.source, createDecoder(compression), apply, opts);
   } catch (err) {
     layer.destroy();
-    throw mapError(err, targetDir, signal);
+    throw mapError(err, targetDir, signal, compression);
   }
   return writer.stats;
 }

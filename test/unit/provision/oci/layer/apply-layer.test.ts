@@ -3,15 +3,18 @@ import { lstat, mkdir, mkdtemp, readFile, readdir, readlink, rm, stat, writeFile
 import os from 'node:os';
 import path from 'node:path';
 import { Readable } from 'node:stream';
+import * as zlib from 'node:zlib';
 import * as tar from 'tar';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { applyLayer } from '../../../../../src/provision/oci/layer/apply-layer.js';
+import { zstdDecoderOf } from '../../../../../src/provision/oci/media-types.js';
 import { buildTar, buildTarGz } from '../../../../../src/sim/mirror/tar-build.js';
 import type { TarBuildEntry } from '../../../../../src/sim/mirror/tar-build.js';
 import { OUTSIDE_SECRET, maliciousLayers } from '../../../../support/malicious-layers.js';
 
 const GZIP = 'application/vnd.oci.image.layer.v1.tar+gzip';
 const TAR = 'application/vnd.oci.image.layer.v1.tar';
+const ZSTD = 'application/vnd.oci.image.layer.v1.tar+zstd';
 
 let sandbox: string;
 let target: string;
@@ -215,17 +218,57 @@ describe('applyLayer: rejected layers', () => {
     expect(await codeOf(apply([{ path: '.', content: 'x' }]))).toBe('UNSAFE_ARCHIVE');
   });
 
-  it('rejects zstd layers as UNSUPPORTED, by media type and by sniffing', async () => {
-    const zstdMagic = Buffer.from([0x28, 0xb5, 0x2f, 0xfd, 0, 0, 0, 0]);
-    const byType = applyLayer(target, Readable.from([zstdMagic]), {
-      mediaType: 'application/vnd.oci.image.layer.v1.tar+zstd',
-    });
-    expect(await codeOf(byType)).toBe('UNSUPPORTED');
-    expect(await codeOf(applyLayer(target, Readable.from([zstdMagic])))).toBe('UNSUPPORTED');
-    expect(await codeOf(applyLayer(target, Readable.from([zstdMagic]), { mediaType: 'text/plain' }))).toBe(
-      'UNSUPPORTED',
-    );
-  });
+  // Both branches run in CI: the main run's Node.js 20 has no zstd decoder, the second runtime's does.
+  it(
+    zstdDecoderOf()
+      ? 'applies zstd layers, by media type and by sniffing, and rejects a corrupt or cut one'
+      : 'rejects zstd layers as UNSUPPORTED on this runtime, naming it, by media type and by sniffing',
+    async () => {
+      const compress = (zlib as { zstdCompressSync?: (bytes: Buffer) => Buffer }).zstdCompressSync;
+      if (zstdDecoderOf() && compress) {
+        const layer = compress(
+          buildTar([
+            { path: 'etc/', type: 'directory', mode: 0o755 },
+            { path: 'etc/os-release', content: 'ID=zstd\n'.repeat(2000) },
+          ]),
+        );
+        expect(await applyLayer(target, Readable.from([layer]), { mediaType: ZSTD })).toMatchObject({
+          files: 1,
+        });
+        expect(await readFile(path.join(target, 'etc/os-release'), 'utf8')).toBe('ID=zstd\n'.repeat(2000));
+        const sniffed = path.join(sandbox, 'sniffed');
+        await mkdir(sniffed);
+        await applyLayer(sniffed, Readable.from([layer]));
+        expect(await readFile(path.join(sniffed, 'etc/os-release'), 'utf8')).toBe('ID=zstd\n'.repeat(2000));
+        const corrupt = Buffer.from(layer);
+        corrupt.fill(0x55, 12, 40);
+        await expect(applyLayer(target, Readable.from([corrupt]), { mediaType: ZSTD })).rejects.toMatchObject(
+          {
+            code: 'UNSAFE_ARCHIVE',
+            message: expect.stringContaining('the zstd stream is corrupt'),
+          },
+        );
+        const cut = layer.subarray(0, layer.length - 8);
+        expect(await codeOf(applyLayer(target, Readable.from([cut]), { mediaType: ZSTD }))).toBe(
+          'UNSAFE_ARCHIVE',
+        );
+      } else {
+        const zstdMagic = Buffer.from([0x28, 0xb5, 0x2f, 0xfd, 0, 0, 0, 0]);
+        const unsupported = {
+          code: 'UNSUPPORTED',
+          message: expect.stringContaining(`this runtime (Node.js ${process.version}) has no zstd decoder`),
+        };
+        await expect(
+          applyLayer(target, Readable.from([zstdMagic]), { mediaType: ZSTD }),
+        ).rejects.toMatchObject(unsupported);
+        await expect(applyLayer(target, Readable.from([zstdMagic]))).rejects.toMatchObject(unsupported);
+        expect(await readdir(target)).toEqual([]);
+      }
+      expect(
+        await codeOf(applyLayer(target, Readable.from([Buffer.alloc(8)]), { mediaType: 'text/plain' })),
+      ).toBe('UNSUPPORTED');
+    },
+  );
 
   it('rejects corrupt and truncated archives', async () => {
     const gz = buildTarGz([{ path: 'f', content: 'x'.repeat(5000) }]);
