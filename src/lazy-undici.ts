@@ -11,10 +11,12 @@
  * makes Node load its own bundled copy of undici as well: two HTTP clients in one process
  * (docs/benchmarks.md, "Footprint").
  */
-import type { Agent, Dispatcher, interceptors } from 'undici';
+import type { Agent, Dispatcher, ProxyAgent, interceptors } from 'undici';
 
 export interface Undici {
   Agent: typeof Agent;
+  /** The base class of every dispatcher (agentd's proxy router extends it). */
+  Dispatcher: typeof Dispatcher;
   /** undici's `interceptors.redirect`. */
   redirect: typeof interceptors.redirect;
   /**
@@ -40,6 +42,7 @@ async function load(): Promise<Undici> {
   Object.assign(dispatcher.default.prototype, api.default);
   return {
     Agent: agent.default,
+    Dispatcher: dispatcher.default,
     redirect: redirect.default,
     request(url, { dispatcher: on, ...options }) {
       const u = new URL(url);
@@ -57,4 +60,10 @@ let loading: Promise<Undici> | undefined;
 export function loadUndici(): Promise<Undici> {
   loading ??= load();
   return loading;
+}
+
+/** undici's `ProxyAgent`, loaded only when a proxy is configured (src/outbound-http.ts). */
+export async function loadProxyAgent(): Promise<typeof ProxyAgent> {
+  await loadUndici();
+  return (await import('undici/lib/dispatcher/proxy-agent.js')).default;
 }

@@ -41,3 +41,9 @@ declare module 'undici/lib/global.js' {
   };
   export default global;
 }
+
+declare module 'undici/lib/dispatcher/proxy-agent.js' {
+  import type { ProxyAgent } from 'undici';
+  const proxyAgent: typeof ProxyAgent;
+  export default proxyAgent;
+}

@@ -14,10 +14,19 @@ import { keepNextTickShape } from './keep-tick-shape.js';
 import { runProgram } from './run.js';
 import type { Daemon } from '../daemon/daemon.js';
 
-/** Every environment variable agentd reads, with its meaning: `agentd --help` and agentd(8). */
+/** Every environment variable agentd reads, with its meaning: `agentd --help` and agentd(8) (proxies: src/config/proxy.ts). */
 export const DAEMON_ENVIRONMENT: readonly (readonly [string, string])[] = [
   ['AGENTD_CONFIG', `the config file, like --config (default ${DEFAULT_CONFIG_FILE}, read when it exists)`],
   ...Object.values(DAEMON_OPTIONS).map((o) => [o.env, `like ${o.flag}`] as const),
+  [
+    'HTTPS_PROXY',
+    'proxy of downloads, image pulls and fleet health checks to https URLs (https_proxy too; not the Kubernetes API, which follows the kubeconfig)',
+  ],
+  ['HTTP_PROXY', 'the same for http URLs (http_proxy too)'],
+  [
+    'NO_PROXY',
+    'hosts reached directly: names (and their subdomains), .domains, IPs, CIDR ranges, *; localhost and loopback always',
+  ],
   [
     'AGENTD_SIM_FAULTS',
     'simulated host only: faults to inject, <fault>:<machine> comma list (start-fails, kubelet-inactive, latency=<ms>; machine kube1, kube2 or *)',

@@ -3,6 +3,7 @@
  * from flags > `AGENTD_*` env > YAML file > defaults. A bad value is reported with the option,
  * where it came from, what was expected and what was received.
  */
+import type { OutboundProxy } from './proxy.js';
 import * as z from 'zod';
 import { parseDuration } from './duration.js';
 
@@ -120,6 +121,8 @@ export interface DaemonConfig {
   verifyTimeoutMs: number;
   logLevel: string;
   logFormat: 'json' | 'pretty';
+  /** The proxy of outbound HTTP (downloads, image pulls, health checks), from HTTPS_PROXY & co. */
+  proxy: OutboundProxy;
 }
 
 /** Option metadata: the flag and env names used in messages and help. */

@@ -7,6 +7,7 @@ import path from 'node:path';
 import { isMap, isScalar, parseDocument } from 'yaml';
 import type * as z from 'zod';
 import { InvalidConfigError } from '../errors.js';
+import { proxyFromEnv } from './proxy.js';
 import {
   DAEMON_OPTIONS,
   DEFAULT_CONFIG_FILE,
@@ -168,5 +169,6 @@ export function loadDaemonConfig(input: LoadConfigInput): DaemonConfig {
     verifyTimeoutMs: c.verifyTimeout,
     logLevel: c.logLevel,
     logFormat: c.logFormat ?? (input.isTTY ? 'pretty' : 'json'),
+    proxy: proxyFromEnv(env),
   });
 }

@@ -4,6 +4,8 @@
  * takes it down onto one clean-up stack, which both a failed start and a stop unwind, so the
  * two paths cannot drift apart. Collaborators come in through options with production defaults.
  */
+import { describeProxy } from '../config/proxy.js';
+import { useOutboundProxy } from '../outbound-http.js';
 import type { Logger } from 'pino';
 import type { DaemonConfig } from '../config/daemon-config.js';
 import { Engine } from '../engine/engine.js';
@@ -138,6 +140,11 @@ async function startServing(
   events.subscribe((_seq, event) => {
     if (event.type === 'operation' && FINAL_STATES.has(event.operation.state)) heapTrimmer.poke();
   });
+  // Downloads, image pulls and health checks go through the proxy of HTTPS_PROXY & co. (before any request).
+  useOutboundProxy(config.proxy);
+  const proxy = describeProxy(config.proxy);
+  if (proxy)
+    logger.info({ proxy }, 'outbound HTTP goes through a proxy; loopback and NO_PROXY hosts directly');
   const paths = createHostPaths(config.root);
   // Set once this process has bound the socket: only that socket is ever removed, never a path
   // another process owns now. Pushed first, so it runs just before the PID file goes.

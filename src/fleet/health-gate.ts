@@ -5,7 +5,9 @@
  * its own timeout. The checks run side by side; the gate passes only when all of them do.
  */
 import type { Logger } from 'pino';
+import type { Dispatcher } from 'undici';
 import { loadUndici } from '../lazy-undici.js';
+import { outboundDispatcher } from '../outbound-http.js';
 import { CancelledError, HealthGateFailedError, describeError } from '../errors.js';
 import type { HealthGate as EngineHealthGate, HealthGateTarget } from '../engine/update.js';
 import type { Clock, CommandResult, MachineName } from '../host/types.js';
@@ -89,10 +91,17 @@ interface Probe {
 
 const stripV = (v: string): string => v.replace(/^v/, '');
 
-/** The default HTTP GET: undici, the body read and discarded, bounded by `timeoutMs`. */
+let checkDispatcher: Promise<Dispatcher> | undefined;
+
+/**
+ * The default HTTP GET: undici under the process's proxy (src/outbound-http.ts), the body read
+ * and discarded, bounded by `timeoutMs`.
+ */
 export const undiciGet: HttpGet = async (url, { timeoutMs, signal }) => {
   const { request } = await loadUndici();
+  checkDispatcher ??= outboundDispatcher({});
   const res = await request(url, {
+    dispatcher: await checkDispatcher,
     method: 'GET',
     signal: AbortSignal.any([signal, AbortSignal.timeout(timeoutMs)]),
     headersTimeout: timeoutMs,

@@ -119,11 +119,14 @@ function cleanupAfterTest(t: Tracked): void {
   }
 }
 
-/** Environment for a child: the test runner's, without any AGENTD_ / AGENTCTL_ settings. */
+/** The proxy variables agentd reads (src/config/proxy.ts): a test sets them itself, or none. */
+const PROXY_VARIABLES = /^(https?|no)_proxy$/i;
+
+/** Environment for a child: the test runner's, without any AGENTD_ / AGENTCTL_ or proxy settings. */
 export function childEnv(extra: Record<string, string> = {}): NodeJS.ProcessEnv {
   const env: NodeJS.ProcessEnv = {};
   for (const [k, v] of Object.entries(process.env)) {
-    if (!k.startsWith('AGENTD_') && !k.startsWith('AGENTCTL_')) env[k] = v;
+    if (!k.startsWith('AGENTD_') && !k.startsWith('AGENTCTL_') && !PROXY_VARIABLES.test(k)) env[k] = v;
   }
   return { ...env, NO_COLOR: '1', ...extra };
 }

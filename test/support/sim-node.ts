@@ -68,6 +68,8 @@ export interface StartOptions {
   faults?: string;
   /** `AGENTD_FAILPOINTS`. */
   failpoints?: string;
+  /** More environment (HTTPS_PROXY, …). */
+  env?: Record<string, string>;
 }
 
 export class SimNode {
@@ -113,7 +115,7 @@ export class SimNode {
     if (this.daemon && this.daemon.proc.exitCode === null && this.daemon.proc.signalCode === null) {
       throw new Error('the node already has a running daemon');
     }
-    const env: Record<string, string> = {};
+    const env: Record<string, string> = { ...options.env };
     if (options.faults) env.AGENTD_SIM_FAULTS = options.faults;
     if (options.failpoints) env.AGENTD_FAILPOINTS = options.failpoints;
     this.daemon = await startTestDaemon({ dir: this.dir, args: ['--sim'], env });

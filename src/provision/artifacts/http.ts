@@ -5,6 +5,7 @@
  */
 import type { Dispatcher } from 'undici';
 import { loadUndici } from '../../lazy-undici.js';
+import { outboundDispatcher, viaProxy } from '../../outbound-http.js';
 import { DownloadFailedError, toAgentError as fromForeign } from '../../errors.js';
 import type { AgentError } from '../../errors.js';
 import type { Clock } from '../../host/types.js';
@@ -35,16 +36,22 @@ export interface HttpContext {
   onRetry?: () => void;
 }
 
-let defaultDispatcher: Dispatcher | undefined;
+let defaultDispatcher: Promise<Dispatcher> | undefined;
 
-/** The process-wide dispatcher: keep-alive pool, redirects followed, generous but finite timeouts. */
-export async function defaultArtifactDispatcher(): Promise<Dispatcher> {
-  const { Agent, redirect } = await loadUndici();
-  defaultDispatcher ??= new Agent({
-    connect: { timeout: 30_000 },
-    headersTimeout: 60_000,
-    bodyTimeout: 60_000,
-  }).compose(redirect({ maxRedirections: 5 }));
+/**
+ * The process-wide dispatcher: keep-alive pool, redirects followed, generous but finite timeouts,
+ * under the process's proxy (src/outbound-http.ts).
+ */
+export function defaultArtifactDispatcher(): Promise<Dispatcher> {
+  defaultDispatcher ??= (async () => {
+    const { redirect } = await loadUndici();
+    const dispatcher = await outboundDispatcher({
+      connect: { timeout: 30_000 },
+      headersTimeout: 60_000,
+      bodyTimeout: 60_000,
+    });
+    return dispatcher.compose(redirect({ maxRedirections: 5 }));
+  })();
   return defaultDispatcher;
 }
 
@@ -70,7 +77,7 @@ export function toAgentError(err: unknown, what: string, url: string, signal: Ab
     signal,
     otherwise: (_message, cause, code) => {
       const wrapped = new DownloadFailedError(
-        `${what} from ${url}: ${cause instanceof Error ? cause.message : String(cause)}${code ? ` (${code})` : ''}`,
+        `${what} from ${url}${viaProxy(url)}: ${cause instanceof Error ? cause.message : String(cause)}${code ? ` (${code})` : ''}`,
         { cause, data: { url, ...(code ? { errorCode: code } : {}) } },
       );
       return isRetryableNetworkError(cause) ? markTransient(wrapped) : wrapped;
@@ -80,7 +87,7 @@ export function toAgentError(err: unknown, what: string, url: string, signal: Ab
 
 /** The error for a non-2xx answer: 5xx, 408 and 429 are transient; 403/404 and the rest are final. */
 export function statusError(what: string, method: string, url: string, status: number): DownloadFailedError {
-  const err = new DownloadFailedError(`${what}: ${method} ${url} answered HTTP ${status}`, {
+  const err = new DownloadFailedError(`${what}: ${method} ${url} answered HTTP ${status}${viaProxy(url)}`, {
     data: { url, status },
   });
   return isRetryableStatus(status) ? markTransient(err) : err;

@@ -6,6 +6,7 @@
 import type { Readable } from 'node:stream';
 import type { Dispatcher } from 'undici';
 import { loadUndici } from '../../lazy-undici.js';
+import { outboundDispatcher, viaProxy } from '../../outbound-http.js';
 import { ChecksumMismatchError, ImagePullFailedError } from '../../errors.js';
 import type { Clock } from '../../host/types.js';
 import { systemClock } from '../../host/clock.js';
@@ -22,7 +23,7 @@ import type { Descriptor, OciLogger } from './types.js';
 
 /** Collaborators and limits of a registry client; every field has a production default. */
 export interface RegistryClientOptions {
-  /** undici dispatcher; default: a private Agent that `close()` shuts down. */
+  /** undici dispatcher; default: a private one under the process's proxy that `close()` shuts down. */
   dispatcher?: Dispatcher;
   signal?: AbortSignal;
   logger?: OciLogger;
@@ -194,7 +195,7 @@ export class RegistryClient {
         continue;
       }
       const status = await describeFailure(res);
-      const message = `${what}: ${status}`;
+      const message = `${what}: ${status}${viaProxy(url)}`;
       if (res.statusCode === 429 || res.statusCode >= 500)
         throw new TransientPullError(message, { data: { status: res.statusCode } });
       if (res.statusCode === 401 || res.statusCode === 403) {
@@ -210,7 +211,8 @@ export class RegistryClient {
   async #request(url: URL, headers: Record<string, string>, what: string): Promise<ResponseData> {
     try {
       const undici = await loadUndici();
-      this.#dispatcher ??= new undici.Agent({
+      // Made once per client; requests of one client run one after the other.
+      this.#dispatcher ??= await outboundDispatcher({
         connect: { timeout: 30_000 },
         headersTimeout: 60_000,
         bodyTimeout: 120_000,
@@ -223,7 +225,7 @@ export class RegistryClient {
         signal: this.#signal,
       });
     } catch (err) {
-      throw classifyRequestError(err, what, this.#signal);
+      throw classifyRequestError(err, `${what}${viaProxy(url)}`, this.#signal);
     }
   }
 

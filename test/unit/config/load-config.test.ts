@@ -9,6 +9,7 @@ import {
   DEFAULT_STATE_DIR,
 } from '../../../src/config/daemon-config.js';
 import { loadDaemonConfig, type LoadConfigInput } from '../../../src/config/load-config.js';
+import { DIRECT } from '../../../src/config/proxy.js';
 import { AgentError } from '../../../src/errors.js';
 
 let dir: string;
@@ -75,8 +76,19 @@ describe('loadDaemonConfig defaults', () => {
       verifyTimeoutMs: 180_000,
       logLevel: 'info',
       logFormat: 'json',
+      // No proxy variable in the environment: every outbound request goes directly.
+      proxy: DIRECT,
     });
     expect(Object.isFrozen(c)).toBe(true);
+  });
+
+  it('takes the proxy of outbound requests from the environment, and names a bad variable', () => {
+    const c = load({ env: { HTTPS_PROXY: 'proxy.corp:3128', NO_PROXY: '.corp' } });
+    expect(c.proxy.https?.url.href).toBe('http://proxy.corp:3128/');
+    expect(c.proxy.noProxy).toBe('.corp');
+    expect(() => load({ env: { HTTP_PROXY: 'ftp://proxy.corp' } })).toThrow(
+      expect.objectContaining({ code: 'INVALID_CONFIG', message: expect.stringContaining('HTTP_PROXY=') }),
+    );
   });
 
   it('takes the machine start and verify timeouts from a flag, the environment or the file', async () => {
