@@ -2,8 +2,8 @@
  * The HTTP proxy of agentd's outbound requests (artifact downloads, image pulls, fleet health
  * checks), from the variables every HTTP client on a Linux host reads: `HTTPS_PROXY` for https
  * URLs, `HTTP_PROXY` for http ones, `NO_PROXY` for the hosts reached directly. The rules are Go's
- * `net/http` ones (`httpproxy.FromEnvironment`), which the Go node agent agentd takes over from
- * followed, so a node keeps the environment it had:
+ * `net/http` ones (`httpproxy.FromEnvironment`), which the node's other Go tools (containerd,
+ * kubelet, a Go agent) follow too, so one environment means the same to all of them:
  *
  * - the upper-case name wins over the lower-case one (`HTTPS_PROXY` over `https_proxy`);
  * - a proxy without a scheme is `http://` (`proxy.corp:3128`);
