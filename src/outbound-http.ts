@@ -10,6 +10,7 @@
  * allow CONNECT only to port 443). Redirects are routed anew: a redirect to a CDN may go another
  * way than the first request.
  */
+import tls from 'node:tls';
 import type { Agent, Dispatcher } from 'undici';
 import { DIRECT, proxyFor, redactProxyUrl, type OutboundProxy } from './config/proxy.js';
 import { loadProxyAgent, loadUndici } from './lazy-undici.js';
@@ -43,15 +44,39 @@ export function viaProxy(url: string | URL, proxy: OutboundProxy = processProxy)
   return via ? ` (through the proxy ${redactProxyUrl(via)})` : '';
 }
 
+type CertificateApi = {
+  getCACertificates?: (type: 'default' | 'system') => string[];
+  setDefaultCACertificates?: (certs: string[]) => void;
+};
+
+let systemTrusted = false;
+
+/**
+ * Add the host's CA certificates to Node's default trust, once, before the first outbound
+ * dispatcher (not at start: reading the store costs ~1 MiB that a daemon which never downloads
+ * need not carry). Returns false where the runtime cannot (no `tls.setDefaultCACertificates`).
+ */
+export function trustSystemCertificates(api: CertificateApi = tls as CertificateApi): boolean {
+  if (systemTrusted) return true;
+  const { getCACertificates, setDefaultCACertificates } = api;
+  if (!getCACertificates || !setDefaultCACertificates) return false;
+  // 'default': the bundled list plus NODE_EXTRA_CA_CERTS; an unreadable store adds nothing.
+  setDefaultCACertificates([...new Set([...getCACertificates('default'), ...getCACertificates('system')])]);
+  systemTrusted = true;
+  return true;
+}
+
 /**
  * A dispatcher with `options` (timeouts, keep-alive) for outbound requests under `proxy` (by
- * default the process's). Each caller keeps the one it makes for the process's life.
+ * default the process's), trusting the host's CAs (`trustSystemCertificates`). Each caller keeps
+ * the one it makes for the process's life.
  */
 export async function outboundDispatcher(
   options: Agent.Options,
   proxy: OutboundProxy = processProxy,
 ): Promise<Dispatcher> {
   dispatchersMade = true;
+  trustSystemCertificates();
   const undici = await loadUndici();
   const direct = new undici.Agent(options);
   if (!proxy.http && !proxy.https) return direct;
