@@ -6,7 +6,12 @@
 import { Command, CommanderError, Option } from 'commander';
 import { loadDaemonConfig } from '../config/load-config.js';
 import { formatDuration } from '../config/duration.js';
-import { DAEMON_OPTIONS, DEFAULT_CONFIG_FILE, type DaemonConfigInput } from '../config/daemon-config.js';
+import {
+  DAEMON_OPTIONS,
+  DEFAULT_CONFIG_FILE,
+  DEFAULT_REGISTRY_AUTH_FILE,
+  type DaemonConfigInput,
+} from '../config/daemon-config.js';
 import { describeError, isAgentError } from '../errors.js';
 import { createLogger } from '../log.js';
 import { VERSION } from '../version.js';
@@ -83,6 +88,10 @@ export function buildAgentdCommand(): Command {
     .option('--sim', 'try-out mode: simulated host, local artifact mirror, paths under ./.agentd/')
     .option('--metrics-address <host:port>', 'TCP listener serving only /metrics, /healthz, /readyz')
     .option('--kubeconfig <file>', 'Kubernetes credentials for the watcher and drain')
+    .option(
+      '--registry-auth-file <file>',
+      `credentials of private image registries, Docker's config.json format (default ${DEFAULT_REGISTRY_AUTH_FILE}, read at each pull when it exists)`,
+    )
     .option('--machine-name <name>', 'the Machine CR to watch (default: the applied config MachineName)')
     .option('--watch', 'run the Machine CR watcher (default: when Kubernetes credentials exist)')
     .option('--no-watch', 'do not run the Machine CR watcher')

@@ -11,6 +11,8 @@ export const DEFAULT_SOCKET = '/run/agentd/agentd.sock';
 export const DEFAULT_PID_FILE = '/run/agentd/agentd.pid';
 export const DEFAULT_STATE_DIR = '/var/lib/agentd';
 export const DEFAULT_CONFIG_FILE = '/etc/agentd/config.yaml';
+/** Credentials of private registries (docs/operations.md, "Private registries"): read at each pull when it exists. */
+export const DEFAULT_REGISTRY_AUTH_FILE = '/etc/agentd/registry-auth.json';
 export const DEFAULT_CRD_GROUP = 'unbounded-cloud.io';
 /** Where the fleet gate's objects live (docs/fleet.md): policy, recorded failures, slot Leases. */
 export const DEFAULT_FLEET_NAMESPACE = 'agentd-system';
@@ -64,6 +66,7 @@ export const daemonConfigSchema = z.strictObject({
   sim: boolish.default(false),
   metricsAddress: hostPort.optional(),
   kubeconfig: z.string().min(1).optional(),
+  registryAuthFile: z.string().min(1).optional(),
   machineName: z.string().min(1).optional(),
   watch: boolish.optional(),
   repair: boolish.default(true),
@@ -104,6 +107,8 @@ export interface DaemonConfig {
   sim: boolean;
   metricsAddress: { host: string; port: number } | null;
   kubeconfig: string | null;
+  /** The registry auth file: read at each image pull (a missing file: anonymous pulls). */
+  registryAuthFile: string;
   machineName: string | null;
   /** null: on when Kubernetes credentials exist. */
   watch: boolean | null;
@@ -137,6 +142,7 @@ export const DAEMON_OPTIONS: Record<keyof DaemonConfigInput, { flag: string; env
   sim: { flag: '--sim', env: 'AGENTD_SIM' },
   metricsAddress: { flag: '--metrics-address', env: 'AGENTD_METRICS_ADDRESS' },
   kubeconfig: { flag: '--kubeconfig', env: 'AGENTD_KUBECONFIG' },
+  registryAuthFile: { flag: '--registry-auth-file', env: 'AGENTD_REGISTRY_AUTH_FILE' },
   machineName: { flag: '--machine-name', env: 'AGENTD_MACHINE_NAME' },
   watch: { flag: '--watch', env: 'AGENTD_WATCH' },
   repair: { flag: '--repair', env: 'AGENTD_REPAIR' },

@@ -161,6 +161,7 @@ async function startServing(
     logger: logger.child({ component: 'provision' }),
     metrics,
     daemonReload: () => host.machines.daemonReload(),
+    registryAuthFile: config.registryAuthFile,
     ...(config.host === 'sim' ? { minFreeBytes: 64 * 1024 ** 2 } : {}),
   });
   // Kubernetes: credentials, this node's drain, the Machine watcher. The engine's

@@ -48,6 +48,8 @@ export interface ProvisionerOptions {
   minFreeBytes?: number;
   /** Test seam for artifact file writes (ENOSPC); default `fs.createWriteStream` with fsync. */
   openWrite?: OpenWrite;
+  /** Credentials of private registries (src/provision/oci/registry-auth.ts), read at each pull. */
+  registryAuthFile?: string | null;
 }
 
 /** `statfs` of `dir`, or of its nearest existing ancestor: preflight must not create it. */
@@ -92,7 +94,13 @@ export function createProvisioner(o: ProvisionerOptions): Provisioner {
         checkArtifacts(config, arch, { signal, clock: o.clock }).catch((err: unknown) => [
           { name: 'artifacts', ok: false, message: describeError(err) },
         ]),
-        resolveImage(config.OCIImage, { arch, signal, clock: o.clock, retries: 1 }).then(
+        resolveImage(config.OCIImage, {
+          arch,
+          signal,
+          clock: o.clock,
+          retries: 1,
+          registryAuthFile: o.registryAuthFile ?? null,
+        }).then(
           (r) => ({ name: 'image', ok: true, message: `${config.OCIImage} resolves to ${r.digest}` }),
           (err: unknown) => ({ name: 'image', ok: false, message: describeError(err) }),
         ),
@@ -122,6 +130,7 @@ export function createProvisioner(o: ProvisionerOptions): Provisioner {
             logger: t.logger,
             clock: o.clock,
             progress: t.progress,
+            registryAuthFile: o.registryAuthFile ?? null,
           });
           o.metrics.downloadBytes.inc({ kind: 'image' }, image.downloadedBytes);
           failpoint('update.provision.mid');

@@ -1,7 +1,8 @@
 /**
- * A registry in front of a simulated node's mirror that holds image blob downloads: an update
- * pulling an image through it stays in provision, deterministically, until it is cancelled or
- * the test ends.
+ * Registries in front of a simulated node's mirror: `startMirrorFront` answers what a test wants
+ * (a private registry's 401, say) and passes the rest on; the holding registry holds image blob
+ * downloads, so an update pulling an image through it stays in provision, deterministically,
+ * until it is cancelled or the test ends.
  */
 import { readFile, rm } from 'node:fs/promises';
 import http from 'node:http';
@@ -10,16 +11,16 @@ import path from 'node:path';
 import { onTestFinished } from 'vitest';
 import type { SimNode } from './sim-node.js';
 
-export async function startHoldingRegistry(
+/**
+ * A registry in front of the sim mirror on `mirrorPort`: `intercept` answers what it wants to
+ * (returning true), everything else is passed on. Closed when the test ends; returns host:port.
+ */
+export async function startMirrorFront(
   mirrorPort: number,
-): Promise<{ hostPort: string; blobRequested: Promise<void> }> {
-  let onBlob!: () => void;
-  const blobRequested = new Promise<void>((resolve) => (onBlob = resolve));
+  intercept: (req: http.IncomingMessage, res: http.ServerResponse) => boolean,
+): Promise<string> {
   const server = http.createServer((req, res) => {
-    if (req.method === 'GET' && /\/blobs\/sha256:/.test(req.url ?? '')) {
-      onBlob();
-      return; // held: never answered
-    }
+    if (intercept(req, res)) return;
     const upstream = http.request(
       { host: '127.0.0.1', port: mirrorPort, method: req.method, path: req.url, headers: req.headers },
       (up) => {
@@ -38,7 +39,20 @@ export async function startHoldingRegistry(
         server.close(() => resolve());
       }),
   );
-  return { hostPort: `127.0.0.1:${(server.address() as AddressInfo).port}`, blobRequested };
+  return `127.0.0.1:${(server.address() as AddressInfo).port}`;
+}
+
+export async function startHoldingRegistry(
+  mirrorPort: number,
+): Promise<{ hostPort: string; blobRequested: Promise<void> }> {
+  let onBlob!: () => void;
+  const blobRequested = new Promise<void>((resolve) => (onBlob = resolve));
+  const hostPort = await startMirrorFront(mirrorPort, (req) => {
+    if (req.method !== 'GET' || !/\/blobs\/sha256:/.test(req.url ?? '')) return false;
+    onBlob();
+    return true; // held: never answered
+  });
+  return { hostPort, blobRequested };
 }
 
 /**

@@ -70,6 +70,8 @@ export interface StartOptions {
   failpoints?: string;
   /** More environment (HTTPS_PROXY, …). */
   env?: Record<string, string>;
+  /** More agentd flags, after `--sim`. */
+  args?: string[];
 }
 
 export class SimNode {
@@ -118,7 +120,7 @@ export class SimNode {
     const env: Record<string, string> = { ...options.env };
     if (options.faults) env.AGENTD_SIM_FAULTS = options.faults;
     if (options.failpoints) env.AGENTD_FAILPOINTS = options.failpoints;
-    this.daemon = await startTestDaemon({ dir: this.dir, args: ['--sim'], env });
+    this.daemon = await startTestDaemon({ dir: this.dir, args: ['--sim', ...(options.args ?? [])], env });
     return this.daemon;
   }
 

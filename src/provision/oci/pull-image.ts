@@ -3,6 +3,7 @@
  * manifest, download every layer into the blob cache (digest-verified, in parallel, skipped
  * when cached), then apply the layers in order. Any failure leaves the target empty.
  */
+import { registryAuthFor } from './registry-auth.js';
 import { createReadStream } from 'node:fs';
 import { readFile } from 'node:fs/promises';
 import path from 'node:path';
@@ -132,8 +133,10 @@ export async function pullImage(
   const logger = options.logger ?? silentLogger;
   const { arch, signal, progress } = options;
 
+  // Read before the target is touched: a broken auth file fails the pull with the host as it was.
+  const auth = await registryAuthFor(options.registryAuthFile ?? null, parsed.registry);
   await emptyDirectory(target);
-  const client = new RegistryClient(parsed, options);
+  const client = new RegistryClient(parsed, { ...options, auth });
   try {
     const resolved = await resolvePlatformManifest(client, parsed, arch);
     const layers = resolved.manifest.layers;

@@ -1,7 +1,8 @@
 /**
- * A minimal anonymous registry v2 client on undici: manifest GETs (digest-verified), blob
- * streams, the anonymous bearer-token flow, redirects (Authorization never leaves the
- * registry's origin), the HTTP/HTTPS policy, and retries of transient failures.
+ * A minimal registry v2 client on undici: manifest GETs (digest-verified), blob streams, the
+ * bearer-token flow (anonymous, or with the credentials of the registry auth file) and Basic
+ * auth, redirects (Authorization never leaves the registry's origin), the HTTP/HTTPS policy, and
+ * retries of transient failures.
  */
 import type { Readable } from 'node:stream';
 import type { Dispatcher } from 'undici';
@@ -11,6 +12,7 @@ import { ChecksumMismatchError, ImagePullFailedError } from '../../errors.js';
 import type { Clock } from '../../host/types.js';
 import { systemClock } from '../../host/clock.js';
 import { parseAuthChallenge } from './auth-challenge.js';
+import { basicAuthorization, type RegistryAuth } from './registry-auth.js';
 import { isSha256Digest, sha256Digest } from './digest.js';
 import { formatImageReference } from '../../config/image-reference.js';
 import type { ImageReference } from '../../config/image-reference.js';
@@ -30,6 +32,8 @@ export interface RegistryClientOptions {
   clock?: Clock;
   /** Further attempts after a transient failure (default 4). */
   retries?: number;
+  /** Credentials from the registry auth file (registry-auth.ts); absent or null: anonymous, no file. */
+  auth?: RegistryAuth | null;
 }
 
 /** A manifest body as served, with the digest computed from its bytes. */
@@ -80,7 +84,7 @@ async function describeFailure(res: ResponseData): Promise<string> {
   return `HTTP ${res.statusCode}${detail}`;
 }
 
-/** An anonymous client for one repository of one registry. Create one per pull and `close()` it. */
+/** A client for one repository of one registry. Create one per pull and `close()` it. */
 export class RegistryClient {
   readonly baseUrl: string;
   readonly label: string;
@@ -91,7 +95,9 @@ export class RegistryClient {
   readonly #signal: AbortSignal | undefined;
   readonly #logger: OciLogger;
   readonly #retry: RetryOptions;
-  #token: string | undefined;
+  readonly #auth: RegistryAuth | null;
+  /** What the registry's origin is sent once a challenge was answered: `Bearer <token>` or `Basic …`. */
+  #authorization: string | undefined;
 
   constructor(ref: ImageReference, options: RegistryClientOptions = {}) {
     this.#ref = ref;
@@ -101,6 +107,7 @@ export class RegistryClient {
     this.#dispatcher = options.dispatcher;
     this.#signal = options.signal;
     this.#logger = options.logger ?? silentLogger;
+    this.#auth = options.auth ?? null;
     this.#retry = {
       retries: options.retries ?? 4,
       clock: options.clock ?? systemClock,
@@ -171,10 +178,10 @@ export class RegistryClient {
     let authenticated = false;
     for (let hops = 0; hops <= MAX_REDIRECTS;) {
       validateRegistryUrl(url, what);
-      // The token is for the registry only: a redirect to a blob CDN must not carry it.
+      // The token (or the credentials) are for the registry only: a redirect to a blob CDN must not carry them.
       const sameOrigin = url.origin === new URL(this.baseUrl).origin;
       const headers: Record<string, string> = { accept, 'user-agent': USER_AGENT };
-      if (sameOrigin && this.#token) headers.authorization = `Bearer ${this.#token}`;
+      if (sameOrigin && this.#authorization) headers.authorization = this.#authorization;
       this.#logger.debug({ url: url.toString() }, 'registry request');
       const res = await this.#request(url, headers, what);
       if (res.statusCode === 200) return res;
@@ -199,7 +206,7 @@ export class RegistryClient {
       if (res.statusCode === 429 || res.statusCode >= 500)
         throw new TransientPullError(message, { data: { status: res.statusCode } });
       if (res.statusCode === 401 || res.statusCode === 403) {
-        throw new ImagePullFailedError(`${message} (agentd pulls anonymously; the image must be public)`, {
+        throw new ImagePullFailedError(`${message} (${this.#whoAsked()})`, {
           data: { status: res.statusCode },
         });
       }
@@ -229,12 +236,39 @@ export class RegistryClient {
     }
   }
 
-  /** The anonymous token flow: GET <realm>?service=…&scope=… and keep the token for this client. */
+  /** Who the registry refused, for its 401 and 403: the credentials' user and file, or anonymous and why. */
+  #whoAsked(): string {
+    const ref = this.#ref;
+    if (!this.#auth) return 'agentd pulled anonymously; give credentials with --registry-auth-file';
+    if (!this.#auth.credentials) {
+      return `agentd pulled anonymously: ${this.#auth.file} has no credentials for ${ref.registry}`;
+    }
+    return `as ${this.#auth.credentials.username}, the credentials for ${ref.registry} in ${this.#auth.file}`;
+  }
+
+  /**
+   * Answer a 401's challenge: Basic with the credentials, or the token flow (GET
+   * <realm>?service=…&scope=…, with the credentials when there are some) and keep the token for
+   * this client.
+   */
   async #authenticate(headerValue: string | undefined, what: string): Promise<void> {
     const challenge = parseAuthChallenge(headerValue);
+    const credentials = this.#auth?.credentials ?? null;
+    if (challenge?.scheme === 'basic') {
+      if (!credentials) {
+        throw new ImagePullFailedError(
+          `${what}: HTTP 401: the registry asks for a user and password (${this.#whoAsked()})`,
+          {
+            data: { status: 401 },
+          },
+        );
+      }
+      this.#authorization = basicAuthorization(credentials);
+      return;
+    }
     if (challenge?.scheme !== 'bearer' || !challenge.params.realm) {
       throw new ImagePullFailedError(
-        `${what}: HTTP 401 with challenge ${JSON.stringify(headerValue ?? '')}; agentd pulls anonymously and supports only the Bearer token flow`,
+        `${what}: HTTP 401 with challenge ${JSON.stringify(headerValue ?? '')}; agentd supports the Bearer token flow and Basic auth`,
       );
     }
     let realm: URL;
@@ -250,15 +284,17 @@ export class RegistryClient {
     validateRegistryUrl(realm, tokenWhat);
     if (challenge.params.service) realm.searchParams.set('service', challenge.params.service);
     realm.searchParams.set('scope', challenge.params.scope ?? `repository:${this.#ref.repository}:pull`);
-    const res = await this.#request(
-      realm,
-      { accept: 'application/json', 'user-agent': USER_AGENT },
-      tokenWhat,
-    );
+    const headers: Record<string, string> = { accept: 'application/json', 'user-agent': USER_AGENT };
+    if (credentials) {
+      realm.searchParams.set('account', credentials.username);
+      headers.authorization = basicAuthorization(credentials);
+    }
+    const res = await this.#request(realm, headers, tokenWhat);
     if (res.statusCode !== 200) {
       const message = `${tokenWhat}: ${await describeFailure(res)}`;
       if (res.statusCode === 429 || res.statusCode >= 500) throw new TransientPullError(message);
-      throw new ImagePullFailedError(message, { data: { status: res.statusCode } });
+      const who = res.statusCode === 401 || res.statusCode === 403 ? ` (${this.#whoAsked()})` : '';
+      throw new ImagePullFailedError(`${message}${who}`, { data: { status: res.statusCode } });
     }
     const body = await readLimited(res.body, 1024 * 1024, tokenWhat);
     let token: unknown;
@@ -271,6 +307,6 @@ export class RegistryClient {
     if (typeof token !== 'string' || token === '') {
       throw new ImagePullFailedError(`${tokenWhat}: response has no "token" or "access_token" string`);
     }
-    this.#token = token;
+    this.#authorization = `Bearer ${token}`;
   }
 }

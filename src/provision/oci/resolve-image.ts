@@ -2,6 +2,7 @@
  * Resolving an image reference to its `linux/<arch>` manifest (manifest GETs only, no blob),
  * for preflight and as the first step of a pull.
  */
+import { registryAuthFor } from './registry-auth.js';
 import type { Dispatcher } from 'undici';
 import { ImagePullFailedError, InvalidConfigError } from '../../errors.js';
 import type { Clock } from '../../host/types.js';
@@ -25,6 +26,8 @@ export interface ResolveImageOptions {
   retries?: number;
   /** undici dispatcher (tests); default: a private Agent per call, closed afterwards. */
   dispatcher?: Dispatcher;
+  /** The registry auth file (registry-auth.ts), read at each call; absent or null: anonymous. */
+  registryAuthFile?: string | null;
 }
 
 /** What a reference resolves to. */
@@ -85,7 +88,8 @@ export async function resolvePlatformManifest(
 export async function resolveImage(ref: string, options: ResolveImageOptions): Promise<ResolvedImage> {
   validateResolveOptions(options);
   const parsed = parseImageReference(ref);
-  const client = new RegistryClient(parsed, options);
+  const auth = await registryAuthFor(options.registryAuthFile ?? null, parsed.registry);
+  const client = new RegistryClient(parsed, { ...options, auth });
   try {
     const resolved = await resolvePlatformManifest(client, parsed, options.arch);
     return {

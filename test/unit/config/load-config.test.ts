@@ -5,6 +5,7 @@ import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import {
   DEFAULT_CRD_GROUP,
   DEFAULT_PID_FILE,
+  DEFAULT_REGISTRY_AUTH_FILE,
   DEFAULT_SOCKET,
   DEFAULT_STATE_DIR,
 } from '../../../src/config/daemon-config.js';
@@ -65,6 +66,7 @@ describe('loadDaemonConfig defaults', () => {
       sim: false,
       metricsAddress: null,
       kubeconfig: null,
+      registryAuthFile: DEFAULT_REGISTRY_AUTH_FILE,
       machineName: null,
       watch: null,
       repair: true,
@@ -123,7 +125,16 @@ describe('loadDaemonConfig defaults', () => {
       pidFile: path.join(sim, 'agentd.pid'),
       stateDir: path.join(sim, 'state'),
       root: path.join(sim, 'root'),
+      registryAuthFile: path.join(sim, 'registry-auth.json'),
     });
+  });
+
+  it('takes the registry auth file from a flag, the environment or the file, relative to the working directory', () => {
+    expect(load({ flags: { registryAuthFile: 'auth.json' } }).registryAuthFile).toBe(
+      path.join(dir, 'auth.json'),
+    );
+    expect(load({ env: { AGENTD_REGISTRY_AUTH_FILE: '/etc/x.json' } }).registryAuthFile).toBe('/etc/x.json');
+    expect(() => load({ flags: { registryAuthFile: '' } })).toThrow(/--registry-auth-file/);
   });
 
   it('--sim keeps paths and a host that are given explicitly', () => {

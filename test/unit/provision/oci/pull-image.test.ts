@@ -441,6 +441,116 @@ describe('pullImage transport', () => {
     expect((await codeOf(resolveImage(ref(), { arch: 'amd64' }))).code).toBe('IMAGE_PULL_FAILED');
   });
 
+  /** An auth file in `dir` holding `user:password` for this file's registry. */
+  async function authFile(userPassword: string): Promise<string> {
+    const file = path.join(dir, 'registry-auth.json');
+    await writeFile(
+      file,
+      JSON.stringify({
+        auths: { [`127.0.0.1:${port}`]: { auth: Buffer.from(userPassword).toString('base64') } },
+      }),
+    );
+    return file;
+  }
+
+  /** A registry that answers only requests with Basic `user:secret-pw`. */
+  const basicOnly: Route = (req, res) => {
+    if (req.headers.authorization === `Basic ${Buffer.from('robot:secret-pw').toString('base64')}`)
+      return false;
+    res.writeHead(401, { 'www-authenticate': 'Basic realm="private"' }).end();
+    return true;
+  };
+
+  it('pulls from a registry with Basic auth with the credentials of the auth file', async () => {
+    routes = [basicOnly, registry];
+    const result = await pullImage(ref(), target, {
+      arch: 'amd64',
+      cacheDir,
+      registryAuthFile: await authFile('robot:secret-pw'),
+    });
+    expect(result.layers).toBe(2);
+    await expectSimTree('amd64');
+  });
+
+  it('says who the registry refused: anonymous and why, or the user and the file, never the password', async () => {
+    routes = [basicOnly, registry];
+    const failure = async (registryAuthFile?: string): Promise<string> => {
+      const err = await resolveImage(ref(), { arch: 'amd64', registryAuthFile }).then(
+        () => null,
+        (e: unknown) => e as { code: string; message: string },
+      );
+      expect(err?.code).toBe('IMAGE_PULL_FAILED');
+      expect(err?.message).not.toContain('pw');
+      return err?.message ?? '';
+    };
+    expect(await failure()).toContain(
+      'asks for a user and password (agentd pulled anonymously; give credentials with --registry-auth-file)',
+    );
+    const missing = path.join(dir, 'missing.json');
+    expect(await failure(missing)).toContain(
+      `agentd pulled anonymously: ${missing} has no credentials for 127.0.0.1:${port}`,
+    );
+    const wrong = await authFile('robot:wrong-pw');
+    expect(await failure(wrong)).toContain(
+      `HTTP 401 (as robot, the credentials for 127.0.0.1:${port} in ${wrong})`,
+    );
+  });
+
+  it('sends the credentials to the token realm, and then only the token to the registry', async () => {
+    const tokenRequests: { search: string; authorization?: string }[] = [];
+    routes = [
+      (req, res, url) => {
+        if (url.pathname !== '/token') return false;
+        tokenRequests.push({ search: url.search, authorization: req.headers.authorization });
+        if (req.headers.authorization !== `Basic ${Buffer.from('robot:secret-pw').toString('base64')}`) {
+          res.writeHead(401).end();
+          return true;
+        }
+        res.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify({ token: 'tok' }));
+        return true;
+      },
+      (req, res) => {
+        if (req.headers.authorization === 'Bearer tok') return false;
+        res
+          .writeHead(401, {
+            'www-authenticate': `Bearer realm="http://127.0.0.1:${port}/token",service="private",scope="repository:sim/rootfs:pull"`,
+          })
+          .end();
+        return true;
+      },
+      registry,
+    ];
+    const result = await pullImage(ref(), target, {
+      arch: 'amd64',
+      cacheDir,
+      registryAuthFile: await authFile('robot:secret-pw'),
+    });
+    expect(result.layers).toBe(2);
+    expect(tokenRequests).toEqual([
+      {
+        search: `?service=private&scope=${encodeURIComponent('repository:sim/rootfs:pull')}&account=robot`,
+        authorization: `Basic ${Buffer.from('robot:secret-pw').toString('base64')}`,
+      },
+    ]);
+    const registryAuth = new Set(
+      requests.filter((r) => r.path.startsWith('/v2/')).map((r) => r.authorization),
+    );
+    expect(registryAuth).toEqual(new Set([undefined, 'Bearer tok']));
+  });
+
+  it('fails a pull with a broken auth file as INVALID_CONFIG before touching the target', async () => {
+    await mkdir(target, { recursive: true });
+    await writeFile(path.join(target, 'keep'), 'the previous rootfs');
+    const file = path.join(dir, 'broken.json');
+    await writeFile(file, '{"auths": ');
+    const { code } = await codeOf(
+      pullImage(ref(), target, { arch: 'amd64', cacheDir, registryAuthFile: file }),
+    );
+    expect(code).toBe('INVALID_CONFIG');
+    expect(await readFile(path.join(target, 'keep'), 'utf8')).toBe('the previous rootfs');
+    expect(requests).toEqual([]);
+  });
+
   it('speaks HTTPS to a public registry host and refuses a plain-HTTP token realm on the way', async () => {
     const agent = new MockAgent();
     agent.disableNetConnect();
