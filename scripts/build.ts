@@ -100,6 +100,16 @@ const OPTIONAL_EXTERNALS = ['bufferutil', 'utf-8-validate'];
  */
 export const RUNTIME_FLAGS: readonly string[] = ['--single-threaded-gc'];
 
+/**
+ * Node.js options (not V8 flags: the code caches' flag hash is left alone) of the release
+ * executable alone; the npm path runs on Node.js 20, which has none of them:
+ * - `--use-system-ca`: TLS trusts the host's certificate store besides Node's bundled list, as
+ *   curl and the node's Go tools do (src/outbound-http.ts). Node builds that store natively, once,
+ *   at the first TLS connection that names no CA of its own: ~0.2 MiB more than the bundled list
+ *   alone, where adding the same certificates from JavaScript costs ~6 MiB.
+ */
+export const RELEASE_NODE_OPTIONS: readonly string[] = ['--use-system-ca'];
+
 /** What `import.meta.url` means in the bundle: the bundle's own URL (the executable's in a release). */
 const IMPORT_META_URL = '__agentdImportMetaUrl';
 

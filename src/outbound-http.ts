@@ -9,6 +9,13 @@
  * tunnel, http URLs as absolute-URI requests to the proxy (as curl and Go do; proxies commonly
  * allow CONNECT only to port 443). Redirects are routed anew: a redirect to a CDN may go another
  * way than the first request.
+ *
+ * TLS trusts the host's certificate store (OpenSSL's: /etc/ssl/certs, or `SSL_CERT_FILE` and
+ * `SSL_CERT_DIR`) besides Node's bundled Mozilla list, as curl and the node's Go tools do: a
+ * mirror or registry signed by a company CA installed with update-ca-certificates, or a proxy
+ * that inspects TLS, is trusted here too. The release executable runs with `--use-system-ca`
+ * (scripts/build.ts, RELEASE_NODE_OPTIONS), which does it natively; a newer Node.js without it
+ * gets the same from `trustSystemCertificates`; on Node.js 20 only `NODE_EXTRA_CA_CERTS` adds CAs.
  */
 import tls from 'node:tls';
 import type { Agent, Dispatcher } from 'undici';
@@ -53,11 +60,15 @@ let systemTrusted = false;
 
 /**
  * Add the host's CA certificates to Node's default trust, once, before the first outbound
- * dispatcher (not at start: reading the store costs ~1 MiB that a daemon which never downloads
- * need not carry). Returns false where the runtime cannot (no `tls.setDefaultCACertificates`).
+ * dispatcher, unless the runtime already trusts them (`--use-system-ca`, as the release runs).
+ * From JavaScript that costs ~6 MiB of resident memory, which is why the release does not take
+ * this path. Returns false where the runtime cannot (no `tls.setDefaultCACertificates`).
  */
-export function trustSystemCertificates(api: CertificateApi = tls as CertificateApi): boolean {
-  if (systemTrusted) return true;
+export function trustSystemCertificates(
+  api: CertificateApi = tls as CertificateApi,
+  execArgv: readonly string[] = process.execArgv,
+): boolean {
+  if (systemTrusted || execArgv.includes('--use-system-ca')) return true;
   const { getCACertificates, setDefaultCACertificates } = api;
   if (!getCACertificates || !setDefaultCACertificates) return false;
   // 'default': the bundled list plus NODE_EXTRA_CA_CERTS; an unreadable store adds nothing.

@@ -21,7 +21,7 @@ import { fileURLToPath, pathToFileURL } from 'node:url';
 import { gzipSync } from 'node:zlib';
 import { execa } from 'execa';
 import { encodeEmbedded } from '../../src/embedded.js';
-import { BUNDLES, REPO_ROOT, RUNTIME_FLAGS, buildBundle, writeCodeCaches } from '../build.js';
+import { BUNDLES, RELEASE_NODE_OPTIONS, REPO_ROOT, RUNTIME_FLAGS, buildBundle, writeCodeCaches } from '../build.js';
 import { ensureNodeRuntime, NODE_RUNTIME } from './node-runtime.js';
 
 const HERE = path.dirname(fileURLToPath(import.meta.url));
@@ -102,7 +102,7 @@ async function buildExecutable(node: string, root: string, out: string, work: st
       useCodeCache: false,
       // NODE_OPTIONS and the like are the host's, not a reason to change the agent's runtime.
       execArgvExtension: 'none',
-      execArgv: RUNTIME_FLAGS,
+      execArgv: [...RUNTIME_FLAGS, ...RELEASE_NODE_OPTIONS],
     }),
   );
   await run('build the single executable', node, ['--build-sea', config]);

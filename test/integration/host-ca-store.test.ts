@@ -5,7 +5,6 @@
  * NODE_EXTRA_CA_CERTS on any. The CA and the certificate are made with openssl.
  */
 import { execFile } from 'node:child_process';
-import { readFile, writeFile } from 'node:fs/promises';
 import https from 'node:https';
 import type { AddressInfo } from 'node:net';
 import path from 'node:path';
@@ -15,6 +14,7 @@ import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { childEnv, makeTempDir } from '../support/daemon.js';
 import { SYSTEM_TESTS_REQUIRED, hasTool } from '../support/system-tools.js';
+import { makeTestCa } from '../support/test-ca.js';
 
 const run = promisify(execFile);
 const CHILD = fileURLToPath(new URL('../support/outbound-child.ts', import.meta.url));
@@ -29,52 +29,8 @@ describe.skipIf(!hasTool('openssl') && !SYSTEM_TESTS_REQUIRED)('the host CA stor
 
   beforeAll(async () => {
     dir = await makeTempDir('agentd-ca-');
-    const ssl = (...args: string[]) => run('openssl', args, { cwd: dir });
-    const ec = ['-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:prime256v1', '-nodes'];
-    await ssl(
-      'req',
-      '-x509',
-      ...ec,
-      '-keyout',
-      'ca.key',
-      '-out',
-      'ca.pem',
-      '-days',
-      '2',
-      '-subj',
-      '/CN=agentd test CA',
-      '-addext',
-      'basicConstraints=critical,CA:TRUE',
-      '-addext',
-      'keyUsage=critical,keyCertSign',
-    );
-    await ssl('req', ...ec, '-keyout', 'server.key', '-out', 'server.csr', '-subj', '/CN=127.0.0.1');
-    await writeFile(path.join(dir, 'san.ext'), 'subjectAltName=IP:127.0.0.1\n');
-    await ssl(
-      'x509',
-      '-req',
-      '-in',
-      'server.csr',
-      '-CA',
-      'ca.pem',
-      '-CAkey',
-      'ca.key',
-      '-CAcreateserial',
-      '-out',
-      'server.pem',
-      '-days',
-      '2',
-      '-extfile',
-      'san.ext',
-    );
-    await writeFile(path.join(dir, 'empty.pem'), '');
-    server = https.createServer(
-      {
-        key: await readFile(path.join(dir, 'server.key')),
-        cert: await readFile(path.join(dir, 'server.pem')),
-      },
-      (_req, res) => res.end('ok'),
-    );
+    const ca = await makeTestCa(dir);
+    server = https.createServer({ key: ca.key, cert: ca.cert }, (_req, res) => res.end('ok'));
     await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
     url = `https://127.0.0.1:${(server.address() as AddressInfo).port}/artifact`;
   });

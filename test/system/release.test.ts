@@ -4,11 +4,13 @@
  * install.sh installs idempotently and restarts only on change, and the .deb's maintainer scripts
  * behave on install, upgrade, remove and purge under the real dpkg (into a temp root, with a
  * `systemctl` stand-in that records its calls). The real-systemd suite installs the same
- * artifacts on a real host. Needs tar, dpkg and dpkg-deb, and the Node runtime (cached after the
+ * artifacts on a real host. Needs tar, dpkg, dpkg-deb and openssl, and the Node runtime (cached after the
  * first run, fetched from the npm registry otherwise); skips without them unless
  * AGENTD_REQUIRE_SYSTEM_TESTS=1.
  */
 import { execFile } from 'node:child_process';
+import https from 'node:https';
+import type { AddressInfo } from 'node:net';
 import { randomBytes } from 'node:crypto';
 import { chmod, copyFile, mkdir, readFile, readlink, rm, stat, truncate, writeFile } from 'node:fs/promises';
 import { availableParallelism } from 'node:os';
@@ -28,6 +30,7 @@ import { startMirror } from '../../src/sim/mirror/index.js';
 import { createOciImage } from '../../src/sim/mirror/oci-image.js';
 import { REPO_ROOT, makeTempDir } from '../support/daemon.js';
 import { mirrorAgentConfig, startSimDaemon, updateAndWait } from '../support/provision-fixtures.js';
+import { makeTestCa } from '../support/test-ca.js';
 
 const run = promisify(execFile);
 const have = async (tool: string): Promise<boolean> =>
@@ -35,7 +38,8 @@ const have = async (tool: string): Promise<boolean> =>
     () => true,
     () => false,
   );
-const available = (await have('dpkg-deb')) && (await have('dpkg')) && (await have('tar'));
+const available =
+  (await have('dpkg-deb')) && (await have('dpkg')) && (await have('tar')) && (await have('openssl'));
 const required = process.env.AGENTD_REQUIRE_SYSTEM_TESTS === '1';
 
 /** A directory with a `systemctl` that appends its arguments to `calls` and answers is-active from `active`. */
@@ -220,6 +224,39 @@ describe.skipIf(!available && !required)('npm run release', () => {
       }
     },
   );
+
+  it("trusts the host's certificate store: a mirror signed by a CA only the store holds passes the preflight", async () => {
+    const work = await makeTempDir('agentd-release-ca-');
+    const ca = await makeTestCa(work);
+    // Every artifact URL answers 200: the preflight's HEADs need nothing else.
+    const mirror = https.createServer({ key: ca.key, cert: ca.cert }, (_req, res) => res.end());
+    await new Promise<void>((resolve) => mirror.listen(0, '127.0.0.1', resolve));
+    try {
+      const url = `https://127.0.0.1:${(mirror.address() as AddressInfo).port}`;
+      const artifactChecks = async (
+        store: string,
+      ): Promise<Array<{ name: string; ok: boolean; message: string }>> => {
+        const d = await startSimDaemon({
+          executable: path.join(dir, 'agentd'),
+          env: { SSL_CERT_FILE: store, SSL_CERT_DIR: path.join(work, 'no-such-dir') },
+        });
+        const answer = (await d.rpc('update', {
+          config: mirrorAgentConfig({ url, hostPort: '127.0.0.1:1' }),
+          dryRun: true,
+        })) as { result: { result: { preflight: Array<{ name: string; ok: boolean; message: string }> } } };
+        await d.stop();
+        return answer.result.result.preflight.filter((c) => c.name.startsWith('artifact'));
+      };
+      const trusted = await artifactChecks(ca.caFile);
+      expect(trusted.length).toBeGreaterThan(0);
+      expect(trusted.filter((c) => !c.ok)).toEqual([]);
+      // The check can fail: with the CA out of the store, TLS refuses the mirror.
+      const refused = await artifactChecks(ca.emptyFile);
+      expect(refused.every((c) => !c.ok && /unable to verify/i.test(c.message))).toBe(true);
+    } finally {
+      await new Promise((resolve) => mirror.close(resolve));
+    }
+  });
 
   it('runs with an empty environment (no node on PATH) as agentd and, by its name, as agentctl', async () => {
     const agentd = await run(path.join(dir, 'agentd'), ['--version'], { env: {} });
