@@ -323,9 +323,9 @@ export interface RealRegistry {
 }
 
 /** Debian's docker-registry on 127.0.0.1 with its own config file and storage under `dir`. */
-export async function startDockerRegistry(dir: string): Promise<RealRegistry> {
+export async function startDockerRegistry(dir: string, o: { htpasswd?: string } = {}): Promise<RealRegistry> {
   const host = `127.0.0.1:${await freePort()}`;
-  const config = await writeRegistryConfig(dir, host);
+  const config = await writeRegistryConfig(dir, host, o.htpasswd);
   const proc: ChildProcess = spawn(REGISTRY_BIN, ['serve', config], { stdio: ['ignore', 'pipe', 'pipe'] });
   let log = '';
   proc.stdout?.on('data', (b: Buffer) => (log += b.toString()));
@@ -340,7 +340,8 @@ export async function startDockerRegistry(dir: string): Promise<RealRegistry> {
     const ok = await request(`http://${host}/v2/`)
       .then(async (res) => {
         await res.body.dump();
-        return res.statusCode === 200;
+        // With htpasswd auth an anonymous /v2/ is refused: the registry is up all the same.
+        return res.statusCode === 200 || (o.htpasswd !== undefined && res.statusCode === 401);
       })
       .catch(() => false);
     if (ok) break;
@@ -354,7 +355,14 @@ export async function startDockerRegistry(dir: string): Promise<RealRegistry> {
 }
 
 /** `skopeo copy --all --dest-tls-verify=false oci:<layout>:<tag> docker://<dest>`; throws with skopeo's stderr. */
-export async function skopeoPush(workDir: string, layout: string, tag: string, dest: string): Promise<void> {
+export async function skopeoPush(
+  workDir: string,
+  layout: string,
+  tag: string,
+  dest: string,
+  /** `user:password` for a registry with auth. */
+  creds?: string,
+): Promise<void> {
   const policy = path.join(workDir, 'policy.json');
   await writeFile(policy, JSON.stringify({ default: [{ type: 'insecureAcceptAnything' }] }));
   const copy = spawnSync(
@@ -365,6 +373,7 @@ export async function skopeoPush(workDir: string, layout: string, tag: string, d
       'copy',
       '--all',
       '--dest-tls-verify=false',
+      ...(creds ? ['--dest-creds', creds] : []),
       `oci:${layout}:${tag}`,
       `docker://${dest}`,
     ],

@@ -11,8 +11,11 @@ export function hasTool(cmd: string): boolean {
   return spawnSync('sh', ['-c', 'command -v "$1"', 'sh', cmd]).status === 0;
 }
 
-/** A config for Debian's docker-registry serving `addr` with its storage under `dir`; returns its path. */
-export async function writeRegistryConfig(dir: string, addr: string): Promise<string> {
+/**
+ * A config for Debian's docker-registry serving `addr` with its storage under `dir`; returns its
+ * path. With `htpasswd` (a file of bcrypt entries) every request needs Basic auth.
+ */
+export async function writeRegistryConfig(dir: string, addr: string, htpasswd?: string): Promise<string> {
   const config = path.join(dir, 'registry.yml');
   const storage = path.join(dir, 'registry-storage');
   await writeFile(
@@ -26,6 +29,7 @@ export async function writeRegistryConfig(dir: string, addr: string): Promise<st
       `    rootdirectory: ${storage}`,
       'http:',
       `  addr: ${addr}`,
+      ...(htpasswd ? ['auth:', '  htpasswd:', '    realm: agentd-test', `    path: ${htpasswd}`] : []),
       '',
     ].join('\n'),
   );

@@ -5,7 +5,7 @@
  * Skipped when docker-registry or skopeo is missing, unless AGENTD_REQUIRE_SYSTEM_TESTS=1.
  */
 import { execFile } from 'node:child_process';
-import { mkdtemp, readFile, rm } from 'node:fs/promises';
+import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import { promisify } from 'node:util';
@@ -113,6 +113,89 @@ describe.skipIf(!available && !SYSTEM_TESTS_REQUIRED)(
       );
       expect(missing.checks.find((c) => c.name === 'image')).toMatchObject({ ok: false });
       expect(missing.checks.find((c) => c.name === 'image')?.message).toContain('agentd/rootfs:nope');
+      await d.stop();
+    });
+  },
+);
+
+/**
+ * A registry agentd's code did not write, with auth: docker-registry with an htpasswd file (its
+ * Basic auth; the hash made by htpasswd, package apache2-utils). The daemon's preflight is refused
+ * while its registry auth file has no credentials, passes once it has them (read at each pull,
+ * no restart), and the join pulls with them.
+ */
+const authAvailable = available && hasTool('htpasswd');
+
+describe.skipIf(!authAvailable && !SYSTEM_TESTS_REQUIRED)(
+  'provision from a real registry with htpasswd auth (docker-registry + skopeo + htpasswd)',
+  () => {
+    let dir: string;
+    let registry: RealRegistry | undefined;
+    let mirror: Mirror | undefined;
+    const image = busyboxImage();
+
+    beforeAll(async () => {
+      if (!authAvailable) {
+        throw new Error(
+          `AGENTD_REQUIRE_SYSTEM_TESTS=1 but ${REGISTRY_BIN}, skopeo, ${BUSYBOX} or htpasswd is missing (packages docker-registry, skopeo, busybox-static, apache2-utils)`,
+        );
+      }
+      dir = await mkdtemp(path.join(os.tmpdir(), 'agentd-registry-auth-'));
+      const htpasswd = path.join(dir, 'htpasswd');
+      await writeFile(htpasswd, (await run('htpasswd', ['-Bbn', 'robot', 's3cret-pw'])).stdout);
+      registry = await startDockerRegistry(dir, { htpasswd });
+      const layout = path.join(dir, 'layout');
+      await writeOciLayout(layout, image, { tag: 'v1' });
+      await skopeoPush(dir, layout, 'v1', `${registry.host}/agentd/private:v1`, 'robot:s3cret-pw');
+      mirror = await startMirror();
+    });
+
+    afterAll(async () => {
+      await mirror?.close();
+      await registry?.stop();
+      if (dir) await rm(dir, { recursive: true, force: true });
+    });
+
+    it('is refused without credentials, naming the file, and joined once the auth file has them', async () => {
+      const authFile = path.join(dir, 'registry-auth.json');
+      const d = await startSimDaemon({ args: ['--registry-auth-file', authFile] });
+      const config = mirrorAgentConfig(mirror as Mirror, { OCIImage: `${registry?.host}/agentd/private:v1` });
+      const imageCheck = async () =>
+        (
+          await rpcResult<{ checks: Array<{ name: string; ok: boolean; message: string }> }>(d, 'preflight', {
+            config,
+          })
+        ).checks.find((c) => c.name === 'image');
+
+      const refused = await imageCheck();
+      expect(refused?.ok).toBe(false);
+      expect(refused?.message).toContain(
+        `agentd pulled anonymously: ${authFile} has no credentials for ${registry?.host}`,
+      );
+
+      await writeFile(
+        authFile,
+        JSON.stringify({
+          auths: { [`${registry?.host}`]: { auth: Buffer.from('robot:wrong').toString('base64') } },
+        }),
+      );
+      expect((await imageCheck())?.message).toContain(
+        `(as robot, the credentials for ${registry?.host} in ${authFile})`,
+      );
+
+      await writeFile(
+        authFile,
+        JSON.stringify({
+          auths: { [`${registry?.host}`]: { auth: Buffer.from('robot:s3cret-pw').toString('base64') } },
+        }),
+      );
+      expect(await imageCheck()).toMatchObject({ ok: true });
+      const op = await updateAndWait(d, { config });
+      expect(op, `${JSON.stringify(op.error)}\n${registry?.logs()}`).toMatchObject({
+        state: 'succeeded',
+        to: 'kube1',
+      });
+      expect(d.logs()).not.toContain('s3cret');
       await d.stop();
     });
   },
