@@ -7,7 +7,7 @@
 import type { Logger } from 'pino';
 import type { Dispatcher } from 'undici';
 import { loadUndici } from '../lazy-undici.js';
-import { outboundDispatcher } from '../outbound-http.js';
+import { outboundDispatcher, viaProxy } from '../outbound-http.js';
 import { CancelledError, HealthGateFailedError, describeError } from '../errors.js';
 import type { HealthGate as EngineHealthGate, HealthGateTarget } from '../engine/update.js';
 import type { Clock, CommandResult, MachineName } from '../host/types.js';
@@ -184,11 +184,19 @@ export function createHealthGate(o: HealthGateOptions): HealthGate {
 
   function httpProbe(check: HttpCheck, signal: AbortSignal) {
     return async (attemptMs: number): Promise<Probe> => {
-      const status = await httpGet(check.http.url, { timeoutMs: attemptMs, signal });
+      // A check that goes through the proxy (HTTPS_PROXY & co.) says so when it fails.
+      const via = viaProxy(check.http.url);
+      let status: number;
+      try {
+        status = await httpGet(check.http.url, { timeoutMs: attemptMs, signal });
+      } catch (err) {
+        if (signal.aborted || err instanceof CancelledError) throw err;
+        return { ok: false, observed: `GET ${check.http.url}${via}: ${describeError(err)}` };
+      }
       const ok = status === check.http.expectStatus;
       return {
         ok,
-        observed: `GET ${check.http.url}: HTTP ${status}${ok ? '' : ` (expected ${check.http.expectStatus})`}`,
+        observed: `GET ${check.http.url}: HTTP ${status}${ok ? '' : ` (expected ${check.http.expectStatus})${via}`}`,
       };
     };
   }

@@ -223,7 +223,9 @@ describe('http checks', () => {
     await new Promise((r) => servers.pop()?.close(r));
     const { g } = gate();
     const err = await failure(g.run(http(url), target, new AbortController().signal));
-    expect((err.data.failed as Array<{ observed: string }>)[0]?.observed).toMatch(/ECONNREFUSED|refused/i);
+    expect((err.data.failed as Array<{ observed: string }>)[0]?.observed).toMatch(
+      new RegExp(`^GET ${url.replace(/[.]/g, '\\.')}: .*(ECONNREFUSED|refused)`, 'i'),
+    );
   });
 
   it('names every failed check, and only those', async () => {
