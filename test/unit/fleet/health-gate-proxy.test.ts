@@ -6,7 +6,7 @@
 import pino from 'pino';
 import { describe, expect, it } from 'vitest';
 import { proxyFromEnv } from '../../../src/config/proxy.js';
-import { AgentError } from '../../../src/errors.js';
+import type { AgentError } from '../../../src/errors.js';
 import { HealthChecksSchema } from '../../../src/fleet/health-checks-schema.js';
 import { createHealthGate } from '../../../src/fleet/health-gate.js';
 import { createMetrics } from '../../../src/metrics/metrics.js';
