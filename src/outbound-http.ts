@@ -40,7 +40,7 @@ export function useOutboundProxy(proxy: OutboundProxy): void {
 }
 
 /** The proxy `url` would go through, for error messages: ` (through the proxy http://p:3128)` or ''. */
-export function viaProxy(url: string | URL, proxy: OutboundProxy = processProxy): string {
+export function viaProxy(url: string | URL, proxy: OutboundProxy | undefined = processProxy): string {
   let parsed: URL;
   try {
     parsed = new URL(url);

@@ -7,6 +7,7 @@
 import type { Logger } from 'pino';
 import type { Dispatcher } from 'undici';
 import { loadUndici } from '../lazy-undici.js';
+import type { OutboundProxy } from '../config/proxy.js';
 import { outboundDispatcher, viaProxy } from '../outbound-http.js';
 import { CancelledError, HealthGateFailedError, describeError } from '../errors.js';
 import type { HealthGate as EngineHealthGate, HealthGateTarget } from '../engine/update.js';
@@ -55,6 +56,11 @@ export interface HealthGateOptions {
   metrics: Pick<Metrics, 'healthGateChecks'>;
   /** Default: an undici GET that reads and discards the body. */
   httpGet?: HttpGet;
+  /**
+   * The proxy a failing check names (a test seam, with its own `httpGet`); default: the process's,
+   * which `undiciGet` goes through (src/outbound-http.ts).
+   */
+  proxy?: OutboundProxy;
   backoff?: BackoffPolicy;
 }
 
@@ -185,7 +191,7 @@ export function createHealthGate(o: HealthGateOptions): HealthGate {
   function httpProbe(check: HttpCheck, signal: AbortSignal) {
     return async (attemptMs: number): Promise<Probe> => {
       // A check that goes through the proxy (HTTPS_PROXY & co.) says so when it fails.
-      const via = viaProxy(check.http.url);
+      const via = viaProxy(check.http.url, o.proxy);
       let status: number;
       try {
         status = await httpGet(check.http.url, { timeoutMs: attemptMs, signal });

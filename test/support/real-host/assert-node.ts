@@ -18,6 +18,7 @@ export interface OperationJson {
   id: string;
   kind: string;
   state: string;
+  createdAt: string;
   from: MachineName | null;
   to: MachineName | null;
   result: Record<string, unknown> | null;

@@ -1,8 +1,4 @@
-/**
- * A failing HTTP check of the health gate names the proxy it went through. A file of its own: the
- * process's proxy is set once, before any dispatcher exists (src/outbound-http.ts), which the
- * other health-gate tests' real requests would already have made.
- */
+/** A failing HTTP check of the health gate names the proxy it went through. */
 import pino from 'pino';
 import { describe, expect, it } from 'vitest';
 import { proxyFromEnv } from '../../../src/config/proxy.js';
@@ -10,12 +6,10 @@ import type { AgentError } from '../../../src/errors.js';
 import { HealthChecksSchema } from '../../../src/fleet/health-checks-schema.js';
 import { createHealthGate } from '../../../src/fleet/health-gate.js';
 import { createMetrics } from '../../../src/metrics/metrics.js';
-import { useOutboundProxy } from '../../../src/outbound-http.js';
 import { createFakeClock } from '../host/fake-clock.js';
 
 describe('an http check behind a proxy', () => {
   it('says, when it fails, which proxy it went through (HTTPS_PROXY & co.)', async () => {
-    useOutboundProxy(proxyFromEnv({ HTTP_PROXY: 'http://proxy.corp:3128', NO_PROXY: '.local.corp' }));
     const g = createHealthGate({
       checks: () => null,
       node: () => ({ read: () => Promise.reject(new Error('the Node is not read: nodeReady is false')) }),
@@ -24,6 +18,7 @@ describe('an http check behind a proxy', () => {
       logger: pino({ level: 'silent' }),
       metrics: createMetrics({ version: 't', collectDefaults: false }),
       httpGet: () => Promise.resolve(503),
+      proxy: proxyFromEnv({ HTTP_PROXY: 'http://proxy.corp:3128', NO_PROXY: '.local.corp' }),
     });
     const checks = HealthChecksSchema.parse({
       nodeReady: false,
