@@ -134,7 +134,7 @@ export async function pullImage(
   const { arch, signal, progress } = options;
 
   // Read before the target is touched: a broken auth file fails the pull with the host as it was.
-  const auth = await registryAuthFor(options.registryAuthFile ?? null, parsed.registry);
+  const auth = await registryAuthFor(options.registryAuthFile ?? null, parsed.registry, logger);
   await emptyDirectory(target);
   const client = new RegistryClient(parsed, { ...options, auth });
   try {

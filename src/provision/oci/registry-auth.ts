@@ -8,11 +8,13 @@
  * than an anonymous pull that fails later.
  *
  * The file is read at every pull, so credentials can be rotated without a restart; a missing
- * file means anonymous pulls. docs/operations.md, "Private registries".
+ * file means anonymous pulls. A file that others than its owner can read is used, with a warning
+ * at each pull. docs/operations.md, "Private registries".
  */
-import { readFile } from 'node:fs/promises';
+import { readFile, stat } from 'node:fs/promises';
 import * as z from 'zod';
 import { InvalidConfigError } from '../../errors.js';
+import { silentLogger, type OciLogger } from './types.js';
 
 /** What a registry is asked with. */
 export interface RegistryCredentials {
@@ -68,7 +70,26 @@ function keyMatches(key: string, registry: string): boolean {
  * an unreadable or malformed file, or an entry agentd cannot use, throws INVALID_CONFIG naming
  * the file and the key, never the secret.
  */
-export async function registryAuthFor(file: string | null, registry: string): Promise<RegistryAuth | null> {
+export async function registryAuthFor(
+  file: string | null,
+  registry: string,
+  logger: Pick<OciLogger, 'warn'> = silentLogger,
+): Promise<RegistryAuth | null> {
+  const auth = await readAuth(file, registry);
+  if (auth?.credentials) {
+    // Credentials others can read are credentials others have: said at every pull that uses them.
+    const mode = (await stat(auth.file)).mode & 0o777;
+    if (mode & 0o077) {
+      logger.warn(
+        { file: auth.file, mode: mode.toString(8).padStart(4, '0') },
+        'the registry auth file can be read by others than its owner: chmod 600 it',
+      );
+    }
+  }
+  return auth;
+}
+
+async function readAuth(file: string | null, registry: string): Promise<RegistryAuth | null> {
   if (file === null) return null;
   let text: string;
   try {

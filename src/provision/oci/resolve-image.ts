@@ -88,7 +88,7 @@ export async function resolvePlatformManifest(
 export async function resolveImage(ref: string, options: ResolveImageOptions): Promise<ResolvedImage> {
   validateResolveOptions(options);
   const parsed = parseImageReference(ref);
-  const auth = await registryAuthFor(options.registryAuthFile ?? null, parsed.registry);
+  const auth = await registryAuthFor(options.registryAuthFile ?? null, parsed.registry, options.logger);
   const client = new RegistryClient(parsed, { ...options, auth });
   try {
     const resolved = await resolvePlatformManifest(client, parsed, options.arch);

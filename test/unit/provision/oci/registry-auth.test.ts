@@ -1,4 +1,4 @@
-import { mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { chmod, mkdtemp, rm, writeFile } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
@@ -90,6 +90,26 @@ describe('registryAuthFor', () => {
         message: expect.stringContaining(`${dir}: cannot read it`),
       }),
     );
+  });
+
+  it('warns at each use of credentials that others than the owner can read, and not otherwise', async () => {
+    const file = await authFile({ auths: { 'registry.corp': { auth: b64('u:p') } } });
+    const warnings: Array<{ obj: object; msg?: string }> = [];
+    const logger = { warn: (obj: object, msg?: string) => warnings.push({ obj, msg }) };
+    await chmod(file, 0o600);
+    expect((await registryAuthFor(file, 'registry.corp', logger))?.credentials?.username).toBe('u');
+    await registryAuthFor(file, 'other.corp', logger);
+    expect(warnings).toEqual([]);
+    await chmod(file, 0o644);
+    expect((await registryAuthFor(file, 'registry.corp', logger))?.credentials?.username).toBe('u');
+    // No credentials of it used: nothing to warn about.
+    await registryAuthFor(file, 'other.corp', logger);
+    expect(warnings).toEqual([
+      {
+        obj: { file, mode: '0644' },
+        msg: 'the registry auth file can be read by others than its owner: chmod 600 it',
+      },
+    ]);
   });
 
   it('makes the Basic authorization of credentials', () => {
