@@ -108,9 +108,13 @@ function parseRule(entry: string, from: string): NoProxyRule {
     list.addAddress(host, family === 4 ? 'ipv4' : 'ipv6');
     return { kind: 'ip', list, port };
   }
-  const name = host.replace(/^\*?\./, '').toLowerCase();
+  // A fully qualified name's trailing dot names the same host.
+  const name = host
+    .replace(/^\*?\./, '')
+    .replace(/\.$/, '')
+    .toLowerCase();
   if (!/^[a-z0-9_-]+(\.[a-z0-9_-]+)*$/.test(name)) throw bad('not a host name, IP address or CIDR range');
-  return { kind: 'domain', name, subdomainsOnly: name !== host.toLowerCase(), port };
+  return { kind: 'domain', name, subdomainsOnly: /^\*?\./.test(host), port };
 }
 
 /**
@@ -150,7 +154,10 @@ function isLoopback(host: string): boolean {
 export function proxyFor(proxy: OutboundProxy, url: URL): URL | null {
   const via = url.protocol === 'https:' ? proxy.https : url.protocol === 'http:' ? proxy.http : null;
   if (!via) return null;
-  const host = url.hostname.replace(/^\[(.*)\]$/, '$1').toLowerCase();
+  const host = url.hostname
+    .replace(/^\[(.*)\]$/, '$1')
+    .replace(/\.$/, '')
+    .toLowerCase();
   if (isLoopback(host)) return null;
   const port = url.port === '' ? (DEFAULT_PORTS[url.protocol] ?? 0) : Number(url.port);
   const family = isIP(host);

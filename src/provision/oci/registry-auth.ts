@@ -78,7 +78,8 @@ export async function registryAuthFor(
   const auth = await readAuth(file, registry);
   if (auth?.credentials) {
     // Credentials others can read are credentials others have: said at every pull that uses them.
-    const mode = (await stat(auth.file)).mode & 0o777;
+    // A file replaced or removed since it was read: its credentials were read all the same.
+    const mode = ((await stat(auth.file).catch(() => null))?.mode ?? 0) & 0o777;
     if (mode & 0o077) {
       logger.warn(
         { file: auth.file, mode: mode.toString(8).padStart(4, '0') },

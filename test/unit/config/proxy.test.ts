@@ -42,6 +42,8 @@ describe('proxyFromEnv', () => {
       'http://localhost:8080/x',
       'http://127.0.0.53/x',
       'http://[::1]:5000/x',
+      // A trailing dot, in the URL or in the entry, names the same host.
+      'https://corp.example./x',
     ];
     for (const url of direct) expect(via(env, url), url).toBeNull();
     const proxied = [
@@ -56,6 +58,7 @@ describe('proxyFromEnv', () => {
     ];
     for (const url of proxied) expect(via(env, url), url).toBe('http://proxy:3128/');
     expect(via({ ...env, NO_PROXY: '*' }, 'https://dl.k8s.io/x')).toBeNull();
+    expect(via({ ...env, NO_PROXY: 'k8s.io.' }, 'https://dl.k8s.io/x')).toBeNull();
     expect(via({ ...env, NO_PROXY: '' }, 'http://10.1.2.3/x')).toBe('http://proxy:3128/');
   });
 
