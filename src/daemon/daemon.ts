@@ -28,7 +28,13 @@ import { buildOpenRpcDocument } from '../rpc/openrpc.js';
 import type { DaemonInfo, DaemonState, RpcServices, WatcherStatus } from '../rpc/services.js';
 import { VERSION } from '../version.js';
 import { createAdminApp, createMetricsApp, type Readiness } from '../server/app.js';
-import { createHeapTrimmer, fixMmapThreshold, loadMallocTrim, MMAP_THRESHOLD_BYTES } from './heap-trim.js';
+import {
+  createHeapTrimmer,
+  fixMmapThreshold,
+  loadMallocTrim,
+  loadPageOut,
+  MMAP_THRESHOLD_BYTES,
+} from './heap-trim.js';
 import { createSdNotifier } from './sd-notify.js';
 import { createHost, type Host } from './host-wiring.js';
 import { createKubeWiring, type KubeWiringOptions } from './kube-wiring.js';
@@ -132,10 +138,10 @@ async function startServing(
   const readinessReasons: string[] = ['startup recovery has not finished'];
   const metrics = createMetrics({ version: VERSION });
   const events = new EventBus();
-  // Large C blocks are unmapped when freed, and after work malloc's free memory goes back to the
-  // kernel (heap-trim.ts).
+  // Large C blocks are unmapped when freed, and after work malloc's free memory and the
+  // executable's clean pages go back to the kernel (heap-trim.ts).
   if (fixMmapThreshold()) logger.debug({ bytes: MMAP_THRESHOLD_BYTES }, 'fixed glibc’s mmap threshold');
-  const heapTrimmer = createHeapTrimmer({ trim: loadMallocTrim(), clock, logger });
+  const heapTrimmer = createHeapTrimmer({ trim: loadMallocTrim(), pageOut: loadPageOut(), clock, logger });
   cleanup.push('stop the heap trimmer', () => heapTrimmer.stop());
   events.subscribe((_seq, event) => {
     if (event.type === 'operation' && FINAL_STATES.has(event.operation.state)) heapTrimmer.poke();
