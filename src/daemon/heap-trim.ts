@@ -47,6 +47,7 @@
 import { readFileSync, readlinkSync } from 'node:fs';
 import type { Clock } from '../host/types.js';
 import type { Logger } from '../log.js';
+import { bindLibc } from './ffi.js';
 
 /**
  * How long agentd must have been idle (no operation ending) before it trims: longer than V8's
@@ -65,37 +66,7 @@ export const MMAP_THRESHOLD_BYTES = 128 * 1024;
 /** Linux's `MADV_PAGEOUT` (include/uapi/asm-generic/mman-common.h, Linux 5.4). */
 const MADV_PAGEOUT = 21;
 
-/** The part of `node:ffi` used here (its types are not in @types/node 20). */
-interface Ffi {
-  dlopen(
-    path: string | null,
-    definitions: Record<string, { arguments: string[]; return: string }>,
-  ): { functions: Record<string, (...args: unknown[]) => unknown> };
-}
-
-/**
- * `node:ffi`, without the experimental-feature warning Node prints on its first load: agentd
- * uses one call of it on purpose (above), and an operator reading the journal need not wonder.
- * Other warnings pass through.
- */
-function loadFfiQuietly(): Ffi | undefined {
-  const emitWarning = process.emitWarning;
-  process.emitWarning = ((warning: string | Error, ...rest: unknown[]) => {
-    const text = typeof warning === 'string' ? warning : warning.message;
-    const type = typeof rest[0] === 'string' ? rest[0] : (rest[0] as { type?: string } | undefined)?.type;
-    if (type === 'ExperimentalWarning' && /\bFFI\b/.test(text)) return;
-    (emitWarning as (...args: unknown[]) => void).call(process, warning, ...rest);
-  }) as typeof process.emitWarning;
-  try {
-    return process.getBuiltinModule('node:ffi') as Ffi | undefined;
-  } catch {
-    return undefined;
-  } finally {
-    process.emitWarning = emitWarning;
-  }
-}
-
-/** The two libc functions used here, bound once through `node:ffi`. */
+/** The libc functions used here, bound once through `node:ffi` (ffi.ts). */
 interface Libc {
   mallocTrim: ((pad: bigint) => unknown) | null;
   mallopt: ((param: number, value: number) => unknown) | null;
@@ -104,22 +75,11 @@ interface Libc {
 let libc: Libc | undefined;
 
 function loadLibc(): Libc {
-  if (libc) return libc;
-  const ffi = loadFfiQuietly();
-  const bind = (name: string, definition: { arguments: string[]; return: string }) => {
-    if (!ffi) return null;
-    try {
-      const fn = ffi.dlopen(null, { [name]: definition }).functions[name];
-      return typeof fn === 'function' ? fn : null;
-    } catch {
-      return null; // not in this libc (musl has no malloc_trim)
-    }
-  };
-  libc = {
-    mallocTrim: bind('malloc_trim', { arguments: ['uint64'], return: 'int32' }),
-    mallopt: bind('mallopt', { arguments: ['int32', 'int32'], return: 'int32' }),
+  libc ??= {
+    mallocTrim: bindLibc('malloc_trim', { arguments: ['uint64'], return: 'int32' }),
+    mallopt: bindLibc('mallopt', { arguments: ['int32', 'int32'], return: 'int32' }),
     // `void *addr, size_t length`: both are 64-bit integers to the x86-64 and arm64 C ABIs.
-    madvise: bind('madvise', { arguments: ['uint64', 'uint64', 'int32'], return: 'int32' }),
+    madvise: bindLibc('madvise', { arguments: ['uint64', 'uint64', 'int32'], return: 'int32' }),
   };
   return libc;
 }

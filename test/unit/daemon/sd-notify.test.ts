@@ -1,6 +1,17 @@
+import { mkdtemp, rm } from 'node:fs/promises';
+import { builtinModules } from 'node:module';
+import os from 'node:os';
+import path from 'node:path';
 import pino from 'pino';
 import { describe, expect, it } from 'vitest';
-import { createSdNotifier, watchdogIntervalMs } from '../../../src/daemon/sd-notify.js';
+import { bindLibc } from '../../../src/daemon/ffi.js';
+import {
+  createSdNotifier,
+  loadDatagramSender,
+  notifyMessage,
+  sockaddrUn,
+  watchdogIntervalMs,
+} from '../../../src/daemon/sd-notify.js';
 import { createFakeClock } from '../host/fake-clock.js';
 
 const logger = pino({ enabled: false });
@@ -77,4 +88,113 @@ describe('sd_notify', () => {
     for (let i = 0; i < 5; i++) await new Promise((res) => setImmediate(res));
     expect(r.calls.length).toBe(pings);
   });
+});
+
+describe('sd_notify from agentd itself', () => {
+  it('writes a sockaddr_un for a path and for an abstract address', () => {
+    const p = sockaddrUn('/run/systemd/notify');
+    expect(p.readUInt16LE(0)).toBe(1);
+    expect(p.subarray(2).toString()).toBe('/run/systemd/notify\0');
+    const a = sockaddrUn('@/org/freedesktop/systemd1/notify/123');
+    expect([...a.subarray(0, 3)]).toEqual([1, 0, 0]);
+    expect(a.subarray(3).toString()).toBe('/org/freedesktop/systemd1/notify/123');
+    expect(a.length).toBe(3 + '/org/freedesktop/systemd1/notify/123'.length);
+    expect(() => sockaddrUn('')).toThrow(/not a unix socket address/);
+    expect(() => sockaddrUn(`/${'x'.repeat(107)}`)).toThrow(/not a unix socket address/);
+  });
+
+  it('turns systemd-notify’s arguments into the message', () => {
+    expect(notifyMessage(['--ready', '--status=serving on /run/agentd/agentd.sock'])).toBe(
+      'READY=1\nSTATUS=serving on /run/agentd/agentd.sock',
+    );
+    expect(notifyMessage(['STOPPING=1', '--status=shutting down (SIGTERM)'])).toBe(
+      'STOPPING=1\nSTATUS=shutting down (SIGTERM)',
+    );
+    expect(notifyMessage(['WATCHDOG=1'])).toBe('WATCHDOG=1');
+  });
+
+  it('sends from this process when it is the PID systemd knows, with no systemd-notify', async () => {
+    const r = recorder();
+    const sent: Array<[string, string]> = [];
+    const n = createSdNotifier({
+      env: { NOTIFY_SOCKET: '/run/systemd/notify' },
+      logger,
+      clock: createFakeClock(),
+      pid: process.pid,
+      send: r.send,
+      datagram: (address, message) => sent.push([address, message]),
+    });
+    await n.ready('serving');
+    expect(sent).toEqual([['/run/systemd/notify', 'READY=1\nSTATUS=serving']]);
+    expect(r.calls).toEqual([]);
+  });
+
+  it('falls back to systemd-notify for good, saying so once, when sending fails', async () => {
+    const r = recorder();
+    const lines: Array<Record<string, unknown>> = [];
+    const log = pino({}, { write: (l: string) => lines.push(JSON.parse(l) as Record<string, unknown>) });
+    let tries = 0;
+    const n = createSdNotifier({
+      env: { NOTIFY_SOCKET: '/run/systemd/notify' },
+      logger: log,
+      clock: createFakeClock(),
+      pid: process.pid,
+      send: r.send,
+      datagram: () => {
+        tries++;
+        throw new Error('sending to NOTIFY_SOCKET /run/systemd/notify failed');
+      },
+    });
+    await n.ready('serving');
+    await n.stopping('shutting down');
+    expect(tries).toBe(1);
+    expect(r.calls).toEqual([
+      [`--pid=${process.pid}`, '--ready', '--status=serving'],
+      [`--pid=${process.pid}`, 'STOPPING=1', '--status=shutting down'],
+    ]);
+    expect(lines.filter((l) => l.level === 40)).toMatchObject([
+      { msg: expect.stringContaining('using systemd-notify'), err: expect.stringContaining('failed') },
+    ]);
+  });
+
+  // Asked without loading it: a load here would print the warning agentd keeps quiet.
+  const hasFfi = builtinModules.includes('ffi') || builtinModules.includes('node:ffi');
+
+  it.skipIf(hasFfi)('has no datagram sender on a runtime without node:ffi', () => {
+    expect(loadDatagramSender()).toBeNull();
+  });
+
+  it.runIf(hasFfi)(
+    'delivers the message to a unix datagram socket, by path and by abstract address',
+    async () => {
+      // The receiving end, bound through libc as well (Node has no unix datagram socket).
+      const socket = bindLibc('socket', { arguments: ['int32', 'int32', 'int32'], return: 'int32' })!;
+      const bind = bindLibc('bind', { arguments: ['int32', 'buffer', 'uint32'], return: 'int32' })!;
+      const recv = bindLibc('recv', { arguments: ['int32', 'buffer', 'uint64', 'int32'], return: 'int64' })!;
+      const close = bindLibc('close', { arguments: ['int32'], return: 'int32' })!;
+      const MSG_DONTWAIT = 0x40;
+      const send = loadDatagramSender()!;
+      const dir = await mkdtemp(path.join(os.tmpdir(), 'agentd-notify-'));
+      try {
+        for (const address of [path.join(dir, 'notify'), `@agentd-test-notify-${process.pid}`]) {
+          const fd = Number(socket(1, 2, 0));
+          expect(fd).toBeGreaterThanOrEqual(0);
+          try {
+            const sa = sockaddrUn(address);
+            expect(bind(fd, sa, sa.length)).toBe(0);
+            send(address, 'READY=1\nSTATUS=serving');
+            const buf = Buffer.alloc(256);
+            const n = Number(recv(fd, buf, BigInt(buf.length), MSG_DONTWAIT));
+            expect(buf.subarray(0, Math.max(n, 0)).toString()).toBe('READY=1\nSTATUS=serving');
+          } finally {
+            close(fd);
+          }
+        }
+        // Nobody listening: the sender says so (and the notifier falls back).
+        expect(() => send(path.join(dir, 'none'), 'WATCHDOG=1')).toThrow(/failed/);
+      } finally {
+        await rm(dir, { recursive: true, force: true });
+      }
+    },
+  );
 });
