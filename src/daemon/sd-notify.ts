@@ -41,10 +41,11 @@ export interface SdNotifyOptions {
   datagram?: ((address: string, message: string) => void) | null;
 }
 
-/** `AF_UNIX`, `SOCK_DGRAM`, `SOCK_CLOEXEC` and `MSG_NOSIGNAL` (Linux). */
+/** `AF_UNIX`, `SOCK_DGRAM`, `SOCK_CLOEXEC`, `MSG_DONTWAIT` and `MSG_NOSIGNAL` (Linux). */
 const AF_UNIX = 1;
 const SOCK_DGRAM = 2;
 const SOCK_CLOEXEC = 0o2000000;
+const MSG_DONTWAIT = 0x40;
 const MSG_NOSIGNAL = 0x4000;
 /** `sizeof(((struct sockaddr_un *)0)->sun_path)`. */
 const SUN_PATH_BYTES = 108;
@@ -93,7 +94,9 @@ export function loadDatagramSender(): ((address: string, message: string) => voi
     const fd = Number(socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0));
     if (fd < 0) throw new Error('socket(AF_UNIX, SOCK_DGRAM) failed');
     try {
-      const sent = Number(sendto(fd, body, BigInt(body.length), MSG_NOSIGNAL, sa, sa.length));
+      // Never blocks the event loop: a full queue at systemd's end (a busy PID 1) fails the send,
+      // and the notifier falls back to systemd-notify, whose wait is another process's.
+      const sent = Number(sendto(fd, body, BigInt(body.length), MSG_DONTWAIT | MSG_NOSIGNAL, sa, sa.length));
       if (sent !== body.length) throw new Error(`sending to NOTIFY_SOCKET ${address} failed`);
     } finally {
       close(fd);
@@ -129,7 +132,12 @@ export function createSdNotifier(options: SdNotifyOptions): SdNotifier {
   const log = options.logger;
 
   // From this process itself only when it is the PID systemd is told about.
-  let datagram = enabled && pid === process.pid ? (options.datagram ?? loadDatagramSender()) : null;
+  let datagram =
+    enabled && pid === process.pid
+      ? options.datagram !== undefined
+        ? options.datagram
+        : loadDatagramSender()
+      : null;
   const notify = async (...messages: string[]): Promise<void> => {
     if (!enabled) return;
     if (datagram !== null) {

@@ -129,6 +129,23 @@ describe('sd_notify from agentd itself', () => {
     expect(r.calls).toEqual([]);
   });
 
+  it('uses systemd-notify only when told to (datagram: null)', async () => {
+    const r = recorder();
+    const lines: string[] = [];
+    const n = createSdNotifier({
+      // No such socket: a send attempted anyway would fail and warn.
+      env: { NOTIFY_SOCKET: '/nonexistent/agentd-test/notify' },
+      logger: pino({}, { write: (l: string) => lines.push(l) }),
+      clock: createFakeClock(),
+      pid: process.pid,
+      send: r.send,
+      datagram: null,
+    });
+    await n.ready('serving');
+    expect(r.calls).toEqual([[`--pid=${process.pid}`, '--ready', '--status=serving']]);
+    expect(lines).toEqual([]);
+  });
+
   it('falls back to systemd-notify for good, saying so once, when sending fails', async () => {
     const r = recorder();
     const lines: Array<Record<string, unknown>> = [];
