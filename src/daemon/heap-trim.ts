@@ -21,10 +21,10 @@
  * watcher, repair's checks) is read back from the file at its next use, ~20 MiB, and stays. The
  * kernel leaves alone a page another process also maps, and writes nothing: these pages are the
  * file's. Not again at the idle trim: that would only evict idle's own pages, read back a
- * moment before, to read them once more (on the real-host harness ~0.1 s of CPU each time).
- * Measured on the release, joined and idle: 91 → 58 MiB (the executable's resident pages 53.6 →
- * 20.1 MiB), the first `status` after it ~40 ms slower while its code is read back, an update as
- * fast (docs/benchmarks.md, "Footprint", "the executable's clean pages").
+ * moment before, to read them once more. Measured on the release, joined and idle: 91 → 58 MiB
+ * (the executable's resident pages 53.6 → 20.1 MiB), the first `status` after it 40–50 ms slower
+ * while its code is read back, an update as fast (docs/benchmarks.md, "Footprint", "the
+ * executable's clean pages").
  *
  * malloc is trimmed twice after each piece of work: soon (TRIM_SOON_MS), for what the work
  * itself left, and once idle (TRIM_AFTER_IDLE_MS), after V8's collections. On the real-host
