@@ -25,8 +25,11 @@
  *     after the second update, and how old the node facts were when answered. No target: it is
  *     what docs/operations.md quotes.
  *
- * The node has no cluster (the suite's nodes run with `watch: false`): the Machine watcher's
- * share is measured by bench/footprint.ts. Prints tables and ratios; asserts nothing.
+ * The node has a cluster, as on the simulated host: the fake API server (test/support/fake-kube)
+ * runs in the host's network namespace, and agentd follows its Machine (the watcher) and its
+ * Node's cordon through a kubeconfig, each over one open watch. Without it, agentd would retry
+ * an unreachable API server every 20–30 s, which is what a node whose API server is down pays,
+ * not an idle one. Prints tables and ratios; asserts nothing.
  *
  * Needs what the real-host suite needs (root, systemd-container, skopeo, docker-registry; .ci/run
  * installs them) and a release: `npm run build && npm run release`, then
@@ -132,6 +135,19 @@ async function measure(node: RealNode, since: number): Promise<Reading> {
   };
 }
 
+/** Wait until the Machine watcher is connected to the fake API server (it starts at the join). */
+async function watching(node: RealNode): Promise<void> {
+  const deadline = Date.now() + 30_000;
+  for (;;) {
+    const s = await node.agentctlJson<{ watcher: { connected: boolean; lastError?: string | null } }>([
+      'status',
+    ]);
+    if (s.watcher.connected) return;
+    if (Date.now() > deadline) throw new Error(`the watcher did not connect: ${JSON.stringify(s.watcher)}`);
+    await sleep(200);
+  }
+}
+
 /** (c) `agentctl status` once a second for POLL_S: agentd's CPU, and the age of the node facts. */
 async function measurePolling(
   node: RealNode,
@@ -156,9 +172,10 @@ async function main(): Promise<void> {
     const release = await unpackRelease(tmp.dir);
     if (!release) throw new Error('no release: run `npm run build && npm run release` first');
     const started = Date.now();
-    const node = await startJoinedNode({ label: 'footprint' });
+    const node = await startJoinedNode({ label: 'footprint', cluster: true });
     try {
       const joinedAt = Date.now();
+      await watching(node);
       console.log(
         `host booted, agentd installed from the release and joined in ${((joinedAt - started) / 1000).toFixed(0)} s`,
       );

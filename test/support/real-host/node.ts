@@ -56,6 +56,23 @@ export const REAL_NODE_CONFIG = [
   '',
 ].join('\n');
 
+/** Where a node started with `cluster: true` finds its kubeconfig, inside the host. */
+export const CLUSTER_KUBECONFIG = '/etc/agentd/kubeconfig';
+
+/**
+ * The daemon config of a node with a cluster (`cluster: true`): the fake API server in the host's
+ * network namespace through a kubeconfig, the Machine watcher on. The fleet gate stays off, as
+ * for the suite's other nodes: it has its own tests against the same server (test/integration).
+ */
+export const CLUSTER_NODE_CONFIG = [
+  'machineStartTimeout: 30s',
+  'verifyTimeout: 15s',
+  `kubeconfig: ${CLUSTER_KUBECONFIG}`,
+  'watch: true',
+  'fleet: false',
+  '',
+].join('\n');
+
 export interface RealNodeOptions {
   label: string;
   /** kubelet versions whose stand-in never turns healthy (a regular expression's source). */
@@ -66,6 +83,12 @@ export interface RealNodeOptions {
   nspawnArgs?: string[];
   /** Which release artifact installs agentd (default: the tarball and its install.sh). */
   install?: InstallKind;
+  /**
+   * Give the node a cluster: the fake API server (test/support/fake-kube) runs in the host's
+   * network namespace and agentd reaches it through a kubeconfig, with the Machine watcher on
+   * (CLUSTER_NODE_CONFIG). Without it the node has none (REAL_NODE_CONFIG).
+   */
+  cluster?: boolean;
 }
 
 export interface RealNode {
@@ -90,7 +113,22 @@ export interface RealNode {
   waitReady(timeoutMs?: number): Promise<void>;
   /** agentd's journal in the host (for failure messages). */
   journal(lines?: number): Promise<string>;
+  /** The node's cluster (`cluster: true`), else null. */
+  cluster: ClusterAccess | null;
   stop(): Promise<void>;
+}
+
+/** What a test asks of the fake API server of a node with a cluster: real HTTP, from its namespace. */
+export interface ClusterAccess {
+  /**
+   * One request as the cluster's admin, `curl` in the host's network namespace; a body is sent as
+   * a JSON merge patch for PATCH, else as JSON. Answers the status code and the parsed body.
+   */
+  request<T = Record<string, unknown>>(
+    method: 'GET' | 'PATCH' | 'POST' | 'DELETE',
+    apiPath: string,
+    body?: unknown,
+  ): Promise<{ status: number; body: T }>;
 }
 
 let configCounter = 0;
@@ -109,11 +147,18 @@ export async function startRealNode(options: RealNodeOptions): Promise<RealNode>
     label: options.label,
     nspawnArgs: options.nspawnArgs ?? [],
     prepare: async (rootfs) => {
-      artifact = await stageInstall(rootfs, kind, REAL_NODE_CONFIG + (options.extraConfig ?? ''));
+      const config = options.cluster ? CLUSTER_NODE_CONFIG : REAL_NODE_CONFIG;
+      artifact = await stageInstall(rootfs, kind, config + (options.extraConfig ?? ''));
     },
   });
   const helpers: ChildProcess[] = [];
+  let cluster: ClusterAccess | null = null;
   try {
+    if (options.cluster) {
+      const kube = await startKubeHelper(host);
+      helpers.push(kube.proc);
+      cluster = clusterAccess(host, kube.url, kube.token);
+    }
     helpers.push(await startRegistry(host));
     await pushImages(host, layout);
     helpers.push(await startMirrorHelper(host, options.unhealthyKubelet));
@@ -181,6 +226,7 @@ export async function startRealNode(options: RealNodeOptions): Promise<RealNode>
       }
     },
     journal,
+    cluster,
     stop: async () => {
       for (const h of helpers) h.kill('SIGTERM');
       await host.stop();
@@ -274,4 +320,65 @@ async function startMirrorHelper(host: RealHost, unhealthyKubelet?: string): Pro
   );
   await waitHttp(host, `${MIRROR_URL}/`, 'the artifact mirror', proc, collect(proc));
   return proc;
+}
+
+/**
+ * The fake API server in the host's network namespace (`kube-child.ts`), its kubeconfig written
+ * to CLUSTER_KUBECONFIG in the host before agentd starts (agentd checks `--kubeconfig` at start).
+ */
+async function startKubeHelper(host: RealHost): Promise<{ proc: ChildProcess; url: string; token: string }> {
+  const kubeconfig = path.join(host.rootfs, CLUSTER_KUBECONFIG);
+  const proc = host.spawnHelper(
+    [
+      process.execPath,
+      '--import',
+      'tsx',
+      path.join(REPO, 'test/support/real-host/kube-child.ts'),
+      kubeconfig,
+    ],
+    { cwd: REPO },
+  );
+  const log = collect(proc);
+  let ready: { url: string; token: string } | undefined;
+  for (let i = 0; i < 300 && ready === undefined; i++) {
+    const line = /^\{"url".*\}$/m.exec(log())?.[0];
+    if (line) ready = JSON.parse(line) as { url: string; token: string };
+    else if (proc.exitCode !== null) break;
+    else await delay(100);
+  }
+  if (ready === undefined) {
+    proc.kill('SIGTERM');
+    throw new Error(`the fake API server did not come up:\n${log()}`);
+  }
+  await waitHttp(host, `${ready.url}/version`, 'the fake API server', proc, log);
+  return { proc, ...ready };
+}
+
+function clusterAccess(host: RealHost, url: string, token: string): ClusterAccess {
+  return {
+    request: async <T>(method: string, apiPath: string, body?: unknown) => {
+      const type = method === 'PATCH' ? 'application/merge-patch+json' : 'application/json';
+      const [file, ...args] = host.inNetns([
+        'curl',
+        '-sS',
+        '-X',
+        method,
+        '-H',
+        `Authorization: Bearer ${token}`,
+        ...(body === undefined ? [] : ['-H', `Content-Type: ${type}`, '--data-binary', '@-']),
+        '-w',
+        '\n%{http_code}',
+        `${url}${apiPath}`,
+      ]);
+      const res = await run(file as string, args, {
+        input: body === undefined ? undefined : JSON.stringify(body),
+        timeoutMs: 10_000,
+      });
+      if (res.exitCode !== 0)
+        throw new Error(`curl ${method} ${apiPath}: exit ${res.exitCode}: ${res.stderr}`);
+      const cut = res.stdout.lastIndexOf('\n');
+      const text = res.stdout.slice(0, cut);
+      return { status: Number(res.stdout.slice(cut + 1)), body: (text ? JSON.parse(text) : null) as T };
+    },
+  };
 }
