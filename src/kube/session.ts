@@ -9,7 +9,7 @@
 import type { Logger } from 'pino';
 import type { AgentConfig } from '../config/agent-config.js';
 import type { DaemonConfig } from '../config/daemon-config.js';
-import { PreconditionFailedError, describeError } from '../errors.js';
+import { PreconditionFailedError, describeError, isAgentError } from '../errors.js';
 import type { Clock } from '../host/types.js';
 import { Backoff, WATCH_BACKOFF, type BackoffPolicy } from '../retry/backoff.js';
 import type { KubeClients, KubeClientsUnavailable, createKubeClients } from './client.js';
@@ -199,7 +199,12 @@ export function createKubeSession(o: KubeSessionOptions): KubeSession {
     o.onCordonChange?.();
   };
 
-  /** The Node is the one the Machine's `spec.kubernetes.nodeRef` names, else named like the Machine. */
+  /**
+   * The Node is the one the Machine's `spec.kubernetes.nodeRef` names, else (no Machine, no CRD,
+   * no permission to read Machines) named like the Machine. Any other failure to read the Machine
+   * (the API server unreachable or failing) is thrown: guessing then could cordon or drain
+   * another node than this one.
+   */
   async function bound() {
     const conn = await connect();
     const { runtime: rt, clients: c, machineName: name } = conn;
@@ -209,8 +214,9 @@ export function createKubeSession(o: KubeSessionOptions): KubeSession {
         .createMachineApi({ custom: c.custom, group: c.crdGroup, clock })
         .getMachine(name);
       node = machine?.spec.kubernetes?.nodeRef?.name ?? name;
-    } catch {
-      // No CRD or no permission: the Node is named like the Machine.
+    } catch (err) {
+      const reason = isAgentError(err) ? err.data.reason : undefined;
+      if (reason !== 'CrdMissing' && reason !== 'Forbidden') throw err;
     }
     return { ...conn, drainer: rt.createNodeDrainer({ core: c.core, clock }), core: c.core, node };
   }

@@ -162,3 +162,47 @@ describe('followCordon against a server that drops watches at once', () => {
     await following;
   });
 });
+
+describe('which Node is this node’s', () => {
+  it('is the one the Machine’s nodeRef names; a failed read of the Machine is an error, not a guess', async () => {
+    const { kube, session } = await sessionOnFakeKube({
+      logger: pino({ level: 'silent' }),
+      clock: createTestClock(),
+    });
+    // The Machine w1 runs as the Node node-a; a Node named like the Machine exists too.
+    kube.addNode('node-a', {});
+    kube.putMachine({
+      metadata: { name: 'w1' },
+      spec: {
+        kubernetes: { bootstrapTokenRef: { name: 'bootstrap-token-abcdef' }, nodeRef: { name: 'node-a' } },
+      },
+    });
+    const unschedulable = (n: string): unknown => kube.getNode(n)?.spec?.unschedulable ?? false;
+
+    kube.failNext(1, { status: 500, match: { resource: 'machines', verb: 'get' } });
+    await expect(session.nodeOps.cordon()).rejects.toMatchObject({
+      code: 'KUBE_UNAVAILABLE',
+      message: expect.stringContaining('get Machine w1') as string,
+    });
+    expect([unschedulable('w1'), unschedulable('node-a')]).toEqual([false, false]);
+
+    await session.nodeOps.cordon();
+    expect([unschedulable('w1'), unschedulable('node-a')]).toEqual([false, true]);
+  });
+
+  it('is named like the Machine when the API server does not serve Machines', async () => {
+    const { kube, session } = await sessionOnFakeKube({
+      logger: pino({ level: 'silent' }),
+      clock: createTestClock(),
+    });
+    kube.putMachine({
+      metadata: { name: 'w1' },
+      spec: {
+        kubernetes: { bootstrapTokenRef: { name: 'bootstrap-token-abcdef' }, nodeRef: { name: 'node-a' } },
+      },
+    });
+    kube.failNext(1, { status: 403, match: { resource: 'machines', verb: 'get' } });
+    await session.nodeOps.cordon();
+    expect(kube.getNode('w1')?.spec?.unschedulable).toBe(true);
+  });
+});
