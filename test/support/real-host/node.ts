@@ -42,13 +42,14 @@ export const MIRROR_URL = 'http://127.0.0.1:8080';
 export const MACHINE_REPOSITORY = 'agentd/machine';
 
 /**
- * The daemon config of the suite's nodes: production defaults but for the machine timeouts,
- * which are shortened so a machine that never boots or a kubelet that never turns healthy
- * fails within seconds.
+ * Production defaults but for the machine timeouts, which are shortened so a machine that never
+ * boots or a kubelet that never turns healthy fails within seconds.
  */
+const SHORT_MACHINE_TIMEOUTS = ['machineStartTimeout: 30s', 'verifyTimeout: 15s'];
+
+/** The daemon config of the suite's nodes. */
 export const REAL_NODE_CONFIG = [
-  'machineStartTimeout: 30s',
-  'verifyTimeout: 15s',
+  ...SHORT_MACHINE_TIMEOUTS,
   // No cluster here: the watcher would only retry an unreachable API server, and the fleet gate
   // would wait for it (docs/fleet.md: an unreachable API server keeps updates waiting).
   'watch: false',
@@ -65,8 +66,7 @@ export const CLUSTER_KUBECONFIG = '/etc/agentd/kubeconfig';
  * for the suite's other nodes: it has its own tests against the same server (test/integration).
  */
 export const CLUSTER_NODE_CONFIG = [
-  'machineStartTimeout: 30s',
-  'verifyTimeout: 15s',
+  ...SHORT_MACHINE_TIMEOUTS,
   `kubeconfig: ${CLUSTER_KUBECONFIG}`,
   'watch: true',
   'fleet: false',
