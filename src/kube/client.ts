@@ -10,6 +10,7 @@ import path from 'node:path';
 import { CoordinationV1Api, CoreV1Api, CustomObjectsApi, KubeConfig } from '@kubernetes/client-node';
 import type { AgentConfig } from '../config/agent-config.js';
 import { describeError, InvalidConfigError } from '../errors.js';
+import { poolKubeConnections } from './connection-pool.js';
 import { createRateLimiter, limitKubeRequests } from './rate-limit.js';
 import type { RateLimitOptions } from './rate-limit.js';
 
@@ -167,6 +168,7 @@ export function createKubeClients(options: CreateKubeClientsOptions): KubeClient
   }
   // Before the API clients are made: they and every watch reach the server through `kc`.
   limitKubeRequests(kc, createRateLimiter(options.rateLimit));
+  poolKubeConnections(kc);
   return {
     kc,
     custom: kc.makeApiClient(CustomObjectsApi),

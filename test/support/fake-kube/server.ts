@@ -51,6 +51,7 @@ export class FakeKube {
   private readonly log: LoggedRequest[] = [];
   private readonly timers = new Set<NodeJS.Timeout>();
   private readonly ctx: RouterContext;
+  private accepted = 0;
 
   /** Use `startFakeKube()`. */
   constructor(
@@ -90,6 +91,9 @@ export class FakeKube {
     const deps = { baseUrl: this.url, auth: this.auth, faults: this.faults, ctx: this.ctx, log: this.log };
     server.on('request', (req, res) => {
       void handleRequest(deps, req, res);
+    });
+    server.on('connection', () => {
+      this.accepted += 1;
     });
   }
 
@@ -303,6 +307,11 @@ export class FakeKube {
 
   sendBookmarks(): void {
     this.hub.sendBookmarks();
+  }
+
+  /** TCP connections accepted so far (a client that reuses its connections opens few). */
+  get connectionsAccepted(): number {
+    return this.accepted;
   }
 
   get openWatches(): number {

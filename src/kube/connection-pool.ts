@@ -1,0 +1,111 @@
+/**
+ * Connections to the API server kept and reused between requests, as client-go does.
+ *
+ * client-node makes a new `http.Agent` or `https.Agent` for every request (in
+ * `applySecurityAuthentication`, for the API clients, and `applyToFetchOptions`, for watches), and
+ * an agent never shares its connections with another. So every request of agentd opened a
+ * connection of its own: a TCP and a full TLS handshake on both sides, and a new TLS context on
+ * agentd's (the CA parsed again), for each status write, Machine read, lease renewal and watch.
+ *
+ * Here each request's fresh agent is swapped for a shared keep-alive agent made with the same
+ * options (the CA, client certificate and key, server name, TLS verification: the credentials of
+ * the connection; the token is a header of each request and plays no part). The pool is keyed
+ * by those options, never by time: credentials that change (an applied config with another CA, a
+ * rotated client certificate) give other options and so another agent; requests already under way
+ * on the old one finish there, and its idle connections close after IDLE_SOCKET_MS. Agents of
+ * another kind (client-node's proxy agents) are left as they are.
+ *
+ * An idle kept connection is closed by agentd after IDLE_SOCKET_MS, before the API server's or a
+ * load balancer's own idle timeout would (a minute or more): a request never goes out on a
+ * connection the other end is closing.
+ */
+import { createHash } from 'node:crypto';
+import http from 'node:http';
+import https from 'node:https';
+import type { KubeConfig } from '@kubernetes/client-node';
+
+/** How long a kept connection may stay idle before agentd closes it. */
+export const IDLE_SOCKET_MS = 30_000;
+
+type AnyAgent = http.Agent | https.Agent;
+
+/** A value of an agent's options as a key part: long strings and buffers (certificates) by hash. */
+function keyPart(value: unknown): unknown {
+  if (Buffer.isBuffer(value) || (typeof value === 'string' && value.length > 64)) {
+    return `sha256:${createHash('sha256').update(value).digest('hex')}`;
+  }
+  if (Array.isArray(value)) return value.map(keyPart);
+  return value;
+}
+
+/** The options an agent was made with, as a string: equal strings, equal connections. */
+function optionsKey(kind: string, options: Record<string, unknown>): string {
+  const entries = Object.keys(options)
+    .filter((k) => options[k] !== undefined)
+    .sort()
+    .map((k) => [k, keyPart(options[k])]);
+  return JSON.stringify([kind, entries]);
+}
+
+export interface AgentPool {
+  /** The shared keep-alive agent for `agent`'s options, or `agent` itself when it is of another kind. */
+  share<T extends AnyAgent>(agent: T): T;
+  /** Agents made so far (one per set of options). */
+  readonly size: number;
+}
+
+export function createAgentPool(o: { idleSocketMs?: number } = {}): AgentPool {
+  const idleSocketMs = o.idleSocketMs ?? IDLE_SOCKET_MS;
+  const agents = new Map<string, AnyAgent>();
+  return {
+    share<T extends AnyAgent>(agent: T): T {
+      // Exactly Node's classes: a subclass (a proxy agent) connects in its own way.
+      const Kind =
+        agent.constructor === https.Agent
+          ? https.Agent
+          : agent.constructor === http.Agent
+            ? http.Agent
+            : null;
+      if (Kind === null) return agent;
+      const options = (agent as unknown as { options: Record<string, unknown> }).options;
+      const key = optionsKey(Kind.name, options);
+      let shared = agents.get(key);
+      if (shared === undefined) {
+        shared = new Kind({
+          ...(options as https.AgentOptions),
+          keepAlive: true,
+          // An idle kept socket times out and is closed (Node's agent closes free sockets that
+          // time out); a socket in use only emits an event no one listens to.
+          timeout: (options.timeout as number | undefined) ?? idleSocketMs,
+        });
+        agents.set(key, shared);
+      }
+      // The fresh agent has no socket yet (it is dropped before any request used it).
+      return shared as T;
+    },
+    get size() {
+      return agents.size;
+    },
+  };
+}
+
+/**
+ * Make every request made with `kc` reach the API server through `pool`: the agent each request
+ * gets from client-node is swapped for the pool's. The same two methods every request passes
+ * through as in rate-limit.ts.
+ */
+export function poolKubeConnections(kc: KubeConfig, pool: AgentPool = createAgentPool()): KubeConfig {
+  const applySecurityAuthentication = kc.applySecurityAuthentication.bind(kc);
+  const applyToFetchOptions = kc.applyToFetchOptions.bind(kc);
+  kc.applySecurityAuthentication = async (context) => {
+    await applySecurityAuthentication(context);
+    const agent = context.getAgent();
+    if (agent) context.setAgent(pool.share(agent));
+  };
+  kc.applyToFetchOptions = async (opts) => {
+    const init = await applyToFetchOptions(opts);
+    if (init.agent instanceof http.Agent) init.agent = pool.share(init.agent);
+    return init;
+  };
+  return kc;
+}
