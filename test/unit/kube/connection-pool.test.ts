@@ -3,12 +3,13 @@ import http from 'node:http';
 import https from 'node:https';
 import os from 'node:os';
 import path from 'node:path';
-import { CoreV1Api } from '@kubernetes/client-node';
+import { CoreV1Api, KubeConfig } from '@kubernetes/client-node';
 import { describe, expect, it, onTestFinished } from 'vitest';
 import { createKubeClients, type KubeClients } from '../../../src/kube/client.js';
 import { createAgentPool, poolKubeConnections } from '../../../src/kube/connection-pool.js';
 import { createNodeWatch } from '../../../src/kube/node-watch.js';
 import { startFakeKube, type FakeKube } from '../../support/fake-kube.js';
+import { makeTestCa } from '../../support/test-ca.js';
 
 async function clientsFor(kube: FakeKube): Promise<KubeClients> {
   const dir = await mkdtemp(path.join(os.tmpdir(), 'agentd-pool-'));
@@ -97,5 +98,41 @@ describe('createAgentPool', () => {
     expect(pool.share(proxy)).toBe(proxy);
     expect(pool.size).toBe(0);
     proxy.destroy();
+  });
+});
+
+describe('Kubernetes connections over TLS', () => {
+  it('one TLS handshake for many requests, and the server is still verified against the CA', async () => {
+    const dir = await mkdtemp(path.join(os.tmpdir(), 'agentd-pool-tls-'));
+    onTestFinished(() => rm(dir, { recursive: true, force: true }));
+    const ca = await makeTestCa(dir);
+    let handshakes = 0;
+    const server = https.createServer({ key: ca.key, cert: ca.cert }, (_req, res) => {
+      res.writeHead(200, { 'content-type': 'application/json' });
+      res.end(JSON.stringify({ apiVersion: 'v1', kind: 'Node', metadata: { name: 'w1' } }));
+    });
+    server.on('secureConnection', () => (handshakes += 1));
+    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+    onTestFinished(() => {
+      server.closeAllConnections();
+      server.close();
+    });
+    const url = `https://127.0.0.1:${(server.address() as { port: number }).port}`;
+    const client = (caFile: string): CoreV1Api => {
+      const kc = new KubeConfig();
+      kc.loadFromOptions({
+        clusters: [{ name: 'c', server: url, caFile }],
+        users: [{ name: 'u', token: 'secret-token' }],
+        contexts: [{ name: 'x', cluster: 'c', user: 'u' }],
+        currentContext: 'x',
+      });
+      return poolKubeConnections(kc).makeApiClient(CoreV1Api);
+    };
+    const trusted = client(ca.caFile);
+    for (let i = 0; i < 10; i++) expect((await trusted.readNode({ name: 'w1' })).metadata?.name).toBe('w1');
+    expect(handshakes).toBe(1);
+    // A client that trusts another CA is refused by its own verification, pool or not.
+    await expect(client(ca.emptyFile).readNode({ name: 'w1' })).rejects.toThrow();
+    expect(handshakes).toBe(1);
   });
 });
