@@ -27,6 +27,13 @@ import type { KubeConfig } from '@kubernetes/client-node';
 /** How long a kept connection may stay idle before agentd closes it. */
 export const IDLE_SOCKET_MS = 30_000;
 
+/**
+ * Agents kept at most, the most recently used: one set of credentials is in use at a time, and
+ * credentials that rotate (a client certificate from an exec plugin) must not pile up agents.
+ * One dropped here still carries the requests under way on it; its idle connections close.
+ */
+export const MAX_AGENTS = 4;
+
 type AnyAgent = http.Agent | https.Agent;
 
 /** A value of an agent's options as a key part: long strings and buffers (certificates) by hash. */
@@ -50,7 +57,7 @@ function optionsKey(kind: string, options: Record<string, unknown>): string {
 export interface AgentPool {
   /** The shared keep-alive agent for `agent`'s options, or `agent` itself when it is of another kind. */
   share<T extends AnyAgent>(agent: T): T;
-  /** Agents made so far (one per set of options). */
+  /** Agents kept (one per set of options, at most MAX_AGENTS). */
   readonly size: number;
 }
 
@@ -70,7 +77,9 @@ export function createAgentPool(o: { idleSocketMs?: number } = {}): AgentPool {
       const options = (agent as unknown as { options: Record<string, unknown> }).options;
       const key = optionsKey(Kind.name, options);
       let shared = agents.get(key);
-      if (shared === undefined) {
+      if (shared !== undefined) {
+        agents.delete(key); // to the end: the most recently used
+      } else {
         shared = new Kind({
           ...(options as https.AgentOptions),
           keepAlive: true,
@@ -78,7 +87,11 @@ export function createAgentPool(o: { idleSocketMs?: number } = {}): AgentPool {
           // time out); a socket in use only emits an event no one listens to.
           timeout: (options.timeout as number | undefined) ?? idleSocketMs,
         });
-        agents.set(key, shared);
+      }
+      agents.set(key, shared);
+      for (const oldest of agents.keys()) {
+        if (agents.size <= MAX_AGENTS) break;
+        agents.delete(oldest);
       }
       // The fresh agent has no socket yet (it is dropped before any request used it).
       return shared as T;

@@ -6,7 +6,7 @@ import path from 'node:path';
 import { CoreV1Api, KubeConfig } from '@kubernetes/client-node';
 import { describe, expect, it, onTestFinished } from 'vitest';
 import { createKubeClients, type KubeClients } from '../../../src/kube/client.js';
-import { createAgentPool, poolKubeConnections } from '../../../src/kube/connection-pool.js';
+import { MAX_AGENTS, createAgentPool, poolKubeConnections } from '../../../src/kube/connection-pool.js';
 import { createNodeWatch } from '../../../src/kube/node-watch.js';
 import { startFakeKube, type FakeKube } from '../../support/fake-kube.js';
 import { makeTestCa } from '../../support/test-ca.js';
@@ -84,11 +84,21 @@ describe('createAgentPool', () => {
     const f = pool.share(new http.Agent({}));
     expect(b).toBe(a);
     expect(new Set([a, c, d, e, f]).size).toBe(5);
-    expect(pool.size).toBe(5);
     expect(a).toBeInstanceOf(https.Agent);
     expect(f).not.toBeInstanceOf(https.Agent);
     expect((a as unknown as { keepAlive: boolean }).keepAlive).toBe(true);
     for (const x of [a, c, d, e, f]) x.destroy();
+  });
+
+  it('keeps the most recently used agents only, so rotating credentials do not pile up', () => {
+    const pool = createAgentPool();
+    const made = Array.from({ length: 10 }, (_, i) => pool.share(new https.Agent({ ca: `CA-${i}` })));
+    expect(pool.size).toBe(MAX_AGENTS);
+    // The latest are still shared; the first was dropped and is made again.
+    expect(pool.share(new https.Agent({ ca: 'CA-9' }))).toBe(made[9]);
+    const again = pool.share(new https.Agent({ ca: 'CA-0' }));
+    expect(again).not.toBe(made[0]);
+    for (const x of [...made, again]) x.destroy();
   });
 
   it('leaves agents of another kind (proxy agents) as they are', () => {
