@@ -83,7 +83,12 @@ describe('Machine watcher: no credentials, broken Kubernetes', () => {
     const w = await watcher(d);
     expect(w).toMatchObject({ enabled: true, connected: false, machineName: NAME });
     expect(w.lastError).toContain('machines.unbounded-cloud.io');
-    expect(d.logs()).toContain('machines.unbounded-cloud.io is not installed');
+    // The log line comes through the daemon's stdout, a pipe that may be read after the answer.
+    await waitUntil(
+      'the log line',
+      () => d.logs().includes('machines.unbounded-cloud.io is not installed'),
+      d,
+    );
     expect((await d.http('GET', '/readyz')).status).toBe(200);
     expect((await d.http('GET', '/metrics')).body).toMatch(
       /agentd_watch_restarts_total\{reason="error"\} [1-9]/,
