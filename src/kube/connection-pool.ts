@@ -16,8 +16,10 @@
  * another kind (client-node's proxy agents) are left as they are.
  *
  * An idle kept connection is closed by agentd after IDLE_SOCKET_MS, before the API server's or a
- * load balancer's own idle timeout would (a minute or more): a request never goes out on a
- * connection the other end is closing.
+ * load balancer's own idle timeout would (typically a minute or more), so that a request rarely
+ * goes out on a connection the other end is closing. Should one, it fails as a network error:
+ * watches and the watcher's reconciles retry it with their backoff; a one-off call (an
+ * operator's cordon) answers KUBE_UNAVAILABLE, as for any connection that breaks.
  */
 import { createHash } from 'node:crypto';
 import http from 'node:http';
