@@ -4,9 +4,9 @@
 #                                /usr/local/share/man/man8, the unit to /etc/systemd/system,
 #                                then systemctl daemon-reload and enable --now agentd
 #   ./install.sh --uninstall [agentctl uninstall options, e.g. --yes --keep-config]
-#                                hand over to `agentctl uninstall` (stops agentd, tears the
-#                                machines down, removes unit, state and config), then remove
-#                                the files this script installed
+#                                hand over to `agentctl uninstall --host systemd` (stops agentd,
+#                                tears the machines down, removes unit, state and config), then
+#                                remove the files this script installed; rerun it if it failed
 # Idempotent: a second run changes nothing and restarts nothing; a run with a new release
 # replaces what differs and restarts agentd when it runs (that never stops kubelet).
 # DESTDIR=DIR installs under DIR instead of / (packaging, tests): no root needed, and systemd is
@@ -55,6 +55,14 @@ if [ "$mode" = uninstall ]; then
   # The installed agentctl if there is one (it matches the running daemon), else this release's.
   ctl=$bindir/agentctl
   [ -x "$ctl" ] || ctl=$here/agentctl
+  # This script installed agentd on systemd: say so, unless the operator names a host. With no
+  # daemon left to ask (stopped, or removed by an uninstall that failed later on), agentctl
+  # needs it, and a rerun must be able to finish; a daemon that answers is checked against it.
+  host_given=no
+  for arg in "$@"; do
+    case "$arg" in --host | --host=*) host_given=yes ;; esac
+  done
+  if [ "$host_given" = no ]; then set -- --host systemd "$@"; fi
   if [ -n "$root" ]; then set -- --root "$root" "$@"; fi
   "$ctl" uninstall "$@" || die "agentctl uninstall failed (exit $?): agentd and agentctl are left in $bindir so that a rerun can finish"
   for f in "$bindir/agentctl" "$bindir/agentd" "$mandir/agentd.8" "$mandir/agentctl.8"; do

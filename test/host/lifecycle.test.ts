@@ -3,6 +3,8 @@
  * stopping agentd.service leave the running machine (and its kubelet) as they were. Then the
  * node is torn down the three ways an operator can: `agentctl reset`, `agentctl stop`, and
  * `agentctl uninstall` (unit disabled and gone, machines gone, files gone; a rerun is harmless).
+ * Last, the tarball's own way: installed again with its `install.sh`, joined, and removed with
+ * `install.sh --uninstall`, a rerun of which (no daemon left to ask) is harmless too.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import {
@@ -13,7 +15,8 @@ import {
   unitState,
   type OperationJson,
 } from '../support/real-host/assert-node.js';
-import { startJoinedNode, type RealNode } from '../support/real-host/node.js';
+import { mkdir, writeFile } from 'node:fs/promises';
+import { REAL_NODE_CONFIG, startJoinedNode, type RealNode } from '../support/real-host/node.js';
 import { requireRealHost } from '../support/real-host/require.js';
 
 describe.skipIf(!requireRealHost())('agentd lifecycle on a real systemd host', { timeout: 180_000 }, () => {
@@ -125,6 +128,36 @@ describe.skipIf(!requireRealHost())('agentd lifecycle on a real systemd host', {
     }
     // No daemon answers any more: the rerun names the host it tears down.
     const again = await node.host.exec(['agentctl', '--json', 'uninstall', '--yes', '--host', 'systemd']);
+    expect(again.exitCode, `${again.stdout}${again.stderr}`).toBe(0);
+  });
+
+  it('install.sh installs again; install.sh --uninstall removes it all, and a rerun is harmless', async () => {
+    // The tarball the suite installed from, unpacked in /root (test/support/real-host/install.ts).
+    const dir = (await node.host.execOk(['sh', '-c', 'ls -d /root/agentd-*-linux-x64'])).stdout.trim();
+    // The daemon config, as an operator would have kept it (the uninstall above removed it).
+    await mkdir(node.host.outside('/etc/agentd'), { recursive: true });
+    await writeFile(node.host.outside('/etc/agentd/config.yaml'), REAL_NODE_CONFIG);
+    await node.host.execOk([`${dir}/install.sh`], { timeoutMs: 120_000 });
+    await node.waitReady();
+    await join();
+
+    const installed = [
+      '/usr/local/bin/agentd',
+      '/usr/local/bin/agentctl',
+      '/usr/local/share/man/man8/agentd.8',
+      '/usr/local/share/man/man8/agentctl.8',
+      '/etc/systemd/system/agentd.service',
+    ];
+    const res = await node.host.exec([`${dir}/install.sh`, '--uninstall', '--yes']);
+    expect(res.exitCode, `${res.stdout}${res.stderr}`).toBe(0);
+    expect(await unitState(node, 'agentd.service')).not.toBe('active');
+    await expectNoMachines(node);
+    for (const p of [...installed, '/var/lib/agentd', '/etc/agentd']) {
+      expect((await node.host.exec(['test', '-e', p])).exitCode, `${p} is still there`).not.toBe(0);
+    }
+    // Nothing answers on the socket now, and agentctl comes from the tarball: install.sh names
+    // the host it installed agentd on, so the rerun needs no --host of the operator's.
+    const again = await node.host.exec([`${dir}/install.sh`, '--uninstall', '--yes']);
     expect(again.exitCode, `${again.stdout}${again.stderr}`).toBe(0);
   });
 });

@@ -307,6 +307,55 @@ describe.skipIf(!available && !required)('npm run release', () => {
     ]);
   });
 
+  it('install.sh --uninstall hands over to agentctl uninstall on the systemd host, then removes its files', async () => {
+    const work = await makeTempDir('agentd-install-');
+    const root = path.join(work, 'root');
+    const sd = await fakeSystemctl(work);
+    const env = { ...envWith(sd.bin), DESTDIR: root };
+    await run(path.join(dir, 'install.sh'), [], { env });
+    const bin = path.join(root, 'usr/local/bin');
+    // The installed agentctl, replaced by one that records its arguments and exits with the code
+    // in `exit-code` (the real one would act on this machine's systemd).
+    const recorded = path.join(work, 'agentctl-args');
+    const installAgentctl = async (): Promise<void> => {
+      await rm(path.join(bin, 'agentctl'), { force: true });
+      await writeFile(
+        path.join(bin, 'agentctl'),
+        `#!/bin/sh\necho "$*" >> ${recorded}\nexit $(cat ${path.join(work, 'exit-code')} 2>/dev/null || echo 0)\n`,
+        { mode: 0o755 },
+      );
+    };
+    const uninstall = (args: string[]) =>
+      run(path.join(dir, 'install.sh'), ['--uninstall', ...args], { env });
+    const calls = async (): Promise<string[]> => (await readFile(recorded, 'utf8')).trim().split('\n');
+
+    // A failed uninstall (here exit 3: agentctl could not stop the daemon) leaves every file.
+    await installAgentctl();
+    await writeFile(path.join(work, 'exit-code'), '3');
+    const failed = await uninstall(['--yes']).catch((e: { code: number; stderr: string }) => e);
+    expect(failed).toMatchObject({ code: 1 });
+    expect((failed as { stderr: string }).stderr).toContain('agentctl uninstall failed (exit 3)');
+    await readFile(path.join(bin, 'agentd'));
+    // The rerun names the host too: with the daemon stopped, nothing else can say which it is.
+    await writeFile(path.join(work, 'exit-code'), '0');
+    const done = await uninstall(['--yes', '--keep-config']);
+    expect(await calls()).toEqual([
+      `uninstall --root ${root} --host systemd --yes`,
+      `uninstall --root ${root} --host systemd --yes --keep-config`,
+    ]);
+    for (const f of ['agentd', 'agentctl']) {
+      expect(done.stdout).toContain(`removed ${path.join(bin, f)}`);
+      await expect(readFile(path.join(bin, f))).rejects.toThrow();
+    }
+    await expect(readFile(path.join(root, 'usr/local/share/man/man8/agentd.8'))).rejects.toThrow();
+
+    // The operator's own --host is passed as given, not overridden.
+    await run(path.join(dir, 'install.sh'), [], { env });
+    await installAgentctl();
+    await uninstall(['--host=sim', '--yes']);
+    expect((await calls()).at(-1)).toBe(`uninstall --root ${root} --host=sim --yes`);
+  });
+
   it('install.sh refuses unknown arguments with exit 2, changing nothing', async () => {
     const work = await makeTempDir('agentd-install-');
     const err = await run(path.join(dir, 'install.sh'), ['--bogus'], {
