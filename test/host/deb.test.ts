@@ -1,12 +1,16 @@
 /**
  * The .deb on real systemd and real dpkg: it installs (agentd in /usr/bin, the unit enabled and
  * started, ready when dpkg returns), serves a node, upgrades (a newer version restarts agentd and
- * leaves kubelet's machine running), and removes and purges cleanly.
+ * leaves kubelet's machine running), and removes and purges cleanly. The tarball's install.sh
+ * refuses to install a second agentd beside it.
  */
+import { copyFile } from 'node:fs/promises';
+import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { expectNode, runningMachines, unitMainPid, unitState } from '../support/real-host/assert-node.js';
 import { startJoinedNode, type RealNode } from '../support/real-host/node.js';
 import { requireRealHost } from '../support/real-host/require.js';
+import { ensureRelease } from '../support/release.js';
 
 describe.skipIf(!requireRealHost())('the .deb on a real systemd host', { timeout: 180_000 }, () => {
   let node: RealNode;
@@ -40,6 +44,24 @@ describe.skipIf(!requireRealHost())('the .deb on a real systemd host', { timeout
     const real = await node.host.execOk(['readlink', '-f', unit.stdout.trim()]);
     expect(real.stdout.trim()).toBe('/usr/lib/systemd/system/agentd.service');
     await expectNode(node, { active: 'kube1', version: '1.34.0' });
+  });
+
+  it('the tarball’s install.sh refuses to install beside the package, changing nothing', async () => {
+    const tarball = (await ensureRelease()).tarball;
+    await copyFile(tarball, node.host.outside(`/root/${path.basename(tarball)}`));
+    await node.host.execOk(['tar', '-xzf', `/root/${path.basename(tarball)}`, '-C', '/root']);
+    const agentd = await unitMainPid(node, 'agentd.service');
+    const res = await node.host.exec([`/root/${path.basename(tarball, '.tar.gz')}/install.sh`]);
+    expect(res.exitCode, `${res.stdout}${res.stderr}`).toBe(1);
+    expect(res.stderr).toContain('agentd is installed from the Debian package');
+    for (const p of [
+      '/usr/local/bin/agentd',
+      '/usr/local/bin/agentctl',
+      '/etc/systemd/system/agentd.service',
+    ]) {
+      expect((await node.host.exec(['test', '-e', p])).exitCode, `${p} was installed`).not.toBe(0);
+    }
+    expect(await unitMainPid(node, 'agentd.service')).toBe(agentd);
   });
 
   it('upgrades to a newer version: agentd restarts, kubelet machine keeps running', async () => {
