@@ -1,11 +1,13 @@
 /**
  * agentd's own lifecycle on real systemd never touches kubelet's machine: restarting and
- * stopping agentd.service leave the running machine (and its kubelet) as they were. Then the
- * node is torn down the three ways an operator can: `agentctl reset`, `agentctl stop`, and
- * `agentctl uninstall` (unit disabled and gone, machines gone, files gone; a rerun is harmless).
- * Last, the tarball's own way: installed again with its `install.sh`, joined, and removed with
- * `install.sh --uninstall`, a rerun of which (no daemon left to ask) is harmless too.
+ * stopping agentd.service, or install.sh upgrading it (which restarts agentd), leave the running
+ * machine (and its kubelet) as they were. Then the node is torn down the three ways an operator
+ * can: `agentctl reset`, `agentctl stop`, and `agentctl uninstall` (unit disabled and gone,
+ * machines gone, files gone; a rerun is harmless). Last, the tarball's own way: installed again
+ * with its `install.sh`, joined, and removed with `install.sh --uninstall`, a rerun of which (no
+ * daemon left to ask) is harmless too.
  */
+import { mkdir, writeFile } from 'node:fs/promises';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import {
   expectNoMachines,
@@ -15,7 +17,6 @@ import {
   unitState,
   type OperationJson,
 } from '../support/real-host/assert-node.js';
-import { mkdir, writeFile } from 'node:fs/promises';
 import { REAL_NODE_CONFIG, startJoinedNode, type RealNode } from '../support/real-host/node.js';
 import { requireRealHost } from '../support/real-host/require.js';
 
@@ -30,6 +31,10 @@ describe.skipIf(!requireRealHost())('agentd lifecycle on a real systemd host', {
     ]);
     expect(op, JSON.stringify(op.error)).toMatchObject({ state: 'succeeded', to: 'kube1' });
   };
+
+  /** The tarball the suite installed from, unpacked in /root (test/support/real-host/install.ts). */
+  const releaseDir = async (): Promise<string> =>
+    (await node.host.execOk(['sh', '-c', 'ls -d /root/agentd-*-linux-x64'])).stdout.trim();
 
   beforeAll(async () => {
     node = await startJoinedNode({ label: 'lifecycle' });
@@ -91,6 +96,25 @@ describe.skipIf(!requireRealHost())('agentd lifecycle on a real systemd host', {
     await expectNode(node, { active: 'kube1', version: '1.34.0' });
   });
 
+  it('install.sh rerun changes nothing; with a changed release it restarts agentd, never kubelet', async () => {
+    const dir = await releaseDir();
+    const agentd = await unitMainPid(node, 'agentd.service');
+    const machine = await unitMainPid(node, 'systemd-nspawn@kube1.service');
+    const same = await node.host.execOk([`${dir}/install.sh`]);
+    expect(same.stdout).not.toContain('installed /');
+    expect(await unitMainPid(node, 'agentd.service')).toBe(agentd);
+
+    // The next release, as far as install.sh can tell: its unit differs.
+    await node.host.execOk(['sh', '-c', `echo '# the next release' >> ${dir}/systemd/agentd.service`]);
+    const upgrade = await node.host.execOk([`${dir}/install.sh`], { timeoutMs: 120_000 });
+    expect(upgrade.stdout).toContain('installed /etc/systemd/system/agentd.service');
+    expect(upgrade.stdout).toContain('agentd restarted');
+    expect(await unitMainPid(node, 'agentd.service')).not.toBe(agentd);
+    expect(await unitMainPid(node, 'systemd-nspawn@kube1.service')).toBe(machine);
+    await node.waitReady();
+    await expectNode(node, { active: 'kube1', version: '1.34.0' });
+  });
+
   it('agentctl reset removes both machines and their files', async () => {
     const op = await node.agentctlJson<OperationJson>(['reset', '--yes']);
     expect(op.state).toBe('succeeded');
@@ -132,8 +156,7 @@ describe.skipIf(!requireRealHost())('agentd lifecycle on a real systemd host', {
   });
 
   it('install.sh installs again; install.sh --uninstall removes it all, and a rerun is harmless', async () => {
-    // The tarball the suite installed from, unpacked in /root (test/support/real-host/install.ts).
-    const dir = (await node.host.execOk(['sh', '-c', 'ls -d /root/agentd-*-linux-x64'])).stdout.trim();
+    const dir = await releaseDir();
     // The daemon config, as an operator would have kept it (the uninstall above removed it).
     await mkdir(node.host.outside('/etc/agentd'), { recursive: true });
     await writeFile(node.host.outside('/etc/agentd/config.yaml'), REAL_NODE_CONFIG);
