@@ -1,5 +1,6 @@
 /**
- * agentd's own lifecycle on real systemd never touches kubelet's machine: restarting and
+ * agentd keeps systemd's watchdog fed. Its own lifecycle on real systemd never touches kubelet's
+ * machine: restarting and
  * stopping agentd.service, or install.sh upgrading it (which restarts agentd), leave the running
  * machine (and its kubelet) as they were. Then the node is torn down the three ways an operator
  * can: `agentctl reset`, `agentctl stop`, and `agentctl uninstall` (unit disabled and gone,
@@ -62,6 +63,37 @@ describe.skipIf(!requireRealHost())('agentd lifecycle on a real systemd host', {
       `--after-cursor=${cursor}`,
     ]);
     expect(journal.stdout).not.toMatch(/run-u\d+\.service/);
+  });
+
+  it('pings systemd’s watchdog (WatchdogSec=2min) every minute: systemd never restarts it', async () => {
+    const show = async (): Promise<Record<string, number>> => {
+      const props = ['ExecMainStartTimestampMonotonic', 'WatchdogTimestampMonotonic', 'NRestarts', 'MainPID'];
+      const out = await node.host.execOk([
+        'systemctl',
+        'show',
+        'agentd.service',
+        ...props.map((p) => `-p${p}`),
+      ]);
+      return Object.fromEntries(
+        out.stdout
+          .trim()
+          .split('\n')
+          .map((l) => l.split('=', 2))
+          .map(([k, v]) => [k, Number(v)]),
+      );
+    };
+    const start = await show();
+    // systemd stamps the watchdog at READY=1 and at every WATCHDOG=1 after it; agentd sends one at
+    // half the interval. Wait for a stamp a minute after the start: a ping, not the readiness.
+    let now = start;
+    const deadline = Date.now() + 90_000;
+    while (now.WatchdogTimestampMonotonic! < start.ExecMainStartTimestampMonotonic! + 50_000_000) {
+      expect(Date.now(), `no watchdog ping: ${JSON.stringify(now)}`).toBeLessThan(deadline);
+      await new Promise((r) => setTimeout(r, 1000));
+      now = await show();
+    }
+    expect(now.MainPID).toBe(start.MainPID);
+    expect(now.NRestarts).toBe(0);
   });
 
   it('restarting agentd.service leaves kube1 and its kubelet running', async () => {
