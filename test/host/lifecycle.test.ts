@@ -1,12 +1,11 @@
 /**
  * agentd keeps systemd's watchdog fed. Its own lifecycle on real systemd never touches kubelet's
- * machine: restarting and
- * stopping agentd.service, or install.sh upgrading it (which restarts agentd), leave the running
- * machine (and its kubelet) as they were. Then the node is torn down the three ways an operator
- * can: `agentctl reset`, `agentctl stop`, and `agentctl uninstall` (unit disabled and gone,
- * machines gone, files gone; a rerun is harmless). Last, the tarball's own way: installed again
- * with its `install.sh`, joined, and removed with `install.sh --uninstall`, a rerun of which (no
- * daemon left to ask) is harmless too.
+ * machine: restarting and stopping agentd.service, or install.sh upgrading it (which restarts
+ * agentd), leave the running machine (and its kubelet) as they were. Then the node is torn down
+ * the three ways an operator can: `agentctl reset`, `agentctl stop`, and `agentctl uninstall`
+ * (unit disabled and gone, machines gone, files gone; a rerun is harmless). Last, the tarball's
+ * own way: installed again with its `install.sh`, joined, and removed with
+ * `install.sh --uninstall`, a rerun of which (no daemon left to ask) is harmless too.
  */
 import { mkdir, writeFile } from 'node:fs/promises';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
