@@ -5,10 +5,12 @@
  * zstd-compressed), back to kube1, no-op.
  * Then the node check: it asks machined and the machines' systemd over D-Bus, agrees with what
  * the commands say, and sees a kubelet stopped behind agentd's back: in the next `status` past
- * 1 s, and in repair, which starts it again.
+ * 1 s, and in repair, which starts it again. Through all of it, at debug level, agentd's
+ * journal never holds the node's bootstrap token.
  */
 import { setTimeout as delay } from 'node:timers/promises';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { TEST_BOOTSTRAP_TOKEN } from '../support/agent-config.js';
 import { requireRealHost } from '../support/real-host/require.js';
 import { MACHINE_REPOSITORY, REGISTRY, startRealNode, type RealNode } from '../support/real-host/node.js';
 import { runOk } from '../support/real-host/run.js';
@@ -192,4 +194,15 @@ describe.skipIf(!requireRealHost())('blue/green on a real systemd host', { timeo
       expect((await commandsSince(cursor)).filter((c) => CHECK_COMMAND.test(c))).toEqual([]);
     },
   );
+
+  it('never writes the bootstrap token to its journal, at debug level, through all of the above', async () => {
+    const journal = (
+      await node.host.execOk(['journalctl', '-u', 'agentd.service', '--no-pager', '-o', 'cat'])
+    ).stdout;
+    // Joins, switches and repairs were logged (this is the journal of all of them).
+    expect(journal).toContain('"phase":"commit"');
+    // The token's secret half (the part before the dot is its public id).
+    const secret = TEST_BOOTSTRAP_TOKEN.split('.')[1]!;
+    expect(journal.includes(secret), 'the bootstrap token is in agentd’s journal').toBe(false);
+  });
 });
