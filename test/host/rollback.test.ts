@@ -1,7 +1,8 @@
 /**
  * Rollback on real systemd: a target whose kubelet never turns healthy, and a target machine
  * that cannot boot (its image has no init), both end `rolled_back` with the source machine
- * running and verified again, and nothing of the target left.
+ * running and verified again, and nothing of the target left. An update cancelled while it
+ * provisions ends `cancelled` the same way.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { expectNode, type OperationJson } from '../support/real-host/assert-node.js';
@@ -36,5 +37,46 @@ describe.skipIf(!requireRealHost())('rollback on a real systemd host', { timeout
     expect(start?.error?.message).toMatch(/machinectl start kube2/);
     expect(start?.error?.message).not.toMatch(/did not answer/);
     await expectNode(node, { active: 'kube1', version: '1.34.0', image: node.image('v1') });
+  });
+
+  it('an update cancelled while it provisions kube2 leaves kube1 serving and nothing of kube2', async () => {
+    const started = await node.agentctlJson<OperationJson>([
+      'update',
+      '--kubernetes-version',
+      '1.34.1',
+      '--detach',
+    ]);
+    const get = (): Promise<OperationJson> => node.agentctlJson<OperationJson>(['ops', 'get', started.id]);
+    // Cancel once kube2's files are being made: well before the switch-over, which refuses it.
+    const deadline = Date.now() + 60_000;
+    for (let op = await get(); ; op = await get()) {
+      if (op.phases.find((p) => p.name === 'provision')?.state === 'running') break;
+      expect(op.state, `the update got past provision before it could be cancelled`).toBe('running');
+      expect(Date.now()).toBeLessThan(deadline);
+      await new Promise((r) => setTimeout(r, 50));
+    }
+    await node.agentctlJson(['ops', 'cancel', started.id]);
+    let op = await get();
+    while (op.state === 'running') {
+      expect(Date.now()).toBeLessThan(deadline);
+      await new Promise((r) => setTimeout(r, 200));
+      op = await get();
+    }
+    expect(op, JSON.stringify(op.error)).toMatchObject({ state: 'cancelled', from: 'kube1', to: 'kube2' });
+    expect(op.phases.find((p) => p.name === 'stop')?.state).not.toBe('succeeded');
+    await expectNode(node, { active: 'kube1', version: '1.34.0', image: node.image('v1') });
+    // No download cut short is left in the caches (blobs `.tmp-*`, artifacts `.*.partial-*`).
+    const partial = await node.host.execOk([
+      'find',
+      '/var/lib/agentd',
+      '(',
+      '-name',
+      '.tmp-*',
+      '-o',
+      '-name',
+      '.*.partial-*',
+      ')',
+    ]);
+    expect(partial.stdout).toBe('');
   });
 });
