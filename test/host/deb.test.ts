@@ -1,8 +1,8 @@
 /**
  * The .deb on real systemd and real dpkg: it installs (agentd in /usr/bin, the unit enabled and
  * started, ready when dpkg returns), serves a node, upgrades (a newer version restarts agentd and
- * leaves kubelet's machine running), and removes and purges cleanly. The tarball's install.sh
- * refuses to install a second agentd beside it.
+ * leaves kubelet's machine running), and removes (saying which machines stay) and purges
+ * cleanly. The tarball's install.sh refuses to install a second agentd beside it.
  */
 import { copyFile } from 'node:fs/promises';
 import path from 'node:path';
@@ -90,7 +90,8 @@ describe.skipIf(!requireRealHost())('the .deb on a real systemd host', { timeout
   });
 
   it('removes and purges cleanly; the machines are left to agentctl uninstall', async () => {
-    await node.host.execOk(['dpkg', '-r', 'agentd'], { timeoutMs: 300_000 });
+    const removed = await node.host.execOk(['dpkg', '-r', 'agentd'], { timeoutMs: 300_000 });
+    expect(removed.stderr).toContain('the machines kube1 stay and the node keeps serving');
     expect(await unitState(node, 'agentd.service')).not.toBe('active');
     expect((await node.host.exec(['test', '-e', '/usr/bin/agentd'])).exitCode).not.toBe(0);
     expect((await node.host.exec(['test', '-e', '/etc/agentd/config.yaml'])).exitCode).toBe(0);

@@ -409,8 +409,12 @@ describe.skipIf(!available && !required)('npm run release', () => {
     await mkdir(path.join(root, 'var/lib/agentd/cache'), { recursive: true });
     await mkdir(path.join(root, 'etc/agentd'), { recursive: true });
     await writeFile(path.join(root, 'etc/agentd/config.yaml'), 'logLevel: debug\n');
-    await dpkg('-r', 'agentd');
+    await mkdir(path.join(root, 'var/lib/machines/kube1'), { recursive: true });
+    const removed = await dpkg('-r', 'agentd');
     expect((await sd.calls()).slice(4)).toEqual(['disable --now agentd.service', 'daemon-reload']);
+    // The machines stay, and the operator is told how to take them down (no agentctl is left).
+    expect(removed.stderr).toContain('the machines kube1 stay and the node keeps serving');
+    await stat(path.join(root, 'var/lib/machines/kube1'));
     await expect(readFile(path.join(root, 'usr/bin/agentd'))).rejects.toThrow();
     // remove keeps state and configuration; purge removes them.
     expect(await readFile(path.join(root, 'etc/agentd/config.yaml'), 'utf8')).toBe('logLevel: debug\n');
