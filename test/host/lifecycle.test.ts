@@ -1,11 +1,12 @@
 /**
- * agentd keeps systemd's watchdog fed. Its own lifecycle on real systemd never touches kubelet's
- * machine: restarting and stopping agentd.service, or install.sh upgrading it (which restarts
- * agentd), leave the running machine (and its kubelet) as they were. Then the node is torn down
- * the three ways an operator can: `agentctl reset`, `agentctl stop`, and `agentctl uninstall`
- * (unit disabled and gone, machines gone, files gone; a rerun is harmless). Last, the tarball's
- * own way: installed again with its `install.sh`, joined, and removed with
- * `install.sh --uninstall`, a rerun of which (no daemon left to ask) is harmless too.
+ * agentd keeps systemd's watchdog fed, and its socket group lets a member of it, not root, use
+ * agentctl. Its own lifecycle on real systemd never touches kubelet's machine: restarting and
+ * stopping agentd.service, or install.sh upgrading it (which restarts agentd), leave the running
+ * machine (and its kubelet) as they were. Then the node is torn down the three ways an operator
+ * can: `agentctl reset`, `agentctl stop`, and `agentctl uninstall` (unit disabled and gone,
+ * machines gone, files gone; a rerun is harmless). Last, the tarball's own way: installed again
+ * with its `install.sh`, joined, and removed with `install.sh --uninstall`, a rerun of which (no
+ * daemon left to ask) is harmless too.
  */
 import { mkdir, writeFile } from 'node:fs/promises';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -125,6 +126,22 @@ describe.skipIf(!requireRealHost())('agentd lifecycle on a real systemd host', {
     ]);
     expect(shown.stdout.trim()).toBe('serving on /run/agentd/agentd.sock');
     await expectNode(node, { active: 'kube1', version: '1.34.0' });
+  });
+
+  it('with socketGroup, a member of that group uses agentctl without root; another user is told why not', async () => {
+    await node.host.execOk(['groupadd', '--system', 'agentd']);
+    await node.host.execOk(['useradd', '--create-home', '--groups', 'agentd', 'alice']);
+    await node.host.execOk(['useradd', '--create-home', 'bob']);
+    await node.host.execOk(['sh', '-c', 'echo "socketGroup: agentd" >> /etc/agentd/config.yaml']);
+    await node.host.execOk(['systemctl', 'restart', 'agentd.service']);
+    const mode = await node.host.execOk(['stat', '-c', '%a %U %G', '/run/agentd/agentd.sock']);
+    expect(mode.stdout.trim()).toBe('660 root agentd');
+    const alice = await node.host.exec(['runuser', '-u', 'alice', '--', 'agentctl', '--json', 'status']);
+    expect(alice.exitCode, alice.stderr).toBe(0);
+    expect(JSON.parse(alice.stdout)).toMatchObject({ node: { activeMachine: 'kube1' } });
+    const bob = await node.host.exec(['runuser', '-u', 'bob', '--', 'agentctl', 'status']);
+    expect(bob.exitCode).toBe(3);
+    expect(bob.stderr).toContain('permission denied: add your user to the socket');
   });
 
   it('install.sh rerun changes nothing; with a changed release it restarts agentd, never kubelet', async () => {
