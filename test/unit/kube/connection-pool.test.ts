@@ -57,6 +57,33 @@ describe('Kubernetes connections', () => {
     expect(kube.connectionsAccepted).toBe(2);
   });
 
+  it('a quiet watch outlives idleSocketMs: the idle close applies to free connections only', async () => {
+    const kube = await startFakeKube();
+    onTestFinished(() => kube.close());
+    kube.addNode('w1', {});
+    const kc = poolKubeConnections(kube.kubeConfig(), createAgentPool({ idleSocketMs: 100 }));
+    const core = kc.makeApiClient(CoreV1Api);
+    const seen: boolean[] = [];
+    const ended: unknown[] = [];
+    const stop = await createNodeWatch({ kc, core })(
+      'w1',
+      () => undefined,
+      (n) => seen.push(n?.unschedulable ?? false),
+      (err) => ended.push(err),
+    );
+    onTestFinished(() => stop());
+    await expect.poll(() => kube.openWatches).toBe(1);
+    const connections = kube.connectionsAccepted;
+    // Nothing on the watch for many times the idle timeout (API servers send nothing either while
+    // nothing changes, between bookmarks).
+    await new Promise((r) => setTimeout(r, 600));
+    expect(ended).toEqual([]);
+    expect(kube.openWatches).toBe(1);
+    kube.patchNode('w1', { spec: { unschedulable: true } });
+    await expect.poll(() => seen.at(-1)).toBe(true);
+    expect(kube.connectionsAccepted).toBe(connections);
+  });
+
   it('an idle connection is closed after idleSocketMs; the next request opens a new one', async () => {
     const kube = await startFakeKube();
     onTestFinished(() => kube.close());
