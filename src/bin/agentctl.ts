@@ -3,18 +3,11 @@
  * bin and the release executable.
  */
 import { runCli } from '../cli/main.js';
-import { runProgram } from './run.js';
+import { exitQuietlyOnBrokenPipe, runProgram } from './run.js';
 
 /** Run one agentctl command; resolves to the process exit code. */
 export function runAgentctl(argv: string[]): Promise<number> {
-  // `agentctl … | head`: the reader went away, so there is nobody left to tell anything. Exit
-  // quietly instead of dying on an unhandled EPIPE with a stack trace.
-  for (const stream of [process.stdout, process.stderr]) {
-    stream.on('error', (err: NodeJS.ErrnoException) => {
-      if (err.code === 'EPIPE') process.exit(process.exitCode ?? 0);
-      throw err;
-    });
-  }
+  exitQuietlyOnBrokenPipe();
   return runCli(argv, {
     env: process.env,
     cwd: process.cwd(),

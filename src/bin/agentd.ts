@@ -16,7 +16,7 @@ import { describeError, isAgentError } from '../errors.js';
 import { createLogger } from '../log.js';
 import { VERSION } from '../version.js';
 import { keepNextTickShape } from './keep-tick-shape.js';
-import { runProgram } from './run.js';
+import { exitQuietlyOnBrokenPipe, runProgram } from './run.js';
 import type { Daemon } from '../daemon/daemon.js';
 
 /** Every environment variable agentd reads, with its meaning: `agentd --help` and agentd(8) (proxies: src/config/proxy.ts). */
@@ -150,6 +150,9 @@ function givenFlags(cmd: Command): Partial<Record<keyof DaemonConfigInput, unkno
 /** Run the daemon until it stops; resolves to the process exit code. */
 export async function runAgentd(argv: string[]): Promise<number> {
   process.title = 'agentd';
+  // `agentd --help | head` exits quietly. Only until the daemon starts: a daemon whose stdout
+  // (the journal) breaks must not exit 0 without a word.
+  const removeBrokenPipeHandlers = exitQuietlyOnBrokenPipe();
   const cmd = buildAgentdCommand().exitOverride();
   try {
     cmd.parse(argv);
@@ -169,6 +172,7 @@ export async function runAgentd(argv: string[]): Promise<number> {
     process.stderr.write(`agentd: ${describeError(err)}\n`);
     return 2;
   }
+  removeBrokenPipeHandlers();
   const logger = await createLogger({ level: config.logLevel, format: config.logFormat });
   // The handlers come before startup: a signal during startup recovery must not kill the
   // process on the spot (Node's default), leaving the PID file and the socket behind. It asks

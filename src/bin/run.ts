@@ -11,6 +11,24 @@ export interface RunOptions {
   exitWhenSettled?: boolean;
 }
 
+/**
+ * `prog … | head`: the reader went away, so there is nobody left to tell anything. Exit quietly
+ * (with the exit code set so far) instead of dying on an unhandled EPIPE with a stack trace; any
+ * other error on stdout or stderr is thrown as before. Returns a function that takes the handlers
+ * off again: agentd keeps them only while it prints help, versions and usage errors.
+ */
+export function exitQuietlyOnBrokenPipe(): () => void {
+  const onError = (err: NodeJS.ErrnoException): void => {
+    if (err.code === 'EPIPE') process.exit(process.exitCode ?? 0);
+    throw err;
+  };
+  const streams = [process.stdout, process.stderr];
+  for (const stream of streams) stream.on('error', onError);
+  return () => {
+    for (const stream of streams) stream.off('error', onError);
+  };
+}
+
 /** Run a program's main to its end: its result is the exit code, a throw is reported and exit 1. */
 export function runProgram(name: string, main: () => Promise<number>, o: RunOptions = {}): void {
   const done = (code: number): void => {

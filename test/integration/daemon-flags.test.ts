@@ -2,6 +2,7 @@
  * agentd's flags, env and config file as the real program sees them: bad values exit 2 naming
  * the option; the TCP metrics listener serves probes and metrics, never /rpc.
  */
+import { spawn } from 'node:child_process';
 import { existsSync } from 'node:fs';
 import { stat, writeFile } from 'node:fs/promises';
 import net from 'node:net';
@@ -9,7 +10,7 @@ import path from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { runAgentctl } from '../support/cli.js';
 import { simDaemonFlags } from '../support/daemon-flags.js';
-import { makeTempDir, runAgentd, startTestDaemon } from '../support/daemon.js';
+import { AGENTD_BIN, childEnv, makeTempDir, runAgentd, startTestDaemon } from '../support/daemon.js';
 
 /** Flags that would start a daemon in `dir` if nothing else were wrong. */
 const baseFlags = (dir: string): string[] => simDaemonFlags(dir);
@@ -89,6 +90,17 @@ describe('bad values exit 2 naming the option', () => {
     const version = await runAgentd(['--version']);
     expect(version.code).toBe(0);
     expect(version.stdout).toMatch(/^\d+\.\d+\.\d+/);
+  });
+
+  it('--help to a reader that goes away early (agentd --help | true) exits 0 quietly: no EPIPE, no stack trace', async () => {
+    const script = `'${process.execPath}' '${AGENTD_BIN}' --help | true; echo "rc=\${PIPESTATUS[0]}" >&2`;
+    const stderr = await new Promise<string>((resolve) => {
+      const proc = spawn('bash', ['-c', script], { env: childEnv(), stdio: ['ignore', 'ignore', 'pipe'] });
+      let err = '';
+      proc.stderr.on('data', (c: Buffer) => (err += c.toString()));
+      proc.once('close', () => resolve(err));
+    });
+    expect(stderr).toBe('rc=0\n');
   });
 });
 
