@@ -34,8 +34,36 @@ describe('event-loop delay metrics', () => {
     const text = await registry.metrics();
     for (const [name] of Object.values(EVENT_LOOP_DELAY_METRICS)) expect(text).toContain(`${name} `);
     const p50 = await value(registry, 'nodejs_eventloop_lag_p50_seconds');
-    expect(p50).toBeGreaterThan(0);
+    expect(p50).toBeGreaterThanOrEqual(0);
     expect(p50).toBeLessThan(10);
+  });
+
+  it('report the delay past the sampling interval: ~0 on an idle loop, the stall when it is blocked', async () => {
+    const registry = new Registry();
+    monitor = registerEventLoopDelay(registry, { resolutionMs: 100, idleOffMs: 60_000 });
+    // One scrape's values, read from its text (reading a gauge again would collect again).
+    const scrape = async (): Promise<Record<string, number>> =>
+      Object.fromEntries(
+        (await registry.metrics())
+          .split('\n')
+          .filter((l) => l.startsWith('nodejs_eventloop_lag_'))
+          .map((l) => [l.split(' ')[0], Number(l.split(' ')[1])]),
+      );
+    await scrape();
+    await sleep(450);
+    const idle = await scrape();
+    // Node records the whole interval (100 ms here) between wake-ups; idle is not lag.
+    expect(idle.nodejs_eventloop_lag_min_seconds).toBeLessThan(0.095);
+    expect(idle.nodejs_eventloop_lag_p50_seconds).toBeLessThan(0.095);
+    // Blocked for 250 ms: a wake-up due inside the block comes at least 150 ms late. (Not at
+    // once: a scrape resets the monitor, whose first wake-up after it is not measured.)
+    await sleep(150);
+    const until = Date.now() + 250;
+    while (Date.now() < until);
+    await sleep(150);
+    const blocked = await scrape();
+    expect(blocked.nodejs_eventloop_lag_max_seconds).toBeGreaterThan(0.12);
+    expect(blocked.nodejs_eventloop_lag_max_seconds).toBeLessThan(1);
   });
 
   it('stop sampling when no scrape came for idleOffMs, and start again at the next scrape', async () => {
