@@ -270,9 +270,7 @@ export function createLeaseGate(o: LeaseGateOptions): LeaseGate {
         failures,
       };
     const now = clock.now();
-    const open = anyWindowOpen(policy.windows, now);
-    metrics.fleetWindowOpen.set(open ? 1 : 0);
-    if (!open) {
+    if (!anyWindowOpen(policy.windows, now)) {
       const next = nextWindowOpen(policy.windows, now);
       return {
         wait: 'OutsideWindow',

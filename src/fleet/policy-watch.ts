@@ -13,6 +13,7 @@ import { watchFailure, watchOnce } from '../kube/watch-once.js';
 import type { Metrics } from '../metrics/metrics.js';
 import { Backoff, WATCH_BACKOFF, type BackoffPolicy } from '../retry/backoff.js';
 import { Pulse } from './pulse.js';
+import { anyWindowOpen } from './windows.js';
 import { POLICY_CONFIGMAP, POLICY_KEY, PolicyError, parsePolicy, type FleetPolicy } from './policy.js';
 
 /** What the agent knows of the policy; `fleet.status` shows it. */
@@ -67,6 +68,11 @@ export function createPolicyWatch(o: PolicyWatchOptions): PolicyWatch {
     resourceVersion: null,
   };
   let lastGood: FleetPolicy | null = null;
+  // The policy that holds (the last good one while the ConfigMap cannot be read), at each scrape.
+  o.metrics.setFleetWindowSource(() => {
+    const policy = state.policy ?? lastGood;
+    return policy === null || anyWindowOpen(policy.windows, o.clock.now());
+  });
   let stopped = false;
   const stopController = new AbortController();
   let loop: Promise<void> | null = null;

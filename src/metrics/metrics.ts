@@ -41,6 +41,8 @@ export function createMetrics(options: { version: string; collectDefaults?: bool
     registerEventLoopDelay(registry);
   }
   const r = [registry];
+  /** Whether the fleet policy's maintenance windows let an update through now: no policy, yes. */
+  let fleetWindowOpenNow: () => boolean = () => true;
   const metrics = {
     registry,
     buildInfo: new Gauge({
@@ -164,8 +166,12 @@ export function createMetrics(options: { version: string; collectDefaults?: bool
     }),
     fleetWindowOpen: new Gauge({
       name: 'agentd_fleet_window_open',
-      help: '1 when a maintenance window of the fleet policy is open now (or the policy has none), else 0.',
+      help: '1 when a maintenance window of the fleet policy is open now (or the policy has none, or there is no policy), else 0.',
       registers: r,
+      // Read at each scrape: windows open and close with the clock, not with any event of ours.
+      collect() {
+        this.set(fleetWindowOpenNow() ? 1 : 0);
+      },
     }),
     fleetPaused: new Gauge({
       name: 'agentd_fleet_paused',
@@ -216,6 +222,10 @@ export function createMetrics(options: { version: string; collectDefaults?: bool
       labelNames: ['check', 'result'],
       registers: r,
     }),
+    /** Where `agentd_fleet_window_open` is read from at each scrape: the fleet policy watch. */
+    setFleetWindowSource(source: () => boolean): void {
+      fleetWindowOpenNow = source;
+    },
   };
   metrics.buildInfo.set({ version: options.version, node_version: process.version }, 1);
   return metrics;

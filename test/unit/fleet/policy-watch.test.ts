@@ -51,6 +51,29 @@ describe('the fleet policy watch', () => {
     await vi.waitFor(() => expect(watch.current()).toBeNull());
   });
 
+  it('agentd_fleet_window_open follows the clock through the policy windows, and is 1 without a policy', async () => {
+    // Read as a scrape reads it: the gauge is computed when collected.
+    const windowOpen = async (): Promise<number | undefined> =>
+      (await metrics.fleetWindowOpen.get()).values[0]?.value;
+    expect(await windowOpen()).toBe(1);
+    watch.start();
+    await kube.whenWatching();
+    // The clock starts on Wednesday 2026-11-25 at 12:00 UTC.
+    kube.putConfigMap(NS, 'agentd-fleet', {
+      'policy.yaml': 'windows: [{days: [Wed], start: "13:00", end: "14:00", timeZone: UTC}]',
+    });
+    await vi.waitFor(() => expect(watch.current()?.windows).toHaveLength(1));
+    expect(await windowOpen()).toBe(0);
+    // The window opens with time alone: no event, no update waiting in the gate.
+    await clock.advance(90 * 60_000);
+    expect(await windowOpen()).toBe(1);
+    await clock.advance(60 * 60_000);
+    expect(await windowOpen()).toBe(0);
+    kube.deleteConfigMap(NS, 'agentd-fleet');
+    await vi.waitFor(() => expect(watch.current()).toBeNull());
+    expect(await windowOpen()).toBe(1);
+  });
+
   it('watches again at once after a watch that served, and after the backoff when one is dropped at once', async () => {
     watch.start();
     await kube.whenWatching();
