@@ -21,7 +21,10 @@ import type { Daemon } from '../daemon/daemon.js';
 
 /** Every environment variable agentd reads, with its meaning: `agentd --help` and agentd(8) (proxies: src/config/proxy.ts). */
 export const DAEMON_ENVIRONMENT: readonly (readonly [string, string])[] = [
-  ['AGENTD_CONFIG', `the config file, like --config (default ${DEFAULT_CONFIG_FILE}, read when it exists)`],
+  [
+    'AGENTD_CONFIG',
+    `the config file, like --config (default ${DEFAULT_CONFIG_FILE}, read when it exists, not with --sim)`,
+  ],
   ...Object.values(DAEMON_OPTIONS).map((o) => [o.env, `like ${o.flag}`] as const),
   [
     'HTTPS_PROXY',
@@ -56,7 +59,7 @@ function helpAfter(): string {
   return [
     '',
     'Configuration file:',
-    `  ${DEFAULT_CONFIG_FILE} is read when it exists; --config FILE (or AGENTD_CONFIG) names another.`,
+    `  ${DEFAULT_CONFIG_FILE} is read when it exists (not with --sim); --config FILE (or AGENTD_CONFIG) names another.`,
     '  YAML; its keys are the flag names in camelCase (socketGroup: agentd, shutdownGrace: 30s).',
     '  Precedence: flag > environment variable > config file > default.',
     '',

@@ -94,9 +94,14 @@ export function loadDaemonConfig(input: LoadConfigInput): DaemonConfig {
   const { flags, env, cwd } = input;
   const explicitFile = flags.config ?? env.AGENTD_CONFIG;
   const defaultFile = input.defaultConfigFile ?? DEFAULT_CONFIG_FILE;
+  // --sim is the try-out mode: the host's own config file (its socket, state directory or root)
+  // has no part in it, or a try-out on an installed host would use the production paths. A file
+  // named with --config is still read.
+  const simAsked =
+    flags.sim === true || daemonConfigSchema.shape.sim.safeParse(env[DAEMON_OPTIONS.sim.env]).data;
   const configFile = explicitFile
     ? path.resolve(cwd, explicitFile)
-    : existsSync(defaultFile)
+    : !simAsked && existsSync(defaultFile)
       ? defaultFile
       : null;
   const fileValues = configFile ? readConfigFile(configFile) : {};

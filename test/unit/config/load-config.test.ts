@@ -115,6 +115,25 @@ describe('loadDaemonConfig defaults', () => {
     expect(c.logLevel).toBe('debug');
   });
 
+  it('--sim (flag or AGENTD_SIM) leaves the host config file alone; a file it names is read', async () => {
+    // An installed host's config: a try-out must not take its state directory or root.
+    const file = await configFile(`stateDir: ${path.join(dir, 'production')}\nroot: /\n`, 'default.yaml');
+    const sim = path.join(dir, '.agentd');
+    for (const c of [
+      load({ defaultConfigFile: file, flags: { sim: true } }),
+      load({ defaultConfigFile: file, env: { AGENTD_SIM: '1' } }),
+    ]) {
+      expect(c.configFile).toBeNull();
+      expect(c.stateDir).toBe(path.join(sim, 'state'));
+      expect(c.root).toBe(path.join(sim, 'root'));
+    }
+    const named = load({ defaultConfigFile: file, flags: { sim: true, config: file } });
+    expect(named.configFile).toBe(file);
+    expect(named.stateDir).toBe(path.join(dir, 'production'));
+    // Without --sim, the host's file holds.
+    expect(load({ defaultConfigFile: file, env: { AGENTD_SIM: 'no' } }).configFile).toBe(file);
+  });
+
   it('--sim puts every path not given under ./.agentd and uses the simulated host', () => {
     const c = load({ flags: { sim: true } });
     const sim = path.join(dir, '.agentd');
