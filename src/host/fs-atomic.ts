@@ -3,11 +3,16 @@
  * renamed over the target, so a crash leaves either the old file or the new one, never half;
  * then the directory is fsynced, so the rename itself survives a power loss (without it, the
  * journal could come back as its previous version after a power cut).
+ *
+ * A symbolic link in the place of the file is refused, never written through: write-file-atomic
+ * resolves links and renames over their target, so a link planted at a path a root daemon writes
+ * (its PID file, its state) would let the daemon replace any file of the host — even a device
+ * node such as /dev/null — with its own bytes.
  */
-import { mkdir, open, stat } from 'node:fs/promises';
+import { lstat, mkdir, open, stat } from 'node:fs/promises';
 import path from 'node:path';
 import writeFileAtomicCb from 'write-file-atomic';
-import { noSpaceOr } from '../errors.js';
+import { errorCode, noSpaceOr, PreconditionFailedError } from '../errors.js';
 
 export interface AtomicWriteOptions {
   /** File mode (default 0o644). */
@@ -23,6 +28,7 @@ export async function writeFileAtomic(
   options: AtomicWriteOptions = {},
 ): Promise<void> {
   await mkdir(path.dirname(file), { recursive: true, mode: options.dirMode ?? 0o755 });
+  await refuseSymlink(file);
   try {
     await writeFileAtomicCb(file, typeof data === 'string' ? data : Buffer.from(data), {
       mode: options.mode ?? 0o644,
@@ -31,6 +37,18 @@ export async function writeFileAtomic(
     await fsyncDir(path.dirname(file));
   } catch (err) {
     throw noSpaceOr(err, `write ${file}`);
+  }
+}
+
+async function refuseSymlink(file: string): Promise<void> {
+  const st = await lstat(file).catch((err: unknown) => {
+    if (errorCode(err) === 'ENOENT') return undefined;
+    throw noSpaceOr(err, `write ${file}`);
+  });
+  if (st?.isSymbolicLink()) {
+    throw new PreconditionFailedError(
+      `write ${file}: it is a symbolic link; agentd writes its files only as regular files and never through a link — remove the link and retry`,
+    );
   }
 }
 

@@ -1,0 +1,52 @@
+import { lstat, mkdtemp, readFile, readlink, rm, symlink, writeFile } from 'node:fs/promises';
+import os from 'node:os';
+import path from 'node:path';
+import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { writeFileAtomic } from '../../../src/host/fs-atomic.js';
+
+let dir: string;
+beforeEach(async () => {
+  dir = await mkdtemp(path.join(os.tmpdir(), 'agentd-atomic-'));
+});
+afterEach(async () => {
+  await rm(dir, { recursive: true, force: true });
+});
+
+describe('writeFileAtomic', () => {
+  it('writes a new file with its mode, creating missing directories', async () => {
+    const file = path.join(dir, 'a', 'b', 'state.json');
+    await writeFileAtomic(file, '{}\n', { mode: 0o600 });
+    expect(await readFile(file, 'utf8')).toBe('{}\n');
+    expect((await lstat(file)).mode & 0o777).toBe(0o600);
+  });
+
+  it('replaces an existing regular file whole', async () => {
+    const file = path.join(dir, 'journal.json');
+    await writeFile(file, 'old and longer\n');
+    await writeFileAtomic(file, 'new\n');
+    expect(await readFile(file, 'utf8')).toBe('new\n');
+  });
+
+  // A link planted where a root daemon writes (PID file, state) must not let it replace the
+  // link's target: write-file-atomic alone resolves the link and renames over the target.
+  it('refuses a symbolic link in the place of the file and leaves link and target as they were', async () => {
+    const target = path.join(dir, 'precious');
+    await writeFile(target, 'keep me\n');
+    const file = path.join(dir, 'agentd.pid');
+    await symlink(target, file);
+    await expect(writeFileAtomic(file, '123\n')).rejects.toMatchObject({
+      code: 'PRECONDITION_FAILED',
+      message: expect.stringContaining(`write ${file}: it is a symbolic link`) as unknown as string,
+    });
+    expect(await readFile(target, 'utf8')).toBe('keep me\n');
+    expect(await readlink(file)).toBe(target);
+  });
+
+  it('refuses a dangling symbolic link too (nothing is created at its target)', async () => {
+    const target = path.join(dir, 'nowhere');
+    const file = path.join(dir, 'state.json');
+    await symlink(target, file);
+    await expect(writeFileAtomic(file, '{}\n')).rejects.toMatchObject({ code: 'PRECONDITION_FAILED' });
+    await expect(lstat(target)).rejects.toMatchObject({ code: 'ENOENT' });
+  });
+});
