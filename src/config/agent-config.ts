@@ -36,8 +36,9 @@ export const versionSchema = z
  */
 export const imageReferenceSchema = z
   .string()
-  .min(1)
+  .min(1, 'image reference is empty (expected [registry/]repository[:tag][@sha256:<64 hex>])')
   .superRefine((ref, ctx) => {
+    if (ref === '') return; // one issue for an empty reference: the min(1) above
     try {
       parseImageReference(ref);
     } catch (err) {

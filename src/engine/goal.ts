@@ -61,7 +61,7 @@ export function resolveGoal(
       code: i.code,
     }));
     throw new InvalidParamsError(
-      `update: set produces an invalid config: ${issues[0]?.path}: ${issues[0]?.message}`,
+      `update: the config after set would be invalid: ${issues[0]?.path}: ${issues[0]?.message}`,
       issues,
     );
   }

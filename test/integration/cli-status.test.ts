@@ -61,7 +61,7 @@ describe('agentctl rpc', () => {
   it('config.get on a fresh node is NOT_FOUND: exit 1', async () => {
     const r = await ctl('rpc', 'config.get');
     expect(r.code).toBe(1);
-    expect(r.stderr).toContain('not found');
+    expect(r.stderr).toContain('no applied config: the node has not joined yet');
     expect(r.stdout).toBe('');
   });
 

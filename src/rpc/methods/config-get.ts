@@ -1,5 +1,5 @@
 import * as z from 'zod';
-import { NotFoundError } from '../../errors.js';
+import { AgentError } from '../../errors.js';
 import { defineMethod } from '../method.js';
 import { machineNameSchema } from '../schemas.js';
 
@@ -21,7 +21,11 @@ export const configGet = defineMethod({
     .meta({ id: 'AppliedConfig' }),
   handler: async (_params, { services }) => {
     const applied = await services.engine.appliedConfig();
-    if (!applied) throw new NotFoundError('applied config (the node has not joined yet)');
+    if (!applied)
+      throw new AgentError(
+        'NOT_FOUND',
+        'no applied config: the node has not joined yet (agentctl update --config FILE joins it)',
+      );
     return applied;
   },
 });

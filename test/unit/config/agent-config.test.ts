@@ -150,6 +150,14 @@ describe('agentConfigSchema', () => {
     ]);
   });
 
+  it('an empty image reference is one issue that says it is empty', () => {
+    const r = agentConfigSchema.safeParse(makeAgentConfig({ OCIImage: '' }));
+    expect(r.success).toBe(false);
+    expect(r.error?.issues.map((i) => [i.path.join('.'), i.message])).toEqual([
+      ['OCIImage', 'image reference is empty (expected [registry/]repository[:tag][@sha256:<64 hex>])'],
+    ]);
+  });
+
   it('refuses unknown keys at every level', () => {
     expect(issuePaths({ ...makeAgentConfig(), Extra: 1 })).toEqual(['']);
     expect(issuePaths(withKubelet({ Extra: 1 }))).toEqual(['Kubelet']);

@@ -86,7 +86,7 @@ export function createStubApi(applied: StubApplied | null = { version: '1.34.0',
         switch (method) {
           case 'config.get': {
             const a = api.applied;
-            if (a === null) throw rpcError('NOT_FOUND', 'applied config (the node has not joined yet)');
+            if (a === null) throw rpcError('NOT_FOUND', 'no applied config: the node has not joined yet');
             return {
               machine: 'kube1',
               hash: 'h',
