@@ -4,10 +4,12 @@
  * then the directory is fsynced, so the rename itself survives a power loss (without it, the
  * journal could come back as its previous version after a power cut).
  *
- * A symbolic link in the place of the file is refused, never written through: write-file-atomic
- * resolves links and renames over their target, so a link planted at a path a root daemon writes
- * (its PID file, its state) would let the daemon replace any file of the host — even a device
- * node such as /dev/null — with its own bytes.
+ * Only a regular file (or nothing) is replaced. A symbolic link in the place of the file is
+ * refused, never written through: write-file-atomic resolves links and renames over their target,
+ * so a link planted at a path a root daemon writes (its PID file, its state) would let the daemon
+ * replace any file of the host with its own bytes. Anything else that is not a regular file is
+ * refused too: the rename would turn a device node such as `--pid-file /dev/null` into a regular
+ * file, breaking every program of the host that writes to it.
  */
 import { lstat, mkdir, open, stat } from 'node:fs/promises';
 import path from 'node:path';
@@ -28,7 +30,7 @@ export async function writeFileAtomic(
   options: AtomicWriteOptions = {},
 ): Promise<void> {
   await mkdir(path.dirname(file), { recursive: true, mode: options.dirMode ?? 0o755 });
-  await refuseSymlink(file);
+  await refuseNonRegular(file);
   try {
     await writeFileAtomicCb(file, typeof data === 'string' ? data : Buffer.from(data), {
       mode: options.mode ?? 0o644,
@@ -40,16 +42,26 @@ export async function writeFileAtomic(
   }
 }
 
-async function refuseSymlink(file: string): Promise<void> {
+async function refuseNonRegular(file: string): Promise<void> {
   const st = await lstat(file).catch((err: unknown) => {
     if (errorCode(err) === 'ENOENT') return undefined;
     throw noSpaceOr(err, `write ${file}`);
   });
-  if (st?.isSymbolicLink()) {
-    throw new PreconditionFailedError(
-      `write ${file}: it is a symbolic link; agentd writes its files only as regular files and never through a link — remove the link and retry`,
-    );
-  }
+  if (st === undefined || st.isFile()) return;
+  const what = st.isSymbolicLink()
+    ? 'a symbolic link'
+    : st.isDirectory()
+      ? 'a directory'
+      : st.isCharacterDevice() || st.isBlockDevice()
+        ? 'a device'
+        : st.isFIFO()
+          ? 'a named pipe'
+          : st.isSocket()
+            ? 'a socket'
+            : 'something other than a regular file';
+  throw new PreconditionFailedError(
+    `write ${file}: it is ${what}; agentd replaces only regular files and never writes through a link — choose another path or remove what is there`,
+  );
 }
 
 /** Flush a directory's entries (a rename, a new file) to disk. */

@@ -4,8 +4,9 @@
  * `/proc/<pid>/cmdline` before trusting or signalling it.
  */
 import { readFileSync } from 'node:fs';
-import { readFile, rm } from 'node:fs/promises';
+import { lstat, readFile, rm } from 'node:fs/promises';
 import path from 'node:path';
+import { InvalidConfigError } from '../errors.js';
 import { writeFileAtomic } from './fs-atomic.js';
 
 export type PidFileState =
@@ -73,8 +74,23 @@ function nodeScript(args: readonly string[]): string | null {
   return null;
 }
 
-/** Read and classify a PID file. Never throws for a missing or malformed file. */
+/**
+ * Read and classify a PID file. Never throws for a missing or malformed file; refuses a path
+ * that holds something other than a regular file (`--pid-file /dev/null`, a directory, a link):
+ * agentd would otherwise read it as a stale PID file and then fail to replace it.
+ */
 export async function inspectPidFile(file: string, procDir = '/proc'): Promise<PidFileState> {
+  const st = await lstat(file).catch(() => undefined);
+  if (st && !st.isFile()) {
+    const what = st.isSymbolicLink()
+      ? 'a symbolic link'
+      : st.isDirectory()
+        ? 'a directory'
+        : 'not a regular file';
+    throw new InvalidConfigError(
+      `--pid-file ${file}: the path is ${what}; the PID file must be a regular file (or not exist yet)`,
+    );
+  }
   let text: string;
   try {
     text = await readFile(file, 'utf8');

@@ -1,7 +1,8 @@
 /**
  * The PID file of the real daemon (docs/operations.md): a stale one is replaced, a live agentd's is not.
  */
-import { readFile, writeFile } from 'node:fs/promises';
+import { execa } from 'execa';
+import { lstat, mkdir, readFile, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
 import {
@@ -69,5 +70,47 @@ describe('a live agentd holds the PID file', () => {
     expect(r.stderr).toContain(pidFile);
     expect(await readFile(pidFile, 'utf8')).toBe(`${fake.pid}\n`);
     expect(fake.alive()).toBe(true);
+  });
+});
+
+describe('a PID file path that holds something else', () => {
+  // `--pid-file /dev/null` once replaced the host's /dev/null with a regular file holding a PID.
+  // A device node of our own in the temp dir stands in for it (creating one needs root, which the
+  // system tests have; elsewhere a named pipe does).
+  it('a device node, a pipe or a directory: exit 2 naming --pid-file, and the path is left as it was', async () => {
+    const dir = await makeTempDir();
+    const made: { path: string; is: (p: string) => Promise<boolean> }[] = [];
+    const node = path.join(dir, 'null');
+    if (process.getuid?.() === 0) {
+      await execa('mknod', [node, 'c', '1', '3']);
+      made.push({ path: node, is: async (p) => (await lstat(p)).isCharacterDevice() });
+    }
+    const fifo = path.join(dir, 'fifo');
+    await execa('mkfifo', [fifo]);
+    made.push({ path: fifo, is: async (p) => (await lstat(p)).isFIFO() });
+    const sub = path.join(dir, 'subdir');
+    await mkdir(sub);
+    made.push({ path: sub, is: async (p) => (await lstat(p)).isDirectory() });
+    for (const m of made) {
+      const empty = path.join(dir, 'empty.yaml');
+      await writeFile(empty, '');
+      const r = await runAgentd([
+        '--config',
+        empty,
+        '--socket',
+        path.join(dir, 'agentd.sock'),
+        '--pid-file',
+        m.path,
+        '--state-dir',
+        path.join(dir, 'state'),
+        '--root',
+        path.join(dir, 'root'),
+        '--host',
+        'sim',
+      ]);
+      expect(r.code, r.stderr).toBe(2);
+      expect(r.stderr).toContain(`--pid-file ${m.path}: the path is`);
+      expect(await m.is(m.path)).toBe(true);
+    }
   });
 });

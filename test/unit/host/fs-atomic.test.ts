@@ -1,4 +1,5 @@
-import { lstat, mkdtemp, readFile, readlink, rm, symlink, writeFile } from 'node:fs/promises';
+import { execa } from 'execa';
+import { lstat, mkdir, mkdtemp, readFile, readlink, rm, symlink, writeFile } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
@@ -36,7 +37,7 @@ describe('writeFileAtomic', () => {
     await symlink(target, file);
     await expect(writeFileAtomic(file, '123\n')).rejects.toMatchObject({
       code: 'PRECONDITION_FAILED',
-      message: expect.stringContaining(`write ${file}: it is a symbolic link`) as unknown as string,
+      message: expect.stringContaining(`write ${file}: it is a symbolic link;`) as unknown as string,
     });
     expect(await readFile(target, 'utf8')).toBe('keep me\n');
     expect(await readlink(file)).toBe(target);
@@ -48,5 +49,21 @@ describe('writeFileAtomic', () => {
     await symlink(target, file);
     await expect(writeFileAtomic(file, '{}\n')).rejects.toMatchObject({ code: 'PRECONDITION_FAILED' });
     await expect(lstat(target)).rejects.toMatchObject({ code: 'ENOENT' });
+  });
+
+  // `--pid-file /dev/null` once turned the host's /dev/null into a regular file holding a PID:
+  // the rename replaces whatever is at the path. A named pipe stands in for the device here.
+  it.each([
+    ['a named pipe', async (p: string) => void (await execa('mkfifo', [p]))],
+    ['a directory', async (p: string) => void (await mkdir(p))],
+  ])('refuses %s in the place of the file and leaves it as it was', async (what, make) => {
+    const file = path.join(dir, 'agentd.pid');
+    await make(file);
+    await expect(writeFileAtomic(file, '123\n')).rejects.toMatchObject({
+      code: 'PRECONDITION_FAILED',
+      message: expect.stringContaining(`write ${file}: it is ${what};`) as unknown as string,
+    });
+    const st = await lstat(file);
+    expect(what === 'a directory' ? st.isDirectory() : st.isFIFO()).toBe(true);
   });
 });
