@@ -15,6 +15,7 @@
  *   info.
  */
 import type { Logger } from 'pino';
+import type * as z from 'zod';
 import { DrainingError, InvalidParamsError, UnavailableError } from '../errors.js';
 import type { Metrics } from '../metrics/metrics.js';
 import { makeWireError, toWireError, type WireError } from './error-map.js';
@@ -142,6 +143,38 @@ function screen(member: unknown): { id: RpcId; message: string } | null {
   return null;
 }
 
+/** One problem with a call's params; `path` is relative to params (`set.image`; '' for params itself). */
+export interface ParamIssue {
+  path: string;
+  message: string;
+  code: string;
+}
+
+/**
+ * zod's issues as agentd reports them. An unknown key is reported by zod on the object that holds
+ * it (`set`, or params itself, with the keys in `keys`): here each unknown key is its own issue at
+ * its own path (`set.forse: unknown key`), so the message names the key, not its parent.
+ */
+export function paramIssues(issues: readonly z.core.$ZodIssue[]): ParamIssue[] {
+  return issues.flatMap((i): ParamIssue[] => {
+    const at = i.path.map(String);
+    if (i.code === 'unrecognized_keys') {
+      return i.keys.map((key) => ({ path: [...at, key].join('.'), message: 'unknown key', code: i.code }));
+    }
+    return [{ path: at.join('.'), message: i.message, code: i.code }];
+  });
+}
+
+/** INVALID_PARAMS naming the first issue's path from params (`params.set.image: ...`); all in data.issues. */
+function invalidParams(method: string, issues: ParamIssue[]): InvalidParamsError {
+  const first = issues[0];
+  const where = first === undefined ? '' : `: ${first.path === '' ? 'params' : `params.${first.path}`}`;
+  return new InvalidParamsError(
+    `${method}: invalid params${first ? `${where}: ${first.message}` : ''}`,
+    issues,
+  );
+}
+
 /** One call under way: what its answer and its count need once the result is known. */
 interface Call {
   entry: Entry;
@@ -208,23 +241,18 @@ export function createDispatcher(options: DispatcherOptions): Dispatcher {
   function validate(entry: Entry, rawParams: unknown): unknown {
     const { method } = entry;
     if (Array.isArray(rawParams)) {
-      throw new InvalidParamsError(
-        `${method.name}: params must be an object of named parameters, not an array`,
-        [],
-      );
+      // JSON-RPC allows positional params; agentd's methods take named ones only (docs/api.md).
+      throw invalidParams(method.name, [
+        {
+          path: '',
+          message: 'must be an object of named parameters, not an array (positional params)',
+          code: 'invalid_type',
+        },
+      ]);
     }
     const parsed = method.params.safeParse(rawParams ?? {});
     if (parsed.success) return parsed.data;
-    const issues = parsed.error.issues.map((i) => ({
-      path: i.path.join('.'),
-      message: i.message,
-      code: i.code,
-    }));
-    const first = issues[0];
-    throw new InvalidParamsError(
-      `${method.name}: invalid params${first ? `: ${first.path || '(params)'}: ${first.message}` : ''}`,
-      issues,
-    );
+    throw invalidParams(method.name, paramIssues(parsed.error.issues));
   }
 
   /** The result's JSON: from the cache while the method's version holds, else from the handler. */

@@ -68,8 +68,15 @@ describe('JSON-RPC over POST /rpc', () => {
     const byId = new Map(body.map((r) => [r.id, r]));
     expect(byId.get(1)?.result?.daemon).toBeDefined();
     expect(byId.get(2)?.error).toMatchObject({ code: -32601, data: { code: 'METHOD_NOT_FOUND' } });
-    expect(byId.get(3)?.error).toMatchObject({ code: -32602, data: { code: 'INVALID_PARAMS' } });
-    expect(byId.get('four')?.error?.code).toBe(-32602);
+    expect(byId.get(3)?.error).toMatchObject({
+      code: -32602,
+      message: 'status: invalid params: params.bogus: unknown key',
+      data: { code: 'INVALID_PARAMS', issues: [{ path: 'bogus', message: 'unknown key' }] },
+    });
+    expect(byId.get('four')?.error).toMatchObject({
+      code: -32602,
+      data: { issues: [{ path: '', message: expect.stringContaining('must be an object') }] },
+    });
     expect(byId.get(null)?.error?.code).toBe(-32600);
   });
 

@@ -265,18 +265,73 @@ describe('dispatcher: invalid requests', () => {
     expect(r.error?.code).toBe(-32602);
     expect(r.error?.data?.code).toBe('INVALID_PARAMS');
     const issues = r.error?.data?.issues as { path: string; message: string; code: string }[];
-    expect(issues.map((i) => i.path).sort()).toEqual(['', 'times', 'word']);
+    expect(issues.map((i) => i.path).sort()).toEqual(['extra', 'times', 'word']);
     expect(issues.find((i) => i.path === 'word')?.code).toBe('invalid_type');
-    expect(issues.find((i) => i.path === '')?.code).toBe('unrecognized_keys');
-    expect(r.error?.message).toMatch(/^test\.echo: invalid params: /);
+    expect(issues.find((i) => i.path === 'extra')).toEqual({
+      path: 'extra',
+      message: 'unknown key',
+      code: 'unrecognized_keys',
+    });
+    expect(r.error?.message).toMatch(/^test\.echo: invalid params: params\.word: /);
   });
 
-  it('positional params are -32602', async () => {
-    const { dispatcher } = setup();
-    const r = await one(dispatcher, { jsonrpc: '2.0', id: 8, method: 'test.echo', params: ['hi'] });
-    expect(r.id).toBe(8);
-    expect(r.error?.code).toBe(-32602);
-    expect(r.error?.message).toContain('not an array');
+  it('an unknown key is named by its own path, at any depth, one issue per key', async () => {
+    const nested = defineMethod({
+      name: 'test.nested',
+      summary: 'nested',
+      description: 'Strict params with a strict object inside.',
+      mutating: false,
+      errors: [],
+      params: z.strictObject({ set: z.strictObject({ image: z.string() }).optional() }),
+      result: z.object({}),
+      handler: async () => ({}),
+    });
+    const dispatcher = createDispatcher({
+      methods: [nested] as unknown as readonly MethodDescriptor[],
+      services: {} as RpcServices,
+      metrics: createMetrics({ version: 'test', collectDefaults: false }),
+      logger: pino({ level: 'silent' }),
+      isDraining: () => false,
+      isReady: () => true,
+    });
+    const top = await one(dispatcher, { jsonrpc: '2.0', id: 1, method: 'test.nested', params: { foo: 1 } });
+    expect(top.error?.code).toBe(-32602);
+    expect(top.error?.message).toBe('test.nested: invalid params: params.foo: unknown key');
+    expect(top.error?.data?.issues).toEqual([
+      { path: 'foo', message: 'unknown key', code: 'unrecognized_keys' },
+    ]);
+
+    const deep = await one(dispatcher, {
+      jsonrpc: '2.0',
+      id: 2,
+      method: 'test.nested',
+      params: { set: { image: 'x', imgae: 'y', tag: 'z' } },
+    });
+    expect(deep.error?.message).toBe('test.nested: invalid params: params.set.imgae: unknown key');
+    expect((deep.error?.data?.issues as { path: string }[]).map((i) => i.path)).toEqual([
+      'set.imgae',
+      'set.tag',
+    ]);
+  });
+
+  it('positional params are -32602 with an issue saying params must be an object', async () => {
+    const { dispatcher, metrics } = setup();
+    for (const params of [['hi'], []]) {
+      const r = await one(dispatcher, { jsonrpc: '2.0', id: 8, method: 'test.echo', params });
+      expect(r.id).toBe(8);
+      expect(r.error?.code).toBe(-32602);
+      expect(r.error?.message).toBe(
+        'test.echo: invalid params: params: must be an object of named parameters, not an array (positional params)',
+      );
+      expect(r.error?.data?.issues).toEqual([
+        {
+          path: '',
+          message: 'must be an object of named parameters, not an array (positional params)',
+          code: 'invalid_type',
+        },
+      ]);
+    }
+    expect(await counter(metrics, 'test.echo', 'INVALID_PARAMS')).toBe(2);
   });
 
   it('an unexpected throw is -32603 and leaks nothing of the error', async () => {
