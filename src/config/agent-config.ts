@@ -16,10 +16,59 @@ export const DEFAULT_OCI_IMAGE = 'ghcr.io/azure/agent-ubuntu2404:v20260427';
 const VERSION_RE = /^v?\d+\.\d+\.\d+(?:[-+][0-9A-Za-z.-]+)?$/;
 const DNS_SUBDOMAIN_RE = /^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$/;
 const BOOTSTRAP_TOKEN_RE = /^[a-z0-9]{6}\.[a-z0-9]{16}$/;
-const TAINT_RE = /^[A-Za-z0-9./_-]+(=[A-Za-z0-9._-]*)?:(NoSchedule|PreferNoSchedule|NoExecute)$/;
-const LABEL_KEY_RE =
-  /^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*\/)?[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$/;
-const LABEL_VALUE_RE = /^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$/;
+
+// Kubernetes syntax for what the kubelet registers the node with (--node-labels,
+// --register-with-taints): a label key is a qualified name — an optional DNS-subdomain prefix
+// and `/`, then a name of at most 63 characters of [A-Za-z0-9-_.] that starts and ends with a
+// letter or digit; a label value is such a name or empty; a taint is key[=value]:Effect with a
+// label key and value. The kubelet refuses anything else at start, so agentd refuses it with the
+// request (docs/api.md). Written out as patterns so the OpenRPC document carries them.
+const LABEL_NAME = '[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?';
+const LABEL_PREFIX = '[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*';
+const LABEL_KEY = `(${LABEL_PREFIX}/)?${LABEL_NAME}`;
+const LABEL_VALUE = '(([A-Za-z0-9][-A-Za-z0-9_.]{0,61})?[A-Za-z0-9])?';
+export const TAINT_EFFECTS = ['NoSchedule', 'PreferNoSchedule', 'NoExecute'] as const;
+const LABEL_KEY_RE = new RegExp(`^${LABEL_KEY}$`);
+const LABEL_VALUE_RE = new RegExp(`^${LABEL_VALUE}$`);
+const TAINT_RE = new RegExp(`^${LABEL_KEY}(=${LABEL_VALUE})?:(${TAINT_EFFECTS.join('|')})$`);
+/** Longest DNS-subdomain prefix of a label key. */
+const LABEL_PREFIX_MAX = 253;
+
+const prefixFits = (key: string): boolean => {
+  const slash = key.indexOf('/');
+  return slash === -1 || slash <= LABEL_PREFIX_MAX;
+};
+
+/** A label key: `[prefix/]name` (the prefix a DNS subdomain of at most 253 characters, the name at most 63). */
+export const labelKeySchema = z
+  .string()
+  .regex(LABEL_KEY_RE, {
+    error: (iss) =>
+      `expected a label key [prefix/]name (name: at most 63 of A-Z a-z 0-9 - _ ., alphanumeric at both ends; prefix: a DNS subdomain), got ${JSON.stringify(iss.input)}`,
+  })
+  .refine(prefixFits, {
+    error: `expected a label key whose prefix is at most ${LABEL_PREFIX_MAX} characters`,
+  });
+
+/** A label value: empty, or at most 63 of [A-Za-z0-9-_.], alphanumeric at both ends. */
+export const labelValueSchema = z.string().regex(LABEL_VALUE_RE, {
+  error: (iss) =>
+    `expected a label value (empty, or at most 63 of A-Z a-z 0-9 - _ ., alphanumeric at both ends), got ${JSON.stringify(iss.input)}`,
+});
+
+/** A taint as the kubelet registers it: `key[=value]:Effect`. */
+export const taintSchema = z
+  .string()
+  .regex(TAINT_RE, {
+    error: (iss) =>
+      `expected a taint key[=value]:Effect (key and value in label syntax, Effect one of ${TAINT_EFFECTS.join(', ')}), got ${JSON.stringify(iss.input)}`,
+  })
+  .refine(prefixFits, {
+    error: `expected a taint whose key prefix is at most ${LABEL_PREFIX_MAX} characters`,
+  });
+
+/** Node labels: label keys to label values. */
+export const nodeLabelsSchema = z.record(labelKeySchema, labelValueSchema);
 
 /** A semantic version, accepted with or without a leading `v`, stored without it. */
 export const versionSchema = z
@@ -94,15 +143,8 @@ function makeAgentConfigSchema(object: typeof z.strictObject | typeof z.looseObj
         .refine((a) => (a.BootstrapToken === undefined) !== (a.ExecCredential === undefined), {
           message: 'exactly one of BootstrapToken and ExecCredential is required',
         }),
-      Labels: z
-        .record(
-          z.string().regex(LABEL_KEY_RE, 'expected a label key'),
-          z.string().max(63).regex(LABEL_VALUE_RE, 'expected a label value'),
-        )
-        .default({}),
-      RegisterWithTaints: z
-        .array(z.string().regex(TAINT_RE, 'expected a taint key=value:Effect'))
-        .default([]),
+      Labels: nodeLabelsSchema.default({}),
+      RegisterWithTaints: z.array(taintSchema).default([]),
     }),
     CRI: z
       .strictObject({

@@ -153,13 +153,20 @@ export interface ParamIssue {
 /**
  * zod's issues as agentd reports them. An unknown key is reported by zod on the object that holds
  * it (`set`, or params itself, with the keys in `keys`): here each unknown key is its own issue at
- * its own path (`set.forse: unknown key`), so the message names the key, not its parent.
+ * its own path (`set.forse: unknown key`), so the message names the key, not its parent. A record
+ * key that fails its schema (a label key) gets the key schema's message, not zod's bare
+ * "Invalid key in record".
  */
 export function paramIssues(issues: readonly z.core.$ZodIssue[]): ParamIssue[] {
   return issues.flatMap((i): ParamIssue[] => {
     const at = i.path.map(String);
     if (i.code === 'unrecognized_keys') {
       return i.keys.map((key) => ({ path: [...at, key].join('.'), message: 'unknown key', code: i.code }));
+    }
+    if (i.code === 'invalid_key') {
+      // A record key that fails its schema: zod says only "Invalid key in record"; say why.
+      const why = i.issues.map((inner) => inner.message).join('; ');
+      return [{ path: at.join('.'), message: `invalid key: ${why || i.message}`, code: i.code }];
     }
     return [{ path: at.join('.'), message: i.message, code: i.code }];
   });

@@ -1,6 +1,6 @@
 /**
- * Bad input (docs/api.md, docs/architecture.md, issue 4): an invalid config is refused at the boundary (−32602
- * naming the field); an image or a Kubernetes version the mirror does not have fails in
+ * Bad input (docs/api.md, docs/architecture.md, issue 4): an invalid config, label or taint is refused at the
+ * boundary (−32602 naming the field); an image or a Kubernetes version the mirror does not have fails in
  * preflight, before anything is provisioned or stopped — the host untouched.
  */
 import { readFile } from 'node:fs/promises';
@@ -50,6 +50,25 @@ describe('bad input', () => {
     expect(err.code).toBe(-32602);
     expect(err.message).toContain('MachineName');
     expect(JSON.stringify(err.data)).toContain('MachineName');
+
+    expect({ root: await treeDigest(node.root), state: await treeDigest(node.stateDir) }).toEqual(before);
+    expect((await node.operations()).map((o) => o.kind)).toEqual(['update']); // only the join
+  });
+
+  it('labels and taints out of Kubernetes syntax: −32602 naming each one, nothing recorded or changed', async () => {
+    const node = await cloneSimNode(template);
+    await node.start();
+    const before = { root: await treeDigest(node.root), state: await treeDigest(node.stateDir) };
+
+    const err = await node.callError('update', {
+      set: { nodeLabels: { 'bad key': 'v' }, registerWithTaints: ['dedicated=gpu:Sometimes'] },
+      wait: true,
+    });
+    expect(err.code).toBe(-32602);
+    expect(err.message).toContain('params.set.nodeLabels.bad key: invalid key: expected a label key');
+    const issues = err.data.issues as { path: string; message: string }[];
+    expect(issues.map((i) => i.path)).toEqual(['set.nodeLabels.bad key', 'set.registerWithTaints.0']);
+    expect(issues[1]?.message).toContain('NoSchedule, PreferNoSchedule, NoExecute');
 
     expect({ root: await treeDigest(node.root), state: await treeDigest(node.stateDir) }).toEqual(before);
     expect((await node.operations()).map((o) => o.kind)).toEqual(['update']); // only the join

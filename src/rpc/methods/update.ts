@@ -1,5 +1,11 @@
 import * as z from 'zod';
-import { agentConfigSchema, imageReferenceSchema, versionSchema } from '../../config/agent-config.js';
+import {
+  agentConfigSchema,
+  imageReferenceSchema,
+  nodeLabelsSchema,
+  taintSchema,
+  versionSchema,
+} from '../../config/agent-config.js';
 import { defineMethod } from '../method.js';
 import { operationSchema } from '../schemas.js';
 
@@ -8,8 +14,14 @@ export const goalSetSchema = z
   .strictObject({
     kubernetesVersion: versionSchema.optional(),
     image: imageReferenceSchema.optional().meta({ description: 'OCI rootfs image reference.' }),
-    nodeLabels: z.record(z.string(), z.string()).optional(),
-    registerWithTaints: z.array(z.string()).optional(),
+    nodeLabels: nodeLabelsSchema.optional().meta({
+      description:
+        'The labels the kubelet registers the node with (replaces them all): keys and values in Kubernetes label syntax.',
+    }),
+    registerWithTaints: z.array(taintSchema).optional().meta({
+      description:
+        'The taints the kubelet registers the node with (replaces them all): key[=value]:Effect, Effect one of NoSchedule, PreferNoSchedule, NoExecute.',
+    }),
   })
   .meta({ description: 'Change these fields of the applied config (what the Machine CR carries).' });
 

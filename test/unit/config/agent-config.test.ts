@@ -118,9 +118,18 @@ describe('agentConfigSchema', () => {
   it('validates taints as key=value:Effect', () => {
     const ok = ['dedicated=gpu:NoSchedule', 'node.kubernetes.io/special:NoExecute', 'a=:PreferNoSchedule'];
     expect(issuePaths(withKubelet({ RegisterWithTaints: ok }))).toEqual([]);
-    for (const bad of ['dedicated=gpu', 'dedicated=gpu:Sometimes', ':NoSchedule', 'a b=c:NoSchedule']) {
+    for (const bad of [
+      'dedicated=gpu',
+      'dedicated=gpu:Sometimes',
+      ':NoSchedule',
+      'a b=c:NoSchedule',
+      // Key and value in Kubernetes label syntax, as the kubelet checks them.
+      '_gpu:NoSchedule',
+      `${'k'.repeat(64)}:NoSchedule`,
+      `k=${'v'.repeat(64)}:NoSchedule`,
+    ]) {
       expect(issueAt(withKubelet({ RegisterWithTaints: [bad] }), 'Kubelet.RegisterWithTaints.0'), bad).toBe(
-        'expected a taint key=value:Effect',
+        `expected a taint key[=value]:Effect (key and value in label syntax, Effect one of NoSchedule, PreferNoSchedule, NoExecute), got ${JSON.stringify(bad)}`,
       );
     }
   });
@@ -132,6 +141,15 @@ describe('agentConfigSchema', () => {
     expect(issuePaths(withKubelet({ Labels: { '/x': 'v' } }))).toEqual(['Kubelet.Labels./x']);
     expect(issuePaths(withKubelet({ Labels: { k: '-starts-with-dash' } }))).toEqual(['Kubelet.Labels.k']);
     expect(issuePaths(withKubelet({ Labels: { k: 'v'.repeat(64) } }))).toEqual(['Kubelet.Labels.k']);
+    // The name part of a key is at most 63 characters, its prefix at most 253.
+    expect(issuePaths(withKubelet({ Labels: { ['k'.repeat(63)]: 'v' } }))).toEqual([]);
+    expect(issuePaths(withKubelet({ Labels: { ['k'.repeat(64)]: 'v' } }))).toEqual([
+      `Kubelet.Labels.${'k'.repeat(64)}`,
+    ]);
+    const longPrefix = `${'p'.repeat(254)}/k`;
+    expect(issuePaths(withKubelet({ Labels: { [longPrefix]: 'v' } }))).toEqual([
+      `Kubelet.Labels.${longPrefix}`,
+    ]);
   });
 
   it('checks the rest of the fields', () => {

@@ -126,3 +126,46 @@ describe('buildOpenRpcDocument', () => {
     expect(JSON.parse(JSON.stringify(doc))).toEqual(doc);
   });
 });
+
+describe('label and taint syntax in the OpenRPC document', () => {
+  /** The `set` param of a method, as the document gives it. */
+  function setSchema(method: string) {
+    const param = doc.methods.find((m) => m.name === method)?.params.find((p) => p.name === 'set');
+    return param?.schema as {
+      properties: {
+        nodeLabels: { propertyNames: { pattern: string }; additionalProperties: { pattern: string } };
+        registerWithTaints: { items: { pattern: string } };
+      };
+    };
+  }
+
+  it.each(['update', 'preflight'])(
+    '%s set.nodeLabels and set.registerWithTaints carry the Kubernetes patterns, which a client can check',
+    (method) => {
+      const { nodeLabels, registerWithTaints } = setSchema(method).properties;
+      const key = new RegExp(nodeLabels.propertyNames.pattern);
+      const value = new RegExp(nodeLabels.additionalProperties.pattern);
+      const taint = new RegExp(registerWithTaints.items.pattern);
+      for (const ok of ['plain', 'node.kubernetes.io/role', 'a.b/c_d.e-f', 'x'.repeat(63)]) {
+        expect(key.test(ok), ok).toBe(true);
+      }
+      for (const bad of ['Bad Key', '/x', '-a', 'a/', 'UPPER.io/x', 'x'.repeat(64)]) {
+        expect(key.test(bad), bad).toBe(false);
+      }
+      for (const ok of ['', 'dc-1', 'X_y.z']) expect(value.test(ok), ok).toBe(true);
+      for (const bad of ['-x', 'a b', 'v'.repeat(64)]) expect(value.test(bad), bad).toBe(false);
+      for (const ok of ['dedicated=gpu:NoSchedule', 'node.io/special:NoExecute', 'a=:PreferNoSchedule']) {
+        expect(taint.test(ok), ok).toBe(true);
+      }
+      for (const bad of [
+        'dedicated=gpu',
+        'a=b:Sometimes',
+        ':NoSchedule',
+        '_a:NoExecute',
+        'a=b,c:NoSchedule',
+      ]) {
+        expect(taint.test(bad), bad).toBe(false);
+      }
+    },
+  );
+});
