@@ -12,11 +12,12 @@
  *   RESPONSE_TOO_LARGE instead; the answer of a mutating call is always given: it has happened);
  * - a method that declares a `version` (status) is serialized once per version;
  * - every call is counted and timed; read-only calls log at debug, mutating calls and errors at
- *   info.
+ *   info. Requests the HTTP endpoint refuses before they reach here (405, 413, 415) are counted
+ *   and logged here too (`refused`), under the method label `(invalid)`.
  */
 import type { Logger } from 'pino';
 import type * as z from 'zod';
-import { DrainingError, InvalidParamsError, UnavailableError } from '../errors.js';
+import { DrainingError, InvalidParamsError, UnavailableError, type ErrorCode } from '../errors.js';
 import type { Metrics } from '../metrics/metrics.js';
 import { makeWireError, toWireError, type WireError } from './error-map.js';
 import type { CallContext, MethodDescriptor } from './method.js';
@@ -57,6 +58,12 @@ export interface Dispatcher {
    * status poll costs no promise.
    */
   handleText(text: string, caller: string): WireAnswer | Promise<WireAnswer>;
+  /**
+   * Count and log a request the HTTP endpoint refused before reading it as JSON-RPC (a wrong
+   * HTTP method, a body too large, a wrong content type): under the method label `(invalid)`
+   * with its error code, logged at info with `reason` (docs/metrics.md).
+   */
+  refused(code: ErrorCode, reason: string, caller: string): void;
 }
 
 /** JSON text or its UTF-8 bytes; null for no answer. */
@@ -234,14 +241,23 @@ export function createDispatcher(options: DispatcherOptions): Dispatcher {
     });
   }
 
-  /** Count, time and log one call (a notification too). */
-  function record(label: string, mutating: boolean, code: string, caller: string, started: number): void {
+  /** Count, time and log one call (a notification too); `reason` says why a request was refused. */
+  function record(
+    label: string,
+    mutating: boolean,
+    code: string,
+    caller: string,
+    started: number,
+    reason?: string,
+  ): void {
     const seconds = (now() - started) / 1000;
     metrics.rpcCalls.method(label).record(code, seconds);
     // Polls are debug; what changes the node, and every failure, is info.
     const level = mutating || code !== 'ok' ? 'info' : 'debug';
     if (level === 'info' ? infoOn : debugOn) {
-      logger[level]({ rpc: label, code, caller, durationMs: Math.round(seconds * 1e5) / 100 }, 'rpc');
+      const durationMs = Math.round(seconds * 1e5) / 100;
+      const fields = { rpc: label, code, caller, durationMs };
+      logger[level](reason === undefined ? fields : { ...fields, reason }, 'rpc');
     }
   }
 
@@ -475,6 +491,9 @@ export function createDispatcher(options: DispatcherOptions): Dispatcher {
         return dispatch(body, caller, lastPrepared);
       }
       return dispatch(body, caller);
+    },
+    refused(code, reason, caller) {
+      record('(invalid)', false, code, caller, now(), reason);
     },
     async handle(body, caller) {
       // The same path as the wire, so in-process callers get exactly what a client would.

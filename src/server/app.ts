@@ -1,6 +1,6 @@
 /**
- * The HTTP surface (docs/api.md). The admin socket gets every route: `POST /rpc` from the bare
- * handler of rpc-endpoint.ts, everything else from fastify. The optional TCP metrics listener
+ * The HTTP surface (docs/api.md). The admin socket gets every route: `/rpc` (any method) from the
+ * bare handler of rpc-endpoint.ts, everything else from fastify. The optional TCP metrics listener
  * gets only /metrics, /healthz and /readyz (never /rpc).
  */
 import Fastify, {
@@ -15,7 +15,7 @@ import type { EngineEvent, EventBus } from '../engine/events.js';
 import type { Metrics } from '../metrics/metrics.js';
 import type { Dispatcher } from '../rpc/dispatcher.js';
 import { makeWireError } from '../rpc/error-map.js';
-import { createRpcEndpoint, isRpcRequest, RPC_BODY_LIMIT } from './rpc-endpoint.js';
+import { createRpcEndpoint, isRpcRoute, RPC_BODY_LIMIT } from './rpc-endpoint.js';
 
 export { RPC_BODY_LIMIT };
 
@@ -132,15 +132,16 @@ function eventOperationId(event: EngineEvent): string {
 }
 
 /**
- * The admin app. Its node:http server sends `POST /rpc` to the bare endpoint and every other
- * request to fastify (so `inject`, which bypasses the server, never reaches /rpc).
+ * The admin app. Its node:http server sends every request for `/rpc` (POST, or 405 for another
+ * method) to the bare endpoint and every other request to fastify (so `inject`, which bypasses
+ * the server, never reaches /rpc).
  */
 export function createAdminApp(o: AppOptions): FastifyInstance {
   let closing = false;
   const rpc = createRpcEndpoint({ dispatcher: o.dispatcher, logger: o.logger, isClosing: () => closing });
   const app = baseApp(o.logger, (fastifyHandler) => {
     const server = http.createServer((req, res) =>
-      isRpcRequest(req) ? rpc(req, res) : fastifyHandler(req, res),
+      isRpcRoute(req) ? rpc(req, res) : fastifyHandler(req, res),
     );
     server.keepAliveTimeout = KEEP_ALIVE_TIMEOUT_MS;
     return server;

@@ -41,6 +41,8 @@ export function buildOpenApiDocument(version: string): Record<string, unknown> {
     ],
     paths: {
       '/rpc': {
+        description:
+          'POST only: any other method answers 405 with `Allow: POST` (error.data.code INVALID_REQUEST). Requests refused before they are read as JSON-RPC (405, 413, 415) are counted in agentd_rpc_requests_total under method "(invalid)" (docs/metrics.md).',
         post: {
           operationId: 'rpc',
           summary: 'JSON-RPC 2.0: a single request, a batch, or notifications.',
@@ -75,7 +77,9 @@ export function buildOpenApiDocument(version: string): Record<string, unknown> {
             },
             '204': { description: 'Only notifications were sent: no body.' },
             '413': errorBody('The body exceeds the size limit (error.data.code PAYLOAD_TOO_LARGE).'),
-            '415': errorBody('The content type is not application/json (error.data.code INVALID_REQUEST).'),
+            '415': errorBody(
+              'The content type is not application/json or application/json-rpc (error.data.code INVALID_REQUEST; the message names the type received).',
+            ),
             '500': errorBody(
               'An internal error outside any one call (error.data.code INTERNAL); see the agentd log.',
             ),

@@ -1,5 +1,6 @@
 /**
- * `POST /rpc` as a bare node:http handler, in front of fastify (see `createAdminApp`).
+ * `/rpc` as a bare node:http handler, in front of fastify (see `createAdminApp`): `POST` is
+ * served, any other method answered 405.
  *
  * It is the one hot route: scripts and monitoring poll `status` over it. Measured on 2 cores,
  * fastify's routing, content-type parsing and reply pipeline cost more per call than the whole
@@ -33,10 +34,18 @@ export interface RpcEndpointOptions {
 
 export type RequestHandler = (req: IncomingMessage, res: ServerResponse) => void;
 
-/** True for the requests the endpoint answers: `POST /rpc`, with or without a query string. */
-export function isRpcRequest(req: IncomingMessage): boolean {
+/**
+ * True for the requests the endpoint answers: any method on `/rpc`, with or without a query
+ * string (`POST` is served; any other method gets 405 with `Allow: POST`).
+ */
+export function isRpcRoute(req: IncomingMessage): boolean {
   const url = req.url ?? '';
-  return req.method === 'POST' && (url === '/rpc' || url.startsWith('/rpc?'));
+  return url === '/rpc' || url.startsWith('/rpc?');
+}
+
+/** Who called, for logs and `requestedBy`: `x-agentd-caller`, else the user agent (docs/api.md). */
+function callerOf(req: IncomingMessage): string {
+  return String(req.headers['x-agentd-caller'] ?? req.headers['user-agent'] ?? 'http').slice(0, 64);
 }
 
 function mediaTypeOf(header: string | undefined): string {
@@ -57,7 +66,13 @@ function sendJson(res: ServerResponse, status: number, body: string | Buffer, cl
   res.end(body);
 }
 
-function sendError(res: ServerResponse, status: number, error: WireError): void {
+function sendError(
+  res: ServerResponse,
+  status: number,
+  error: WireError,
+  headers: Record<string, string> = {},
+): void {
+  for (const [name, value] of Object.entries(headers)) res.setHeader(name, value);
   sendJson(res, status, JSON.stringify({ jsonrpc: '2.0', id: null, error }), true);
 }
 
@@ -65,14 +80,27 @@ export function createRpcEndpoint(o: RpcEndpointOptions): RequestHandler {
   const { dispatcher, logger } = o;
   const debug = logger.isLevelEnabled('debug');
 
-  const tooLarge = (res: ServerResponse): void =>
-    sendError(
-      res,
-      413,
-      makeWireError('PAYLOAD_TOO_LARGE', `request body exceeds ${RPC_BODY_LIMIT} bytes`, {
-        limit: RPC_BODY_LIMIT,
-      }),
-    );
+  /**
+   * Answer a request refused before it is read as JSON-RPC; it is counted under `(invalid)` and
+   * logged at info with the reason, like a call the dispatcher refuses (docs/metrics.md).
+   */
+  const refuse = (
+    req: IncomingMessage,
+    res: ServerResponse,
+    status: number,
+    code: 'INVALID_REQUEST' | 'PAYLOAD_TOO_LARGE',
+    message: string,
+    data: Record<string, unknown> = {},
+    headers: Record<string, string> = {},
+  ): void => {
+    dispatcher.refused(code, `HTTP ${status}: ${message}`, callerOf(req));
+    sendError(res, status, makeWireError(code, message, data), headers);
+  };
+
+  const tooLarge = (req: IncomingMessage, res: ServerResponse, size: string): void =>
+    refuse(req, res, 413, 'PAYLOAD_TOO_LARGE', `request body exceeds ${RPC_BODY_LIMIT} bytes (${size})`, {
+      limit: RPC_BODY_LIMIT,
+    });
 
   const answer = (res: ServerResponse, text: WireAnswer): void => {
     if (text === null) {
@@ -90,7 +118,7 @@ export function createRpcEndpoint(o: RpcEndpointOptions): RequestHandler {
   };
 
   const dispatch = (req: IncomingMessage, res: ServerResponse, text: string): void => {
-    const caller = String(req.headers['x-agentd-caller'] ?? req.headers['user-agent'] ?? 'http').slice(0, 64);
+    const caller = callerOf(req);
     let response: WireAnswer | Promise<WireAnswer>;
     try {
       response = dispatcher.handleText(text, caller);
@@ -123,18 +151,29 @@ export function createRpcEndpoint(o: RpcEndpointOptions): RequestHandler {
         ),
       );
     }
+    if (req.method !== 'POST') {
+      const message = `/rpc takes POST, not ${String(req.method)}`;
+      refuse(req, res, 405, 'INVALID_REQUEST', message, { method: req.method }, { allow: 'POST' });
+      return;
+    }
     if (o.isClosing()) {
       sendError(res, 503, makeWireError('DRAINING', 'agentd is shutting down and accepts no new calls'));
       return;
     }
-    if (!isRpcMediaType(mediaTypeOf(req.headers['content-type']))) {
-      sendError(res, 415, makeWireError('INVALID_REQUEST', 'content-type must be application/json'));
+    const type = req.headers['content-type'];
+    if (!isRpcMediaType(mediaTypeOf(type))) {
+      // Echoed to the client and the log: a header of any length is cut to a readable size.
+      const shown = type?.slice(0, 100);
+      const got = shown === undefined || shown === '' ? 'none' : JSON.stringify(shown);
+      refuse(req, res, 415, 'INVALID_REQUEST', `content-type must be application/json, got ${got}`, {
+        contentType: shown ?? null,
+      });
       return;
     }
     const declared = req.headers['content-length'];
     // Only a length of as many digits as the limit can pass it: a poll's is not parsed.
     if (declared !== undefined && declared.length >= LIMIT_DIGITS && Number(declared) > RPC_BODY_LIMIT) {
-      tooLarge(res);
+      tooLarge(req, res, `content-length ${declared}`);
       return;
     }
     // Chunked bodies have no declared length: count while reading.
@@ -146,7 +185,7 @@ export function createRpcEndpoint(o: RpcEndpointOptions): RequestHandler {
         req.off('data', onData);
         req.off('end', onEnd);
         chunks.length = 0;
-        tooLarge(res);
+        tooLarge(req, res, `over ${size} bytes read`);
         return;
       }
       chunks.push(chunk);

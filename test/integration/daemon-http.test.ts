@@ -3,7 +3,7 @@
  * every test here: none of them changes its state.
  */
 import http from 'node:http';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { startTestDaemon, type TestDaemon } from '../support/daemon.js';
 
 let d: TestDaemon;
@@ -103,6 +103,65 @@ describe('JSON-RPC over POST /rpc', () => {
     expect((JSON.parse(res.body) as RpcResp).error?.data?.code).toBe('PAYLOAD_TOO_LARGE');
     // The daemon still serves.
     expect((await d.http('GET', '/healthz')).status).toBe(200);
+  });
+
+  it('GET /rpc answers 405 with Allow: POST', async () => {
+    const res = await d.http('GET', '/rpc');
+    expect(res.status).toBe(405);
+    expect(res.headers.allow).toBe('POST');
+    expect(JSON.parse(res.body)).toMatchObject({
+      id: null,
+      error: { code: -32600, message: '/rpc takes POST, not GET', data: { code: 'INVALID_REQUEST' } },
+    });
+  });
+
+  it('405, 413 and 415 answers are counted under (invalid) and logged at info with the reason', async () => {
+    const count = async (code: string): Promise<number> => {
+      const text = (await d.http('GET', '/metrics')).body;
+      const re = new RegExp(
+        `^agentd_rpc_requests_total\\{method="\\(invalid\\)",code="${code}"\\} (\\d+)$`,
+        'm',
+      );
+      return Number(re.exec(text)?.[1] ?? 0);
+    };
+    const before = { invalid: await count('INVALID_REQUEST'), large: await count('PAYLOAD_TOO_LARGE') };
+    expect((await d.http('PUT', '/rpc', '{}')).status).toBe(405);
+    const body = '{"jsonrpc":"2.0","id":1,"method":"status"}';
+    expect((await d.http('POST', '/rpc', body, { 'content-type': 'text/plain' })).status).toBe(415);
+    expect((await postUnfinished({ contentLength: 1024 * 1024 + 1, send: 0 })).status).toBe(413);
+    expect(await count('INVALID_REQUEST')).toBe(before.invalid + 2);
+    expect(await count('PAYLOAD_TOO_LARGE')).toBe(before.large + 1);
+
+    // The daemon's log reaches us through a pipe: wait until the three lines have arrived.
+    const refusals = () =>
+      d
+        .logs()
+        .split('\n')
+        .filter((l) => l.startsWith('{'))
+        .map((l) => JSON.parse(l) as Record<string, unknown>)
+        .filter((l) => l.msg === 'rpc' && l.rpc === '(invalid)' && typeof l.reason === 'string');
+    const INFO = 30;
+    await vi.waitFor(() =>
+      expect(refusals()).toEqual(
+        expect.arrayContaining([
+          expect.objectContaining({
+            level: INFO,
+            code: 'INVALID_REQUEST',
+            reason: 'HTTP 405: /rpc takes POST, not PUT',
+          }),
+          expect.objectContaining({
+            level: INFO,
+            code: 'INVALID_REQUEST',
+            reason: 'HTTP 415: content-type must be application/json, got "text/plain"',
+          }),
+          expect.objectContaining({
+            level: INFO,
+            code: 'PAYLOAD_TOO_LARGE',
+            reason: `HTTP 413: request body exceeds ${1024 * 1024} bytes (content-length ${1024 * 1024 + 1})`,
+          }),
+        ]),
+      ),
+    );
   });
 
   it('a content type other than JSON answers 415', async () => {

@@ -525,6 +525,37 @@ describe('dispatcher: metrics and logs', () => {
   });
 });
 
+describe('dispatcher: requests the HTTP endpoint refused', () => {
+  it('are counted under (invalid) with their code and logged at info with the reason', async () => {
+    const { dispatcher, metrics, logs } = setup();
+    dispatcher.refused('PAYLOAD_TOO_LARGE', 'HTTP 413: request body exceeds 1048576 bytes', 'curl/8');
+    dispatcher.refused('INVALID_REQUEST', 'HTTP 415: content-type must be application/json, got none', 'c');
+    dispatcher.refused('INVALID_REQUEST', 'HTTP 405: /rpc takes POST, not GET', 'c');
+    expect(await counter(metrics, '(invalid)', 'PAYLOAD_TOO_LARGE')).toBe(1);
+    expect(await counter(metrics, '(invalid)', 'INVALID_REQUEST')).toBe(2);
+    const lines = logs.map((l) => JSON.parse(l) as Record<string, unknown>).filter((l) => l.msg === 'rpc');
+    expect(lines).toEqual([
+      expect.objectContaining({
+        level: 30,
+        rpc: '(invalid)',
+        code: 'PAYLOAD_TOO_LARGE',
+        caller: 'curl/8',
+        reason: 'HTTP 413: request body exceeds 1048576 bytes',
+      }),
+      expect.objectContaining({
+        level: 30,
+        code: 'INVALID_REQUEST',
+        reason: 'HTTP 415: content-type must be application/json, got none',
+      }),
+      expect.objectContaining({
+        level: 30,
+        code: 'INVALID_REQUEST',
+        reason: 'HTTP 405: /rpc takes POST, not GET',
+      }),
+    ]);
+  });
+});
+
 describe('dispatcher: limits', () => {
   it(`a batch of more than ${MAX_BATCH_CALLS} calls is refused whole with BATCH_TOO_LARGE naming the limit; none runs`, async () => {
     const { dispatcher } = setup();

@@ -21,6 +21,7 @@ const logger = pino({ level: 'silent' });
 
 function fakeDispatcher() {
   const seen: { text: string; caller: string }[] = [];
+  const refused: { code: string; reason: string; caller: string }[] = [];
   const dispatcher: Dispatcher = {
     handle: async () => null,
     async handleText(text, caller) {
@@ -29,12 +30,15 @@ function fakeDispatcher() {
       if (body.id === undefined) return null;
       return JSON.stringify({ jsonrpc: '2.0', id: body.id, result: 'ok' });
     },
+    refused(code, reason, caller) {
+      refused.push({ code, reason, caller });
+    },
   };
-  return { dispatcher, seen };
+  return { dispatcher, seen, refused };
 }
 
 function adminApp(readiness: Readiness = { ready: true, reasons: [] }) {
-  const { dispatcher, seen } = fakeDispatcher();
+  const { dispatcher, seen, refused } = fakeDispatcher();
   const events = new EventBus();
   const metrics = createMetrics({ version: 'test', collectDefaults: false });
   const app = createAdminApp({
@@ -50,7 +54,7 @@ function adminApp(readiness: Readiness = { ready: true, reasons: [] }) {
         : [],
     sseHeartbeatMs: 60_000,
   });
-  return { app, seen, events };
+  return { app, seen, refused, events };
 }
 
 /** The admin app with only what its probe routes use given (the /metrics test, both apps alike). */
@@ -141,14 +145,23 @@ describe('admin app /rpc (the bare endpoint in front of fastify)', () => {
   });
 
   it('a body over the limit answers 413 with PAYLOAD_TOO_LARGE, by content-length or while streaming', async () => {
-    const { post, socket, seen } = await serve();
-    const res = await post(`"${'x'.repeat(RPC_BODY_LIMIT)}"`);
+    const { post, socket, seen, refused } = await serve();
+    const res = await post(`"${'x'.repeat(RPC_BODY_LIMIT)}"`, { 'x-agentd-caller': 'big' });
     expect(res.status).toBe(413);
     expect(JSON.parse(res.body)).toMatchObject({
       jsonrpc: '2.0',
       id: null,
       error: { code: 1021, data: { code: 'PAYLOAD_TOO_LARGE', limit: RPC_BODY_LIMIT } },
     });
+    // Counted and logged by the dispatcher, with the reason.
+    expect(refused).toEqual([
+      {
+        code: 'PAYLOAD_TOO_LARGE',
+        reason: `HTTP 413: request body exceeds ${RPC_BODY_LIMIT} bytes (content-length ${RPC_BODY_LIMIT + 2})`,
+        caller: 'big',
+      },
+    ]);
+    refused.length = 0;
     // A body of exactly the limit is read and handed on.
     const atLimit = await post(`"${'x'.repeat(RPC_BODY_LIMIT - 2)}"`);
     expect(atLimit.status).toBe(204);
@@ -169,36 +182,70 @@ describe('admin app /rpc (the bare endpoint in front of fastify)', () => {
     });
     expect(status).toBe(413);
     expect(seen).toEqual([]);
+    expect(refused).toEqual([
+      {
+        code: 'PAYLOAD_TOO_LARGE',
+        reason: expect.stringMatching(/^HTTP 413: .* bytes read\)$/),
+        caller: 'http',
+      },
+    ]);
   });
 
-  it.each(['text/plain', 'application/x-www-form-urlencoded', 'application/jsonp', ''])(
-    'content type "%s" answers 415',
-    async (type) => {
-      const { post, seen } = await serve();
-      const res = await post('{}', { 'content-type': type });
-      expect(res.status).toBe(415);
-      expect(JSON.parse(res.body)).toMatchObject({
-        id: null,
-        error: {
-          code: -32600,
-          data: { code: 'INVALID_REQUEST' },
-          message: 'content-type must be application/json',
-        },
-      });
+  it.each([
+    ['text/plain', '"text/plain"'],
+    ['application/x-www-form-urlencoded', '"application/x-www-form-urlencoded"'],
+    ['application/jsonp', '"application/jsonp"'],
+    ['', 'none'],
+  ])('content type "%s" answers 415 naming it, counted and logged', async (type, got) => {
+    const { post, seen, refused } = await serve();
+    const res = await post('{}', { 'content-type': type });
+    expect(res.status).toBe(415);
+    const message = `content-type must be application/json, got ${got}`;
+    expect(JSON.parse(res.body)).toMatchObject({
+      id: null,
+      error: { code: -32600, data: { code: 'INVALID_REQUEST' }, message },
+    });
+    expect(seen).toEqual([]);
+    expect(refused).toEqual([{ code: 'INVALID_REQUEST', reason: `HTTP 415: ${message}`, caller: 'http' }]);
+  });
+
+  it.each(['GET', 'PUT', 'DELETE', 'HEAD', 'OPTIONS'])(
+    '%s /rpc answers 405 with Allow: POST, counted and logged; nothing is dispatched',
+    async (method) => {
+      const { socket, seen, refused } = await serve();
+      const res = await requestUnix(socket, method, '/rpc?x=1', method === 'PUT' ? '{}' : undefined);
+      expect(res.status).toBe(405);
+      expect(res.headers.allow).toBe('POST');
+      if (method !== 'HEAD') {
+        expect(JSON.parse(res.body)).toMatchObject({
+          id: null,
+          error: {
+            code: -32600,
+            message: `/rpc takes POST, not ${method}`,
+            data: { code: 'INVALID_REQUEST', method },
+          },
+        });
+      }
       expect(seen).toEqual([]);
+      expect(refused).toEqual([
+        { code: 'INVALID_REQUEST', reason: `HTTP 405: /rpc takes POST, not ${method}`, caller: 'http' },
+      ]);
     },
   );
 
-  it('an unknown route is 404 and GET /rpc is not a route (both from fastify)', async () => {
+  it('an unknown route is 404 (from fastify), /rpc/x too', async () => {
     const { socket } = await serve();
     expect((await requestUnix(socket, 'GET', '/nope')).status).toBe(404);
-    expect((await requestUnix(socket, 'GET', '/rpc')).status).toBe(404);
     expect((await requestUnix(socket, 'POST', '/rpc/x', '{}')).status).toBe(404);
   });
 
   it('closing the app cuts a call still open, so the close never waits on it', async () => {
     const hanging = createAdminApp({
-      dispatcher: { handle: async () => null, handleText: () => new Promise<string | null>(() => undefined) },
+      dispatcher: {
+        handle: async () => null,
+        handleText: () => new Promise<string | null>(() => undefined),
+        refused: () => undefined,
+      },
       events: new EventBus(),
       metrics: createMetrics({ version: 'test', collectDefaults: false }),
       logger,

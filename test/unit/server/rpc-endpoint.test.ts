@@ -22,7 +22,7 @@ describe('createRpcEndpoint', () => {
   });
 
   async function serve(handleText: Dispatcher['handleText'], closing = false): Promise<string> {
-    const dispatcher: Dispatcher = { handle: async () => null, handleText };
+    const dispatcher: Dispatcher = { handle: async () => null, handleText, refused: () => undefined };
     const endpoint = createRpcEndpoint({
       dispatcher,
       logger: pino({ level: 'silent' }),
