@@ -127,6 +127,37 @@ function sseFrame(seq: number, event: EngineEvent): string {
   return `id: ${seq}\nevent: ${event.type}\ndata: ${JSON.stringify(event)}\n\n`;
 }
 
+/**
+ * The query of `/v1/events`: `operation=ID`, or nothing. A filter that would silently match
+ * nothing or everything — `?operation=` empty, given twice, or a parameter the stream does not
+ * take (a typo) — is refused naming the parameter (docs/api.md).
+ */
+function eventsQuery(
+  query: Record<string, unknown>,
+): { operation: string | null } | { error: string; parameter: string } {
+  for (const name of Object.keys(query)) {
+    if (name !== 'operation') {
+      const shown = name.slice(0, 64);
+      return {
+        error: `/v1/events takes no query parameter ${JSON.stringify(shown)}; only operation=ID`,
+        parameter: shown,
+      };
+    }
+  }
+  const operation = query.operation;
+  if (operation === undefined) return { operation: null };
+  if (typeof operation !== 'string') {
+    return { error: 'operation: give one operation id, not several', parameter: 'operation' };
+  }
+  if (operation === '') {
+    return {
+      error: 'operation: empty; give an operation id, or leave operation out to follow every operation',
+      parameter: 'operation',
+    };
+  }
+  return { operation };
+}
+
 function eventOperationId(event: EngineEvent): string {
   return event.type === 'operation' ? event.operation.id : event.operationId;
 }
@@ -182,7 +213,12 @@ export function createAdminApp(o: AppOptions): FastifyInstance {
   });
 
   app.get('/v1/events', (req, reply) => {
-    const filter = (req.query as { operation?: string }).operation ?? null;
+    const query = eventsQuery(req.query as Record<string, unknown>);
+    if ('error' in query) {
+      const error = makeWireError('INVALID_REQUEST', query.error, { parameter: query.parameter });
+      return reply.code(400).send({ jsonrpc: '2.0', id: null, error });
+    }
+    const filter = query.operation;
     reply.hijack();
     const res = reply.raw;
     res.writeHead(200, {

@@ -135,8 +135,9 @@ export function buildOpenApiDocument(version: string): Record<string, unknown> {
               name: 'operation',
               in: 'query',
               required: false,
-              description: 'Only events of this operation id.',
-              schema: { type: 'string' },
+              description:
+                'Only events of this operation id. Empty, given twice, or another query parameter: 400.',
+              schema: { type: 'string', minLength: 1 },
             },
           ],
           responses: {
@@ -145,6 +146,9 @@ export function buildOpenApiDocument(version: string): Record<string, unknown> {
                 'An endless text/event-stream. Each event has `event:` operation | phase | progress and a JSON `data:` line.',
               content: { 'text/event-stream': { schema: { type: 'string' } } },
             },
+            '400': errorBody(
+              'operation is empty or given twice, or the query has another parameter (error.data.code INVALID_REQUEST, error.data.parameter names it).',
+            ),
           },
         },
       },

@@ -230,6 +230,16 @@ describe('probes, metrics, documents and events', () => {
     expect((await d.http('GET', '/healthz')).status).toBe(200);
   });
 
+  it('/v1/events with an empty operation filter answers 400 naming the parameter', async () => {
+    const res = await d.http('GET', '/v1/events?operation=');
+    expect(res.status).toBe(400);
+    expect(JSON.parse(res.body)).toMatchObject({
+      id: null,
+      error: { code: -32600, data: { code: 'INVALID_REQUEST', parameter: 'operation' } },
+    });
+    expect((JSON.parse(res.body) as RpcResp).error?.message).toMatch(/^operation: empty/);
+  });
+
   it('an unknown route is 404', async () => {
     expect((await d.http('GET', '/nope')).status).toBe(404);
   });

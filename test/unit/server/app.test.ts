@@ -419,6 +419,28 @@ describe('/v1/events', () => {
     await app.close();
   });
 
+  it.each([
+    ['?operation=', 'operation', /^operation: empty; give an operation id, or leave operation out/],
+    ['?operation', 'operation', /^operation: empty/],
+    ['?operation=op-a&operation=op-b', 'operation', /^operation: give one operation id, not several$/],
+    ['?operaton=op-a', 'operaton', /^\/v1\/events takes no query parameter "operaton"; only operation=ID$/],
+  ])('%s answers 400 naming the parameter, and streams nothing', async (query, parameter, message) => {
+    const { app, events } = adminApp();
+    const socketPath = path.join(dir, 'q.sock');
+    await app.listen({ path: socketPath });
+    const res = await requestUnix(socketPath, 'GET', `/v1/events${query}`);
+    expect(res.status).toBe(400);
+    expect(res.headers['content-type']).toMatch(/^application\/json/);
+    const body = JSON.parse(res.body) as {
+      id: null;
+      error: { code: number; message: string; data: unknown };
+    };
+    expect(body.error).toMatchObject({ code: -32600, data: { code: 'INVALID_REQUEST', parameter } });
+    expect(body.error.message).toMatch(message);
+    expect(events.listenerCount).toBe(0);
+    await app.close();
+  });
+
   it('sends the snapshot of the followed operation first', async () => {
     const { app } = adminApp();
     const socketPath = path.join(dir, 'b.sock');
