@@ -74,6 +74,23 @@ describe('bad input', () => {
     expect((await node.operations()).map((o) => o.kind)).toEqual(['update']); // only the join
   });
 
+  it('dryRun with an idempotencyKey: −32602 naming idempotencyKey, nothing recorded or changed', async () => {
+    const node = await cloneSimNode(template);
+    await node.start();
+    const before = { root: await treeDigest(node.root), state: await treeDigest(node.stateDir) };
+
+    const err = await node.callError('update', {
+      dryRun: true,
+      idempotencyKey: 'repave-2026-11-21',
+      set: { kubernetesVersion: '1.35.0' },
+    });
+    expect(err.code).toBe(-32602);
+    expect(err.message).toContain('params.idempotencyKey: not allowed with dryRun: true');
+
+    expect({ root: await treeDigest(node.root), state: await treeDigest(node.stateDir) }).toEqual(before);
+    expect((await node.operations()).map((o) => o.kind)).toEqual(['update']); // only the join
+  });
+
   /** Run an update that must fail in preflight and check that nothing else happened. */
   async function expectPreflightFailure(
     set: Record<string, unknown>,

@@ -47,7 +47,8 @@ export const updateParams = z
     dryRun: z.boolean().default(false).meta({ description: 'Return the plan; change nothing.' }),
     wait: z.boolean().default(false).meta({ description: 'Answer only when the operation has ended.' }),
     idempotencyKey: z.string().min(1).max(256).optional().meta({
-      description: 'An update with a key seen before returns that operation instead of starting a new one.',
+      description:
+        'An update with a key seen before returns that operation instead of starting a new one. Not with dryRun: a dry run records no operation to return.',
     }),
     reason: z
       .string()
@@ -55,7 +56,14 @@ export const updateParams = z
       .optional()
       .meta({ description: 'Why (recorded in the operation and logs).' }),
   })
-  .refine((p) => !(p.config && p.set), { message: 'pass either config or set, not both', path: ['set'] });
+  .refine((p) => !(p.config && p.set), { message: 'pass either config or set, not both', path: ['set'] })
+  // A dry run records no operation (docs/api.md, "Dry runs"): a retry with the same key would not
+  // find it, so a key there would promise what it cannot keep.
+  .refine((p) => !(p.dryRun && p.idempotencyKey !== undefined), {
+    message:
+      'not allowed with dryRun: true (a dry run records no operation for the key to return); drop idempotencyKey or dryRun',
+    path: ['idempotencyKey'],
+  });
 
 export const update = defineMethod({
   name: 'update',

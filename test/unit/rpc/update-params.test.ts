@@ -1,7 +1,7 @@
 /**
- * The params of the methods that set node labels and taints (`update`, `preflight`: `set` and
- * `config`) are checked against Kubernetes syntax by the dispatcher, before the engine is called:
- * a bad label or taint is INVALID_PARAMS naming the field, and nothing starts (docs/api.md).
+ * Params of `update` (and `preflight`) refused by the dispatcher before the engine is called
+ * (docs/api.md): node labels and taints out of Kubernetes syntax (`set` and `config`), and
+ * `dryRun` with an `idempotencyKey`. Each is INVALID_PARAMS naming the field; nothing starts.
  */
 import { pino } from 'pino';
 import { describe, expect, it } from 'vitest';
@@ -138,5 +138,30 @@ describe('labels and taints are checked at the params level', () => {
     await call('update', { set });
     await call('preflight', { set });
     expect(engineCalls).toEqual(['update', 'preflight']);
+  });
+});
+
+describe('dryRun and idempotencyKey', () => {
+  it('together are INVALID_PARAMS naming idempotencyKey; the engine is not called', async () => {
+    const { call, engineCalls } = setup();
+    const r = await call('update', {
+      dryRun: true,
+      idempotencyKey: 'repave-1',
+      set: { kubernetesVersion: '1.35.0' },
+    });
+    expect(r.error?.code).toBe(-32602);
+    expect(r.error?.message).toBe(
+      'update: invalid params: params.idempotencyKey: not allowed with dryRun: true (a dry run records no operation for the key to return); drop idempotencyKey or dryRun',
+    );
+    expect(r.error?.data?.issues?.map((i) => i.path)).toEqual(['idempotencyKey']);
+    expect(engineCalls).toEqual([]);
+  });
+
+  it('each alone, or the key with dryRun: false, reaches the engine', async () => {
+    const { call, engineCalls } = setup();
+    await call('update', { dryRun: true });
+    await call('update', { idempotencyKey: 'repave-1' });
+    await call('update', { dryRun: false, idempotencyKey: 'repave-2' });
+    expect(engineCalls).toEqual(['update', 'update', 'update']);
   });
 });
