@@ -10,7 +10,8 @@ export const ERROR_CODES = {
   PARSE_ERROR: { rpc: -32700, summary: 'The request body is not valid JSON.' },
   INVALID_REQUEST: {
     rpc: -32600,
-    summary: 'The body is not a JSON-RPC 2.0 request (or batch), or its content type is not JSON.',
+    summary:
+      'The body is not a JSON-RPC 2.0 request (or batch), its content type is not JSON, the HTTP method is not POST, or a /v1/events query is invalid.',
   },
   METHOD_NOT_FOUND: { rpc: -32601, summary: 'There is no method of that name (see rpc.discover).' },
   INVALID_PARAMS: { rpc: -32602, summary: 'The request parameters do not match the method schema.' },
