@@ -21,7 +21,7 @@ import { METHOD_LIST } from '../src/rpc/methods/index.js';
 import { buildOpenRpcDocument } from '../src/rpc/openrpc.js';
 import { buildOpenApiDocument } from '../src/server/openapi.js';
 import { VERSION } from '../src/version.js';
-import { ENVIRONMENT, EXIT_MEANINGS, renderCliDoc } from './lib/cli-doc.js';
+import { ENVIRONMENT, EXIT_MEANINGS, errorCodesOf, renderCliDoc } from './lib/cli-doc.js';
 import { renderManPage } from './lib/man-page.js';
 
 /** The repository root (this file is scripts/generate.ts). */
@@ -78,7 +78,11 @@ function renderAgentctlMan(): string {
           {
             items: (Object.keys(EXIT) as (keyof typeof EXIT)[])
               .sort((a, b) => EXIT[a] - EXIT[b])
-              .map((k) => [String(EXIT[k]), EXIT_MEANINGS[k]] as const),
+              .map((k) => {
+                const codes = errorCodesOf(EXIT[k]);
+                const also = codes.length > 0 ? ` (error.code ${codes.join(', ')})` : '';
+                return [String(EXIT[k]), `${EXIT_MEANINGS[k]}${also}`] as const;
+              }),
           },
         ],
       ],

@@ -6,7 +6,7 @@
  */
 import type { EventEmitter } from 'node:events';
 import { Help, type Argument, type Command, type Option } from 'commander';
-import { EXIT } from '../../src/cli/exit-codes.js';
+import { CLI_ERROR_CODES, EXIT } from '../../src/cli/exit-codes.js';
 
 /** What each exit code means to a script; keyed like EXIT so a new code cannot go undocumented. */
 export const EXIT_MEANINGS: Record<keyof typeof EXIT, string> = {
@@ -21,6 +21,13 @@ export const EXIT_MEANINGS: Record<keyof typeof EXIT, string> = {
   DETACHED:
     'interrupted (Ctrl-C, 128 + SIGINT): while following an operation, agentctl detached and the operation keeps running; before `update` had started it, nothing was started (an operation created meanwhile is cancelled at once)',
 };
+
+/** The `error.code` values agentctl gives itself with this exit code (src/cli/exit-codes.ts). */
+export function errorCodesOf(exitCode: number): string[] {
+  return Object.entries(CLI_ERROR_CODES)
+    .filter(([, exit]) => exit === exitCode)
+    .map(([code]) => code);
+}
 
 /** Environment variables agentctl reads; kept here because commander does not know them all. */
 export const ENVIRONMENT: readonly [string, string][] = [
@@ -150,8 +157,22 @@ function renderCommand(cmd: Command, level: number): string[] {
 function renderExitCodes(): string[] {
   const rows = (Object.keys(EXIT) as (keyof typeof EXIT)[])
     .sort((a, b) => EXIT[a] - EXIT[b])
-    .map((k) => [`\`${EXIT[k]}\``, `\`${k}\``, cell(EXIT_MEANINGS[k])]);
-  return ['## Exit codes', '', table(['code', 'name', 'meaning'], rows), ''];
+    .map((k) => [
+      `\`${EXIT[k]}\``,
+      `\`${k}\``,
+      cell(EXIT_MEANINGS[k]),
+      errorCodesOf(EXIT[k])
+        .map((c) => `\`${c}\``)
+        .join(', '),
+    ]);
+  return [
+    '## Exit codes',
+    '',
+    table(['code', 'name', 'meaning', '`error.code` (agentctl)'], rows),
+    '',
+    'With `--json`, a failure prints `{"error": {"code": ..., "message": ..., "exitCode": ...}}`: `error.code` is one of the codes above, which agentctl gives itself, or the code the daemon answered. [errors.md](errors.md) says what each one means.',
+    '',
+  ];
 }
 
 /** Render the whole CLI reference for a commander program (agentctl's `buildProgram`). */

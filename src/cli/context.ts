@@ -5,7 +5,7 @@
 import { systemClock } from '../host/clock.js';
 import type { Clock } from '../host/types.js';
 import type { MethodName, MethodTypes } from '../rpc/methods/index.js';
-import { createRpcClient, RpcError, type RpcClient } from '../rpc/client.js';
+import { BadAnswerError, createRpcClient, RpcError, type RpcClient } from '../rpc/client.js';
 import { createHttpTransport, DaemonUnreachableError } from '../rpc/http-transport.js';
 import { VERSION } from '../version.js';
 import { CliError, EXIT } from './exit-codes.js';
@@ -96,7 +96,7 @@ export function toCliError(err: unknown, socket: string): CliError {
     });
   }
   if (err instanceof RpcError) {
-    const data = { code: err.appCode, ...err.data };
+    const data = { ...err.data, code: err.appCode };
     switch (isMethodNotFound(err) ? 'METHOD_NOT_FOUND' : err.appCode) {
       case 'BUSY':
         return new CliError(EXIT.BUSY, err.message, data);
@@ -121,7 +121,15 @@ export function toCliError(err: unknown, socket: string): CliError {
         return new CliError(EXIT.FAILED, err.message, data);
     }
   }
-  return new CliError(EXIT.FAILED, err instanceof Error ? err.message : String(err));
+  if (err instanceof BadAnswerError) {
+    return new CliError(
+      EXIT.FAILED,
+      `${err.message} (socket ${socket}): is agentd what listens there? its log may say more (journalctl -u agentd)`,
+      { code: 'BAD_ANSWER', socket },
+    );
+  }
+  // Nothing agentctl expected: a bug, or a failure of the system it did not plan for.
+  return new CliError(EXIT.FAILED, err instanceof Error ? err.message : String(err), { code: 'INTERNAL' });
 }
 
 /** The error for a method the daemon does not have, naming both versions. */

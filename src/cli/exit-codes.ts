@@ -13,12 +13,42 @@ export const EXIT = {
 } as const;
 export type ExitCode = (typeof EXIT)[keyof typeof EXIT];
 
+/**
+ * The `error.code` values agentctl gives a failure itself, each with its exit code; a code the
+ * daemon answered is passed on as it is (docs/errors.md). docs/errors.md ("agentctl errors") lists
+ * these, and the exit-code table of docs/cli.md and the man page is generated from them; tests
+ * keep the three and the codes used under src/cli/ in step.
+ */
+export const CLI_ERROR_CODES = {
+  USAGE: EXIT.USAGE,
+  INVALID_CONFIG: EXIT.USAGE,
+  METHOD_NOT_FOUND: EXIT.USAGE,
+  CONFIRMATION_REQUIRED: EXIT.USAGE,
+  HOST_REQUIRED: EXIT.USAGE,
+  HOST_MISMATCH: EXIT.USAGE,
+  ROOT_MISMATCH: EXIT.USAGE,
+  UNREACHABLE: EXIT.UNREACHABLE,
+  TIMEOUT: EXIT.TIMEOUT,
+  DRAINING: EXIT.RETRY,
+  NOT_CONFIRMED: EXIT.FAILED,
+  STREAM_CLOSED: EXIT.FAILED,
+  BAD_ANSWER: EXIT.FAILED,
+  INTERNAL: EXIT.FAILED,
+} as const satisfies Record<string, ExitCode>;
+export type CliErrorCode = keyof typeof CLI_ERROR_CODES;
+
+/**
+ * What a failure says besides its message: always its stable `code` (one of CLI_ERROR_CODES, or
+ * the daemon's own), which `--json` prints as `error.code`.
+ */
+export type CliErrorDetails = { code: string } & Record<string, unknown>;
+
 /** A failure agentctl reports with its own exit code and message. */
 export class CliError extends Error {
   constructor(
     readonly exitCode: ExitCode,
     message: string,
-    readonly details: Record<string, unknown> = {},
+    readonly details: CliErrorDetails,
   ) {
     super(message);
     this.name = 'CliError';

@@ -30,6 +30,7 @@ export function durationArg(flag: string) {
       throw new CliError(
         EXIT.USAGE,
         `${flag}: expected a duration such as 5s or 2m, got ${JSON.stringify(value)}`,
+        { code: 'USAGE', option: flag },
       );
     return ms;
   };
@@ -42,6 +43,7 @@ export function positiveIntArg(flag: string, max: number) {
       throw new CliError(
         EXIT.USAGE,
         `${flag}: expected a whole number from 1 to ${max}, got ${JSON.stringify(value)}`,
+        { code: 'USAGE', option: flag },
       );
     return n;
   };

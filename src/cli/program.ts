@@ -35,7 +35,7 @@ export function buildProgram(io: ProgramIo, args?: readonly string[]): Command {
 }
 
 /** The first argument that is not a global option or its value: the command's name, if any. */
-function firstOperand(args: readonly string[]): string | undefined {
+export function firstOperand(args: readonly string[]): string | undefined {
   const takesValue = new Set(
     globalOptions(true)
       .filter((o) => o.required)
@@ -53,7 +53,7 @@ function firstOperand(args: readonly string[]): string | undefined {
 function defineProgram(io: ProgramIo, want: Want): Command {
   const program = new Command('agentctl')
     .description('Operate agentd, the node agent, over its unix socket.')
-    .version(VERSION, '-V, --version', 'print the agentctl version')
+    .version(VERSION, '-V, --version', 'print the agentctl version (with --json: {"version": ...})')
     .enablePositionalOptions()
     .showHelpAfterError('(run agentctl help for usage)')
     .configureHelp({ showGlobalOptions: true });

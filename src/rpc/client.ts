@@ -26,6 +26,28 @@ export class RpcError extends Error {
   }
 }
 
+/**
+ * The daemon's answer is not one agentctl can read: not HTTP, cut short, not JSON, or not a
+ * JSON-RPC response. A bug, or a daemon that died while answering, or something else on the socket.
+ */
+export class BadAnswerError extends Error {
+  constructor(message: string) {
+    super(message);
+    this.name = 'BadAnswerError';
+  }
+}
+
+/** A JSON-RPC error object as the spec has it: a numeric code and a message. */
+function isErrorBody(value: unknown): value is RpcErrorBody {
+  if (typeof value !== 'object' || value === null) return false;
+  const e = value as { code?: unknown; message?: unknown; data?: unknown };
+  return (
+    typeof e.code === 'number' &&
+    typeof e.message === 'string' &&
+    (e.data === undefined || (typeof e.data === 'object' && e.data !== null))
+  );
+}
+
 /** Carries one JSON-RPC request object and returns the parsed response object. */
 export type RpcTransport = (request: Record<string, unknown>) => Promise<unknown>;
 
@@ -41,11 +63,17 @@ export function createRpcClient(transport: RpcTransport): RpcClient {
     const id = nextId++;
     const response = (await transport({ jsonrpc: '2.0', id, method, params: params ?? {} })) as {
       result?: unknown;
-      error?: RpcErrorBody;
+      error?: unknown;
     } | null;
-    if (response === null || typeof response !== 'object')
-      throw new Error('the daemon sent no JSON-RPC response');
-    if (response.error) throw new RpcError(response.error);
+    if (response === null || typeof response !== 'object' || Array.isArray(response))
+      throw new BadAnswerError(`the daemon sent no JSON-RPC response to ${method}`);
+    if ('error' in response) {
+      if (!isErrorBody(response.error))
+        throw new BadAnswerError(`the daemon answered ${method} with a malformed JSON-RPC error`);
+      throw new RpcError(response.error);
+    }
+    if (!('result' in response))
+      throw new BadAnswerError(`the daemon answered ${method} with neither a result nor an error`);
     return response.result;
   };
   return {

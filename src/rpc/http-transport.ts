@@ -3,7 +3,7 @@
  * matters more here than a pooled client (`requestOverSocket`).
  */
 import net from 'node:net';
-import type { RpcTransport } from './client.js';
+import { BadAnswerError, type RpcTransport } from './client.js';
 
 /** The daemon could not be reached on its socket. `reason` says why, for the hint. */
 export class DaemonUnreachableError extends Error {
@@ -120,11 +120,10 @@ export function requestOverSocket(o: HttpRequestOptions): Promise<SocketHttpAnsw
   });
 }
 
-/** A malformed or cut answer: the daemon's, so a bug or a daemon that died while answering. */
-class BadAnswerError extends Error {
+/** A malformed or cut HTTP answer: the daemon's, so a bug or a daemon that died while answering. */
+class BadHttpAnswerError extends BadAnswerError {
   constructor(detail: string) {
     super(`the daemon's HTTP answer ${detail}`);
-    this.name = 'BadAnswerError';
   }
 }
 
@@ -133,16 +132,18 @@ export function parseAnswer(raw: Buffer): SocketHttpAnswer {
   let rest = raw;
   for (;;) {
     const end = rest.indexOf('\r\n\r\n');
-    if (end < 0) throw new BadAnswerError(raw.length === 0 ? 'is empty' : 'ends inside its headers');
+    if (end < 0) throw new BadHttpAnswerError(raw.length === 0 ? 'is empty' : 'ends inside its headers');
     const [statusLine = '', ...lines] = rest.subarray(0, end).toString('latin1').split('\r\n');
     const m = /^HTTP\/1\.[01] (\d{3})(?: |$)/.exec(statusLine);
-    if (!m) throw new BadAnswerError(`starts with ${JSON.stringify(statusLine.slice(0, 40))}`);
+    if (!m) throw new BadHttpAnswerError(`starts with ${JSON.stringify(statusLine.slice(0, 40))}`);
     const status = Number(m[1]);
     const headers: Record<string, string> = {};
     for (const line of lines) {
       const colon = line.indexOf(':');
       if (colon <= 0)
-        throw new BadAnswerError(`has a header line without a name: ${JSON.stringify(line.slice(0, 40))}`);
+        throw new BadHttpAnswerError(
+          `has a header line without a name: ${JSON.stringify(line.slice(0, 40))}`,
+        );
       const name = line.slice(0, colon).trim().toLowerCase();
       const value = line.slice(colon + 1).trim();
       headers[name] = name in headers ? `${headers[name]}, ${value}` : value;
@@ -159,9 +160,9 @@ function answerBody(rest: Buffer, status: number, headers: Record<string, string
   if (/(?:^|,)\s*chunked\s*$/i.test(headers['transfer-encoding'] ?? '')) return dechunk(rest);
   const length = headers['content-length'];
   if (length === undefined) return rest;
-  if (!/^\d+$/.test(length)) throw new BadAnswerError(`has content-length ${JSON.stringify(length)}`);
+  if (!/^\d+$/.test(length)) throw new BadHttpAnswerError(`has content-length ${JSON.stringify(length)}`);
   const n = Number(length);
-  if (rest.length < n) throw new BadAnswerError(`was cut: ${rest.length} of ${n} bytes of body`);
+  if (rest.length < n) throw new BadHttpAnswerError(`was cut: ${rest.length} of ${n} bytes of body`);
   return rest.subarray(0, n);
 }
 
@@ -171,14 +172,14 @@ function dechunk(raw: Buffer): Buffer {
   let at = 0;
   for (;;) {
     const lineEnd = raw.indexOf('\r\n', at);
-    if (lineEnd < 0) throw new BadAnswerError('was cut inside a chunk size');
+    if (lineEnd < 0) throw new BadHttpAnswerError('was cut inside a chunk size');
     const size = raw.subarray(at, lineEnd).toString('latin1').split(';')[0]?.trim() ?? '';
     if (!/^[0-9a-fA-F]+$/.test(size))
-      throw new BadAnswerError(`has a chunk size of ${JSON.stringify(size.slice(0, 20))}`);
+      throw new BadHttpAnswerError(`has a chunk size of ${JSON.stringify(size.slice(0, 20))}`);
     const n = parseInt(size, 16);
     if (n === 0) return Buffer.concat(parts);
     const start = lineEnd + 2;
-    if (raw.length < start + n + 2) throw new BadAnswerError('was cut inside a chunk');
+    if (raw.length < start + n + 2) throw new BadHttpAnswerError('was cut inside a chunk');
     parts.push(raw.subarray(start, start + n));
     at = start + n + 2;
   }
@@ -202,7 +203,7 @@ export function createHttpTransport(options: {
     try {
       return JSON.parse(res.body) as unknown;
     } catch {
-      throw new Error(`the daemon answered HTTP ${res.status} with a body that is not JSON`);
+      throw new BadAnswerError(`the daemon answered HTTP ${res.status} with a body that is not JSON`);
     }
   };
 }

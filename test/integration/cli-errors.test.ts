@@ -78,3 +78,22 @@ describe('agentctl usage errors: exit 2 naming the problem', () => {
     expect(r.stderr).toContain(named);
   });
 });
+
+describe('agentctl --json failures carry error.code (the built bundle)', () => {
+  it.each([
+    [['help'], 'USAGE', 2, '--json: help is text only'],
+    [['rpc', 'status', '{x'], 'USAGE', 2, 'PARAMS_JSON is not valid JSON'],
+  ])('%j: %s', async (args, code, exitCode, message) => {
+    const r = await runAgentctl(['--json', ...args]);
+    expect(r.code).toBe(exitCode);
+    const value = JSON.parse(r.stdout) as { error: { code: string; exitCode: number; message: string } };
+    expect(value.error).toMatchObject({ code, exitCode });
+    expect(value.error.message).toContain(message);
+  });
+
+  it('--version --json prints {"version": ...}', async () => {
+    const r = await runAgentctl(['--version', '--json']);
+    expect(r.code).toBe(0);
+    expect(JSON.parse(r.stdout)).toEqual({ version: expect.stringMatching(/^\d+\.\d+\.\d+/) });
+  });
+});

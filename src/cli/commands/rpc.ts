@@ -3,16 +3,22 @@ import type { CliContext } from '../context.js';
 
 /** `agentctl rpc METHOD [PARAMS_JSON]`: a raw call; prints the result as JSON. */
 export async function runRpc(ctx: CliContext, method: string, paramsJson: string | undefined): Promise<void> {
-  let params: unknown = {};
+  let params: Record<string, unknown> = {};
   if (paramsJson !== undefined) {
+    let parsed: unknown;
     try {
-      params = JSON.parse(paramsJson);
+      parsed = JSON.parse(paramsJson);
     } catch (err) {
-      throw new CliError(EXIT.USAGE, `PARAMS_JSON is not valid JSON: ${(err as Error).message}`);
+      throw new CliError(EXIT.USAGE, `PARAMS_JSON is not valid JSON: ${(err as Error).message}`, {
+        code: 'USAGE',
+      });
     }
-    if (typeof params !== 'object' || params === null || Array.isArray(params)) {
-      throw new CliError(EXIT.USAGE, 'PARAMS_JSON must be a JSON object of named parameters');
+    if (typeof parsed !== 'object' || parsed === null || Array.isArray(parsed)) {
+      throw new CliError(EXIT.USAGE, 'PARAMS_JSON must be a JSON object of named parameters', {
+        code: 'USAGE',
+      });
     }
+    params = parsed as Record<string, unknown>;
   }
   const result = await ctx.client().callRaw(method, params);
   // Raw calls always print JSON: the result has no human rendering of its own. Through the

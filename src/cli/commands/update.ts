@@ -45,6 +45,7 @@ export async function targetParams(
     throw new CliError(
       EXIT.USAGE,
       '--config cannot be combined with --kubernetes-version or --image: put those in the config file',
+      { code: 'USAGE' },
     );
   }
   return {
@@ -72,7 +73,7 @@ export function withFlagNames(err: unknown, usedConfigFile: boolean): unknown {
   const first = issues[0]?.path ?? '';
   const flag = first.startsWith('config') && usedConfigFile ? '--config' : FLAG_OF[first];
   if (!flag) return err;
-  return new CliError(EXIT.USAGE, `${flag}: ${err.message}`, { code: err.appCode, ...err.data });
+  return new CliError(EXIT.USAGE, `${flag}: ${err.message}`, { ...err.data, code: err.appCode });
 }
 
 export async function runUpdate(ctx: CliContext, flags: UpdateFlags): Promise<void> {

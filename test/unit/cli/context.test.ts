@@ -64,13 +64,14 @@ describe('toCliError', () => {
     expect(toCliError(rpcError('UNAVAILABLE'), '/s.sock').message).toMatch(/try again/);
   });
 
-  it('passes a CliError through and makes anything else a failure', () => {
-    const mine = new CliError(EXIT.USAGE, 'bad');
+  it('passes a CliError through and makes anything else an INTERNAL failure', () => {
+    const mine = new CliError(EXIT.USAGE, 'bad', { code: 'USAGE' });
     expect(toCliError(mine, '/s')).toBe(mine);
     const other = toCliError(new Error('boom'), '/s');
     expect(other.exitCode).toBe(EXIT.FAILED);
     expect(other.message).toBe('boom');
-    expect(toCliError('text', '/s').message).toBe('text');
+    expect(other.details).toEqual({ code: 'INTERNAL' });
+    expect(toCliError('text', '/s')).toMatchObject({ message: 'text', details: { code: 'INTERNAL' } });
   });
 });
 

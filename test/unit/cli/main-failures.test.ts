@@ -1,0 +1,146 @@
+/**
+ * agentctl telling the truth when something is wrong (run in-process, against fake daemons on
+ * temporary unix sockets): every `--json` failure carries `error.code`; durations a timer cannot
+ * wait, bad socket paths, a request larger than the daemon takes and help with `--json` are
+ * refused up front; an answer that is not JSON-RPC, or not the metrics, is named as such.
+ */
+import { mkdtemp, rm } from 'node:fs/promises';
+import http from 'node:http';
+import os from 'node:os';
+import path from 'node:path';
+import { PassThrough } from 'node:stream';
+import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { runCli } from '../../../src/cli/main.js';
+import { systemClock } from '../../../src/host/clock.js';
+import { VERSION } from '../../../src/version.js';
+import { recordingStream } from '../../support/cli.js';
+
+let dir: string;
+const closers: (() => Promise<void>)[] = [];
+beforeEach(async () => {
+  dir = await mkdtemp(path.join(os.tmpdir(), 'agentctl-fail-'));
+});
+afterEach(async () => {
+  for (const close of closers.splice(0)) await close();
+  await rm(dir, { recursive: true, force: true });
+});
+
+async function cli(args: string[], env: NodeJS.ProcessEnv = {}) {
+  const stdout = recordingStream();
+  const stderr = recordingStream();
+  const proc = { stdin: new PassThrough(), clock: systemClock, onInterrupt: () => () => undefined };
+  const code = await runCli(['node', 'agentctl', ...args], { env, cwd: dir, stdout, stderr, proc });
+  return { code, stdout: stdout.text(), stderr: stderr.text() };
+}
+
+type JsonError = { error: Record<string, unknown> & { code: string; message: string; exitCode: number } };
+const jsonError = (stdout: string): JsonError['error'] => (JSON.parse(stdout) as JsonError).error;
+
+/** A fake daemon answering every request with `answer`; records the requests it saw. */
+async function fakeDaemon(
+  answer: (req: http.IncomingMessage, body: string, res: http.ServerResponse) => void,
+): Promise<{ socket: string; seen: { url: string; body: string }[] }> {
+  const socket = path.join(dir, 'fake.sock');
+  const seen: { url: string; body: string }[] = [];
+  const server = http.createServer((req, res) => {
+    let body = '';
+    req.on('data', (c: Buffer) => (body += c.toString('utf8')));
+    req.on('end', () => {
+      seen.push({ url: req.url ?? '', body });
+      answer(req, body, res);
+    });
+  });
+  await new Promise<void>((resolve) => server.listen(socket, resolve));
+  closers.push(
+    () =>
+      new Promise<void>((resolve) => {
+        server.closeAllConnections();
+        server.close(() => resolve());
+      }),
+  );
+  return { socket, seen };
+}
+
+describe('every --json failure has error.code', () => {
+  it.each([
+    [['--timeout', 'soon', 'status'], 'USAGE'],
+    [['ops', 'list', '--limit', '0'], 'USAGE'],
+    [['rpc', 'status', '{not json'], 'USAGE'],
+    [['rpc', 'status', '[1]'], 'USAGE'],
+    [['update', '--config', 'x.yaml', '--image', 'r/i:1'], 'USAGE'],
+    [['status'], 'UNREACHABLE'],
+  ])('%j: %s', async (args, code) => {
+    const r = await cli(['--socket', path.join(dir, 'none.sock'), '--json', ...args]);
+    expect(jsonError(r.stdout).code).toBe(code);
+  });
+
+  it.each([
+    ['a body that is not JSON', 'hello', /not JSON/],
+    ['JSON that is no JSON-RPC response', '{"jsonrpc":"2.0","id":1}', /neither a result nor an error/],
+    ['a malformed error', '{"jsonrpc":"2.0","id":1,"error":"boom"}', /malformed JSON-RPC error/],
+    ['an array', '[]', /no JSON-RPC response/],
+  ])('an answer that is not JSON-RPC (%s): BAD_ANSWER, exit 1', async (_name, body, message) => {
+    const d = await fakeDaemon((_req, _body, res) => {
+      res.writeHead(200, { 'content-type': 'application/json' });
+      res.end(body);
+    });
+    const r = await cli(['--socket', d.socket, '--json', 'status']);
+    expect(r.code).toBe(1);
+    expect(jsonError(r.stdout)).toMatchObject({ code: 'BAD_ANSWER', exitCode: 1, socket: d.socket });
+    expect(jsonError(r.stdout).message).toMatch(message);
+  });
+
+  it.each([
+    [404, 'text/plain', 'not found', 1, 'BAD_ANSWER'],
+    [503, 'application/json', '{"error":"Service Unavailable","statusCode":503}', 6, 'DRAINING'],
+    [
+      500,
+      'application/json',
+      '{"jsonrpc":"2.0","id":null,"error":{"code":-32603,"message":"internal error","data":{"code":"INTERNAL"}}}',
+      1,
+      'INTERNAL',
+    ],
+  ])('metrics answered HTTP %d: a code (%s)', async (status, type, body, exitCode, code) => {
+    const d = await fakeDaemon((_req, _body, res) => {
+      res.writeHead(status, { 'content-type': type });
+      res.end(body);
+    });
+    const r = await cli(['--socket', d.socket, '--json', 'metrics']);
+    expect(r.code).toBe(exitCode);
+    expect(jsonError(r.stdout)).toMatchObject({ code, exitCode, status });
+    expect(r.stderr).toContain(`GET /metrics on ${d.socket} answered HTTP ${status}`);
+  });
+});
+
+describe('--version and help with --json', () => {
+  it('--version --json prints {"version": ...}', async () => {
+    for (const args of [
+      ['--version', '--json'],
+      ['--json', '-V'],
+    ]) {
+      const r = await cli(args);
+      expect(r.code).toBe(0);
+      expect(JSON.parse(r.stdout)).toEqual({ version: VERSION });
+    }
+  });
+
+  it.each([
+    [['help', '--json']],
+    [['--json', 'help']],
+    [['help', 'status', '--json']],
+    [['status', '--help', '--json']],
+    [['--json', '-h']],
+  ])('%j is refused: one JSON error on stdout, exit 2', async (args) => {
+    const r = await cli(args);
+    expect(r.code).toBe(2);
+    expect(jsonError(r.stdout)).toMatchObject({ code: 'USAGE', exitCode: 2 });
+    expect(r.stderr).toBe(
+      'agentctl: --json: help is text only: run it without --json (the reference is docs/cli.md)\n',
+    );
+  });
+
+  it('without --json, help and --version stay text', async () => {
+    expect((await cli(['--version'])).stdout).toBe(`${VERSION}\n`);
+    expect((await cli(['help'])).stdout).toContain('Usage: agentctl');
+  });
+});
