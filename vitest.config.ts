@@ -17,7 +17,7 @@ import { defineConfig } from 'vitest/config';
  * - `host`: the real-host suite — few files, each minutes long and mostly waiting on real
  *   systemd; `scripts/test.ts` runs it in a vitest process of its own beside the others.
  */
-const ISOLATED_UNIT_FILES = ['test/unit/sim/bin/main.test.ts'];
+const ISOLATED_UNIT_FILES = ['test/unit/sim/bin/main.test.ts', 'test/unit/cli/call-timeouts.test.ts'];
 const WORKERS = availableParallelism() + 1;
 
 export default defineConfig({

@@ -11,9 +11,23 @@ import { VERSION } from '../version.js';
 import { CliError, EXIT } from './exit-codes.js';
 import type { Output } from './output.js';
 
+/**
+ * How long one call to the daemon may take when --timeout is not given (docs/cli.md): far more
+ * than any call needs (preflight, the slowest, gives up after 60 s), and agentctl still never
+ * waits forever on a daemon that accepts connections but does not answer.
+ */
+export const DEFAULT_CALL_TIMEOUT_MS = 90_000;
+
+/**
+ * How long `stop`, `uninstall` and `version` wait for the daemon's status when --timeout is not
+ * given: they go on without it, and a wedged daemon is what `stop` is for.
+ */
+export const STATUS_CHECK_TIMEOUT_MS = 5_000;
+
 export interface GlobalOptions {
   socket: string;
   json: boolean;
+  /** --timeout, when given. */
   timeoutMs: number | undefined;
   color: boolean;
 }
@@ -33,7 +47,15 @@ export interface CliContext {
   env: NodeJS.ProcessEnv;
   cwd: string;
   proc: CliProcess;
-  client(): RpcClient;
+  /** How long one call may take: --timeout, or DEFAULT_CALL_TIMEOUT_MS. */
+  callTimeoutMs: number;
+  /** The RPC client; with `timeoutMs`, one whose calls give up after that long instead. */
+  client(timeoutMs?: number): RpcClient;
+  /**
+   * The daemon's status, waiting at most --timeout or STATUS_CHECK_TIMEOUT_MS: for the commands
+   * that go on without it (stop, uninstall, version).
+   */
+  statusCheck(): Promise<MethodTypes['status']['result']>;
   /**
    * Call a method this command needs. A daemon that does not have it (an older agentd) is
    * reported by name with both versions, not as a bare "method not found".
@@ -156,11 +178,12 @@ export function createCliContext(
   cwd: string,
   proc: CliProcess = defaultCliProcess,
 ): CliContext {
+  const callTimeoutMs = options.timeoutMs ?? DEFAULT_CALL_TIMEOUT_MS;
+  const newClient = (timeoutMs: number): RpcClient =>
+    createRpcClient(createHttpTransport({ socketPath: options.socket, timeoutMs }));
   let client: RpcClient | null = null;
-  const getClient = (): RpcClient =>
-    (client ??= createRpcClient(
-      createHttpTransport({ socketPath: options.socket, timeoutMs: options.timeoutMs }),
-    ));
+  const getClient = (timeoutMs?: number): RpcClient =>
+    timeoutMs === undefined ? (client ??= newClient(callTimeoutMs)) : newClient(timeoutMs);
   const callUntyped = async <T>(method: string, params?: Record<string, unknown>): Promise<T> => {
     try {
       return (await getClient().callRaw(method, params)) as T;
@@ -175,7 +198,9 @@ export function createCliContext(
     env,
     cwd,
     proc,
+    callTimeoutMs,
     client: getClient,
+    statusCheck: () => getClient(options.timeoutMs ?? STATUS_CHECK_TIMEOUT_MS).call('status'),
     call: <M extends MethodName>(method: M, params?: MethodTypes[M]['params']) =>
       callUntyped<MethodTypes[M]['result']>(method, params as Record<string, unknown> | undefined),
     callUntyped,

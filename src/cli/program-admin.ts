@@ -22,7 +22,10 @@ export function defineAdminCommands(program: Command, ctxOf: ContextOf, io: Prog
           .command('rpc')
           .description('raw JSON-RPC call; prints the result as JSON')
           .argument('<method>', 'method name (see: agentctl rpc rpc.discover)')
-          .argument('[params_json]', 'named parameters as a JSON object'),
+          .argument(
+            '[params_json]',
+            'named parameters as a JSON object (a timeoutSeconds in them is added to the default --timeout)',
+          ),
       ),
       ['agentctl rpc status', `agentctl rpc operations.list '{"limit":5}'`],
     ).action(async (method: string, params: string | undefined, _opts, cmd: Command) => {

@@ -3,8 +3,13 @@
  * the flag, examples in help, and the global options every leaf command also accepts.
  */
 import { Option, type Command } from 'commander';
-import { parseDuration } from '../config/duration.js';
-import type { CliContext, CliProcess } from './context.js';
+import { formatDuration, parseDuration } from '../config/duration.js';
+import {
+  DEFAULT_CALL_TIMEOUT_MS,
+  STATUS_CHECK_TIMEOUT_MS,
+  type CliContext,
+  type CliProcess,
+} from './context.js';
 import { CliError, EXIT } from './exit-codes.js';
 
 /** Where agentctl reads and writes (the real process by default); shared by every command file. */
@@ -23,6 +28,14 @@ export type Want = (name: string) => boolean;
 /** Builds the context of the command that runs (global options resolved). */
 export type ContextOf = (cmd: Command) => CliContext;
 
+/**
+ * The longest duration a flag takes: the longest delay a timer can wait (2^31 - 1 ms, about 24.8
+ * days). A longer one would not wait at all: the timer would fire at once.
+ */
+export const MAX_DURATION_MS = 2 ** 31 - 1;
+/** MAX_DURATION_MS in whole hours, as messages and docs say it. */
+const MAX_DURATION_TEXT = `${Math.floor(MAX_DURATION_MS / 3_600_000)}h`;
+
 export function durationArg(flag: string) {
   return (value: string): number => {
     const ms = parseDuration(value);
@@ -31,6 +44,12 @@ export function durationArg(flag: string) {
         EXIT.USAGE,
         `${flag}: expected a duration such as 5s or 2m, got ${JSON.stringify(value)}`,
         { code: 'USAGE', option: flag },
+      );
+    if (ms > MAX_DURATION_MS)
+      throw new CliError(
+        EXIT.USAGE,
+        `${flag}: ${JSON.stringify(value)} is too long: at most ${MAX_DURATION_TEXT} (${MAX_DURATION_MS} ms)`,
+        { code: 'USAGE', option: flag, maxMs: MAX_DURATION_MS },
       );
     return ms;
   };
@@ -71,7 +90,7 @@ export function globalOptions(root: boolean): Option[] {
     hide(
       new Option(
         '--timeout <duration>',
-        'give up on a daemon call after this long (following an operation has no limit)',
+        `give up on a daemon call after this long (default ${formatDuration(DEFAULT_CALL_TIMEOUT_MS)}; ${formatDuration(STATUS_CHECK_TIMEOUT_MS)} for the status check of stop, uninstall and version; following an operation has no limit)`,
       ).argParser(durationArg('--timeout')),
     ),
     hide(new Option('--no-color', 'no colors (also NO_COLOR)')),

@@ -81,6 +81,7 @@ describe('agentctl usage errors: exit 2 naming the problem', () => {
 
 describe('agentctl --json failures carry error.code (the built bundle)', () => {
   it.each([
+    [['--timeout', '700h', 'status'], 'USAGE', 2, '--timeout: "700h" is too long: at most 596h'],
     [['help'], 'USAGE', 2, '--json: help is text only'],
     [['rpc', 'status', '{x'], 'USAGE', 2, 'PARAMS_JSON is not valid JSON'],
   ])('%j: %s', async (args, code, exitCode, message) => {

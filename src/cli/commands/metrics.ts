@@ -9,7 +9,7 @@ export async function runMetrics(ctx: CliContext): Promise<void> {
     socketPath: ctx.options.socket,
     method: 'GET',
     path: '/metrics',
-    timeoutMs: ctx.options.timeoutMs,
+    timeoutMs: ctx.callTimeoutMs,
   });
   if (res.status !== 200) throw metricsFailure(res.status, res.body, ctx.options.socket);
   ctx.out.result({ text: res.body }, () => res.body.trimEnd());

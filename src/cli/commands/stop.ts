@@ -10,7 +10,7 @@ async function askDaemon(
   ctx: CliContext,
 ): Promise<{ pid: number; graceMs: number | null; operation: string | null } | null> {
   try {
-    const s = await ctx.client().call('status');
+    const s = await ctx.statusCheck();
     const op = s.operation;
     const phase = op?.phases.find((p) => p.state === 'running')?.name;
     return {

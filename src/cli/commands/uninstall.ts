@@ -39,7 +39,7 @@ export async function resolveUninstallHost(
   const socket = ctx.options.socket;
   let daemon: { host?: 'systemd' | 'sim'; root?: string } | null = null;
   try {
-    daemon = (await ctx.client().call('status')).daemon;
+    daemon = (await ctx.statusCheck()).daemon;
   } catch {
     daemon = null;
   }

@@ -7,7 +7,7 @@ export async function runVersion(ctx: CliContext): Promise<void> {
   let daemon: { version: string; pid: number } | null = null;
   let daemonError: string | null = null;
   try {
-    const s = await ctx.client().call('status');
+    const s = await ctx.statusCheck();
     daemon = { version: s.daemon.version, pid: s.daemon.pid };
   } catch (err) {
     daemonError = toCliError(err, ctx.options.socket).message;

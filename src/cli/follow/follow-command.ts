@@ -81,8 +81,13 @@ export async function followAndReport(
       operation: initial,
       model,
       onChange: view.onChange,
-      openStream: async (opId) =>
-        (await import('./event-stream.js')).openEventStream(ctx.options.socket, opId),
+      openStream: async (opId) => {
+        const { openEventStream, MIN_STREAM_IDLE_MS } = await import('./event-stream.js');
+        return openEventStream(ctx.options.socket, opId, {
+          answerTimeoutMs: ctx.callTimeoutMs,
+          idleMs: Math.max(ctx.callTimeoutMs, MIN_STREAM_IDLE_MS),
+        });
+      },
       getOperation: (opId) => ctx.call('operations.get', { id: opId }),
       waitOperation: (opId, timeoutSeconds) => ctx.call('operations.wait', { id: opId, timeoutSeconds }),
       clock: ctx.proc.clock,

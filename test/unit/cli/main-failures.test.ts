@@ -61,6 +61,44 @@ async function fakeDaemon(
   return { socket, seen };
 }
 
+describe('durations longer than a timer can wait are refused, naming the flag and the maximum', () => {
+  it.each([
+    [['--timeout', '700h', 'status'], '--timeout'],
+    [['status', '--timeout', '597h'], '--timeout'],
+    [['stop', '--grace', '1000h', '--pid-file', '<dir>/agentd.pid'], '--grace'],
+    [['ops', 'wait', 'op-1', '--timeout', '2147484s'], '--timeout'],
+    [['drain', '--timeout', '99999h'], '--timeout'],
+    [
+      [
+        'uninstall',
+        '--grace',
+        '800h',
+        '--yes',
+        '--host',
+        'sim',
+        '--root',
+        '<dir>/root',
+        '--pid-file',
+        '<dir>/agentd.pid',
+      ],
+      '--grace',
+    ],
+  ])('%j', async (args, flag) => {
+    // Paths in the test's own directory: were the flag taken, nothing of the host is touched.
+    const own = args.map((a) => a.replace('<dir>', dir));
+    const r = await cli(['--socket', path.join(dir, 'none.sock'), '--json', ...own]);
+    expect(r.code).toBe(2);
+    expect(r.stderr).toContain(`${flag}: `);
+    expect(r.stderr).toContain('is too long: at most 596h (2147483647 ms)');
+    expect(jsonError(r.stdout)).toMatchObject({ code: 'USAGE', exitCode: 2, option: flag });
+  });
+
+  it('the longest one is taken (the daemon is then looked for: exit 3)', async () => {
+    const r = await cli(['--socket', path.join(dir, 'none.sock'), '--timeout', '596h', 'status']);
+    expect(r.code).toBe(3);
+  });
+});
+
 describe('every --json failure has error.code', () => {
   it.each([
     [['--timeout', 'soon', 'status'], 'USAGE'],
@@ -109,6 +147,24 @@ describe('every --json failure has error.code', () => {
     expect(r.code).toBe(exitCode);
     expect(jsonError(r.stdout)).toMatchObject({ code, exitCode, status });
     expect(r.stderr).toContain(`GET /metrics on ${d.socket} answered HTTP ${status}`);
+  });
+});
+
+describe('a daemon that accepts calls but never answers', () => {
+  it('stop and version go on after the status check gives up (5 s)', { timeout: 30_000 }, async () => {
+    const d = await fakeDaemon(() => undefined);
+    const [stop, version] = await Promise.all([
+      cli(['--socket', d.socket, '--json', 'stop', '--pid-file', path.join(dir, 'none.pid')]),
+      cli(['--socket', d.socket, '--json', 'version']),
+    ]);
+    expect(stop.code).toBe(0);
+    expect(JSON.parse(stop.stdout)).toMatchObject({ pidFilePresent: false, signalled: false });
+    expect(version.code).toBe(0);
+    expect(JSON.parse(version.stdout)).toMatchObject({
+      daemon: null,
+      daemonError: expect.stringContaining('did not answer in time: no answer within 5000 ms'),
+    });
+    expect(d.seen.map((s) => s.url)).toEqual(['/rpc', '/rpc']);
   });
 });
 
