@@ -2,11 +2,12 @@
  * What every agentctl command gets: the resolved global options, the output, and a lazily
  * created RPC client. Turns transport and RPC failures into exit codes and helpful messages.
  */
+import { statSync } from 'node:fs';
 import { systemClock } from '../host/clock.js';
 import type { Clock } from '../host/types.js';
 import type { MethodName, MethodTypes } from '../rpc/methods/index.js';
 import { BadAnswerError, createRpcClient, RpcError, type RpcClient } from '../rpc/client.js';
-import { createHttpTransport, DaemonUnreachableError } from '../rpc/http-transport.js';
+import { createHttpTransport, DaemonUnreachableError, RequestTooLargeError } from '../rpc/http-transport.js';
 import { VERSION } from '../version.js';
 import { CliError, EXIT } from './exit-codes.js';
 import type { Output } from './output.js';
@@ -92,9 +93,28 @@ export function isMethodNotFound(err: unknown): boolean {
   return err instanceof RpcError && (err.appCode === 'METHOD_NOT_FOUND' || err.rpcCode === -32601);
 }
 
+/** What is at `file` when it is not a socket ("a regular file"), or null (a socket, or nothing). */
+function notASocket(file: string): string | null {
+  try {
+    // stat, not lstat: a symbolic link to the socket is as good as the socket.
+    const st = statSync(file);
+    if (st.isSocket()) return null;
+    return st.isDirectory() ? 'a directory' : st.isFile() ? 'a regular file' : 'a special file';
+  } catch {
+    return null;
+  }
+}
+
 /** Translate a failure of an RPC call into a CliError with the right exit code. */
 export function toCliError(err: unknown, socket: string): CliError {
   if (err instanceof CliError) return err;
+  if (err instanceof RequestTooLargeError) {
+    return new CliError(
+      EXIT.USAGE,
+      `${err.message} (docs/api.md): nothing was sent; send less (an agent config is a few KiB)`,
+      { code: 'PAYLOAD_TOO_LARGE', size: err.size, limit: err.limit },
+    );
+  }
   if (err instanceof DaemonUnreachableError && err.reason === 'timeout') {
     // The daemon is there but did not answer within --timeout: timed out (exit 5), not unreachable.
     const dialled = err.socketPath || socket;
@@ -103,6 +123,19 @@ export function toCliError(err: unknown, socket: string): CliError {
       `agentd on ${dialled} did not answer in time: ${err.message}; raise --timeout`,
       { code: 'TIMEOUT', socket: dialled, reason: err.reason },
     );
+  }
+  if (err instanceof DaemonUnreachableError && err.reason !== 'missing') {
+    // A path that is there but is no socket: the connection is refused, which would wrongly
+    // suggest a stopped daemon.
+    const dialled = err.socketPath || socket;
+    const what = notASocket(dialled);
+    if (what !== null) {
+      return new CliError(
+        EXIT.UNREACHABLE,
+        `cannot reach agentd on ${dialled}: it is ${what}, not a socket; pass agentd's socket with --socket (default /run/agentd/agentd.sock)`,
+        { code: 'UNREACHABLE', socket: dialled, reason: 'not-socket' },
+      );
+    }
   }
   if (err instanceof DaemonUnreachableError) {
     const hint =

@@ -11,6 +11,7 @@ import {
   type CliProcess,
 } from './context.js';
 import { CliError, EXIT } from './exit-codes.js';
+import { socketPathProblem } from './paths.js';
 
 /** Where agentctl reads and writes (the real process by default); shared by every command file. */
 export interface ProgramIo {
@@ -68,6 +69,19 @@ export function positiveIntArg(flag: string, max: number) {
   };
 }
 
+/** `--socket`: a path a unix socket can have. */
+export function socketArg(flag: string) {
+  return (value: string): string => {
+    const problem = socketPathProblem(value);
+    if (problem !== null)
+      throw new CliError(EXIT.USAGE, `${flag} ${JSON.stringify(value)} ${problem}`, {
+        code: 'USAGE',
+        option: flag,
+      });
+    return value;
+  };
+}
+
 /** Add an "Examples:" block to a command's help (docs/cli.md renders it as a code block). */
 export function example(cmd: Command, lines: string[]): Command {
   return cmd.addHelpText('after', `\nExamples:\n${lines.map((l) => `  $ ${l}`).join('\n')}\n`);
@@ -84,7 +98,7 @@ export function globalOptions(root: boolean): Option[] {
       new Option(
         '--socket <path>',
         'agentd socket (env AGENTD_SOCKET; default /run/agentd/agentd.sock, or ./.agentd/agentd.sock when only that exists)',
-      ),
+      ).argParser(socketArg('--socket')),
     ),
     hide(new Option('--json', 'machine output: one JSON value on stdout; progress on stderr')),
     hide(

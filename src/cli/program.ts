@@ -6,8 +6,9 @@
 import { Command } from 'commander';
 import { VERSION } from '../version.js';
 import { createCliContext, defaultCliProcess } from './context.js';
+import { CliError, EXIT } from './exit-codes.js';
 import { createOutput } from './output.js';
-import { defaultSocket } from './paths.js';
+import { defaultSocket, socketPathProblem } from './paths.js';
 import { defineAdminCommands } from './program-admin.js';
 import { defineFleetCommands } from './program-fleet.js';
 import { defineNodeCommands } from './program-node.js';
@@ -61,8 +62,16 @@ function defineProgram(io: ProgramIo, want: Want): Command {
 
   const ctxOf: ContextOf = (cmd) => {
     const g = globalValues(cmd);
+    // --socket was checked as it was parsed; the socket from the environment is checked here.
+    const socket = typeof g.socket === 'string' ? g.socket : defaultSocket(io.env, io.cwd);
+    const problem = typeof g.socket === 'string' || !io.env.AGENTD_SOCKET ? null : socketPathProblem(socket);
+    if (problem !== null)
+      throw new CliError(EXIT.USAGE, `AGENTD_SOCKET (${socket}) ${problem}`, {
+        code: 'USAGE',
+        env: 'AGENTD_SOCKET',
+      });
     const options = {
-      socket: typeof g.socket === 'string' ? g.socket : defaultSocket(io.env, io.cwd),
+      socket,
       json: Boolean(g.json),
       timeoutMs: typeof g.timeout === 'number' ? g.timeout : undefined,
       color: g.color !== false,

@@ -4,6 +4,7 @@
  */
 import net from 'node:net';
 import { BadAnswerError, type RpcTransport } from './client.js';
+import { RPC_BODY_LIMIT } from './limits.js';
 
 /** The daemon could not be reached on its socket. `reason` says why, for the hint. */
 export class DaemonUnreachableError extends Error {
@@ -14,6 +15,20 @@ export class DaemonUnreachableError extends Error {
   ) {
     super(detail);
     this.name = 'DaemonUnreachableError';
+  }
+}
+
+/**
+ * A request larger than the daemon accepts (RPC_BODY_LIMIT): refused before it is sent, since the
+ * daemon would only refuse it (HTTP 413), and may close the connection while it is being written.
+ */
+export class RequestTooLargeError extends Error {
+  constructor(
+    readonly size: number,
+    readonly limit: number,
+  ) {
+    super(`the request is ${size} bytes, more than the ${limit} bytes agentd accepts`);
+    this.name = 'RequestTooLargeError';
   }
 }
 
@@ -191,11 +206,15 @@ export function createHttpTransport(options: {
   caller?: string;
 }): RpcTransport {
   return async (request) => {
+    const body = JSON.stringify(request);
+    // A UTF-16 code unit is at most 3 bytes of UTF-8: only a long body is measured.
+    if (body.length * 3 > RPC_BODY_LIMIT && Buffer.byteLength(body) > RPC_BODY_LIMIT)
+      throw new RequestTooLargeError(Buffer.byteLength(body), RPC_BODY_LIMIT);
     const res = await requestOverSocket({
       socketPath: options.socketPath,
       method: 'POST',
       path: '/rpc',
-      body: JSON.stringify(request),
+      body,
       timeoutMs: options.timeoutMs,
       headers: { 'x-agentd-caller': options.caller ?? 'agentctl' },
     });

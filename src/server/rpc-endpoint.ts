@@ -12,9 +12,9 @@ import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { Logger } from 'pino';
 import type { Dispatcher, WireAnswer } from '../rpc/dispatcher.js';
 import { makeWireError, type WireError } from '../rpc/error-map.js';
+import { RPC_BODY_LIMIT } from '../rpc/limits.js';
 
-/** Largest accepted /rpc body. A full agent config is a few KiB. */
-export const RPC_BODY_LIMIT = 1024 * 1024;
+export { RPC_BODY_LIMIT };
 const LIMIT_DIGITS = String(RPC_BODY_LIMIT).length;
 
 /**

@@ -82,6 +82,7 @@ describe('agentctl usage errors: exit 2 naming the problem', () => {
 describe('agentctl --json failures carry error.code (the built bundle)', () => {
   it.each([
     [['--timeout', '700h', 'status'], 'USAGE', 2, '--timeout: "700h" is too long: at most 596h'],
+    [['--socket', '', 'status'], 'USAGE', 2, '--socket "" is empty'],
     [['help'], 'USAGE', 2, '--json: help is text only'],
     [['rpc', 'status', '{x'], 'USAGE', 2, 'PARAMS_JSON is not valid JSON'],
   ])('%j: %s', async (args, code, exitCode, message) => {
@@ -96,5 +97,15 @@ describe('agentctl --json failures carry error.code (the built bundle)', () => {
     const r = await runAgentctl(['--version', '--json']);
     expect(r.code).toBe(0);
     expect(JSON.parse(r.stdout)).toEqual({ version: expect.stringMatching(/^\d+\.\d+\.\d+/) });
+  });
+
+  it('a --socket that is a regular file: "not a socket", exit 3', async () => {
+    const dir = await makeTempDir();
+    const file = path.join(dir, 'agentd.sock');
+    await writeFile(file, '');
+    const r = await runAgentctl(['--json', '--socket', file, 'status']);
+    expect(r.code).toBe(3);
+    expect(JSON.parse(r.stdout)).toMatchObject({ error: { code: 'UNREACHABLE', reason: 'not-socket' } });
+    expect(r.stderr).toContain(`cannot reach agentd on ${file}: it is a regular file, not a socket`);
   });
 });

@@ -4,7 +4,7 @@
  * wait, bad socket paths, a request larger than the daemon takes and help with `--json` are
  * refused up front; an answer that is not JSON-RPC, or not the metrics, is named as such.
  */
-import { mkdtemp, rm } from 'node:fs/promises';
+import { mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises';
 import http from 'node:http';
 import os from 'node:os';
 import path from 'node:path';
@@ -12,6 +12,7 @@ import { PassThrough } from 'node:stream';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { runCli } from '../../../src/cli/main.js';
 import { systemClock } from '../../../src/host/clock.js';
+import { RPC_BODY_LIMIT } from '../../../src/rpc/limits.js';
 import { VERSION } from '../../../src/version.js';
 import { recordingStream } from '../../support/cli.js';
 
@@ -165,6 +166,71 @@ describe('a daemon that accepts calls but never answers', () => {
       daemonError: expect.stringContaining('did not answer in time: no answer within 5000 ms'),
     });
     expect(d.seen.map((s) => s.url)).toEqual(['/rpc', '/rpc']);
+  });
+});
+
+describe('a request larger than the daemon accepts', () => {
+  it('is refused before it is sent: PAYLOAD_TOO_LARGE, exit 2', async () => {
+    const d = await fakeDaemon((_req, _body, res) => res.end());
+    const params = JSON.stringify({ id: 'x'.repeat(RPC_BODY_LIMIT) });
+    const r = await cli(['--socket', d.socket, '--json', 'rpc', 'operations.get', params]);
+    expect(r.code).toBe(2);
+    expect(jsonError(r.stdout)).toMatchObject({ code: 'PAYLOAD_TOO_LARGE', limit: RPC_BODY_LIMIT });
+    expect(r.stderr).toContain(`more than the ${RPC_BODY_LIMIT} bytes agentd accepts`);
+    expect(d.seen).toEqual([]);
+  });
+
+  it('counts bytes, not characters; a request within the limit is sent', async () => {
+    const d = await fakeDaemon((_req, _body, res) => {
+      res.writeHead(200, { 'content-type': 'application/json' });
+      res.end('{"jsonrpc":"2.0","id":1,"result":{}}');
+    });
+    // 400 Ki three-byte characters: fewer characters than the limit, more bytes.
+    const big = await cli([
+      '--socket',
+      d.socket,
+      'rpc',
+      'x.y',
+      JSON.stringify({ s: '€'.repeat(400 * 1024) }),
+    ]);
+    expect(big.code).toBe(2);
+    expect(d.seen).toEqual([]);
+    const small = await cli(['--socket', d.socket, 'rpc', 'x.y', JSON.stringify({ s: 'x'.repeat(1000) })]);
+    expect(small.code).toBe(0);
+    expect(d.seen).toHaveLength(1);
+  });
+});
+
+describe('socket paths', () => {
+  it('--socket "" is a usage error', async () => {
+    const r = await cli(['--socket', '', '--json', 'status']);
+    expect(r.code).toBe(2);
+    expect(jsonError(r.stdout)).toMatchObject({ code: 'USAGE', option: '--socket' });
+    expect(r.stderr).toContain('--socket "" is empty');
+  });
+
+  it('a path longer than 107 bytes is refused naming the limit, from --socket or AGENTD_SOCKET', async () => {
+    const long = path.join(dir, 'x'.repeat(120));
+    const r = await cli(['--socket', long, 'status']);
+    expect(r.code).toBe(2);
+    expect(r.stderr).toMatch(/is \d+ bytes long, and a unix socket path has at most 107/);
+    const e = await cli(['--json', 'status'], { AGENTD_SOCKET: long });
+    expect(e.code).toBe(2);
+    expect(jsonError(e.stdout)).toMatchObject({ code: 'USAGE', env: 'AGENTD_SOCKET' });
+    expect(e.stderr).toContain(`AGENTD_SOCKET (${long}) is`);
+  });
+
+  it.each([
+    ['a regular file', async (p: string) => writeFile(p, 'x')],
+    ['a directory', async (p: string) => void (await mkdir(p))],
+  ])('a path that is %s says "not a socket" (exit 3)', async (what, make) => {
+    const p = path.join(dir, 'agentd.sock');
+    await make(p);
+    const r = await cli(['--socket', p, '--json', 'status']);
+    expect(r.code).toBe(3);
+    expect(jsonError(r.stdout)).toMatchObject({ code: 'UNREACHABLE', reason: 'not-socket', socket: p });
+    expect(r.stderr).toContain(`cannot reach agentd on ${p}: it is ${what}, not a socket`);
+    expect(r.stderr).not.toMatch(/ECONNREFUSED|ENOTSOCK/);
   });
 });
 
