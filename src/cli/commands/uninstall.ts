@@ -29,9 +29,27 @@ export interface UninstallFlags {
 /**
  * Which host to act on: exactly the one the daemon on the socket manages (its --host and --root),
  * refusing a --host or --root that says otherwise; with no daemon answering, the one named by
- * --host. Never guessed: a real host's machines must not be removed for a --sim daemon.
+ * --host. Never guessed: a real host's machines must not be removed for a --sim daemon, and the
+ * simulated host is never taken to be at / (where its files would be the real host's).
  */
 export async function resolveUninstallHost(
+  ctx: CliContext,
+  flags: Pick<UninstallFlags, 'host'>,
+  root: string,
+): Promise<'systemd' | 'sim'> {
+  const host = await answeringHost(ctx, flags, root);
+  if (host === 'sim' && root === '/') {
+    throw new CliError(
+      EXIT.USAGE,
+      `--host sim removes the simulated host under --root, and --root is / (this host's own files): refusing to uninstall; pass the --root of the --sim daemon (./.agentd/root by default)`,
+      { code: 'ROOT_REQUIRED', host, root },
+    );
+  }
+  return host;
+}
+
+/** The host of the daemon on the socket (checked against --host and --root), or --host. */
+async function answeringHost(
   ctx: CliContext,
   flags: Pick<UninstallFlags, 'host'>,
   root: string,
@@ -114,7 +132,15 @@ export async function runUninstall(ctx: CliContext, flags: UninstallFlags): Prom
     graceMs: flags.grace,
     keepConfig: Boolean(flags.keepConfig),
     // The simulated host has no agentd unit or daemon-reload of the real systemd to touch.
-    systemd: host === 'sim' ? false : systemdRuns(flags.systemd),
+    systemd:
+      host === 'sim'
+        ? { runs: false, why: 'the simulated host (--host sim) has no systemd unit of agentd: skipped' }
+        : systemdRuns(flags.systemd)
+          ? { runs: true }
+          : {
+              runs: false,
+              why: 'systemd is not running on this host (/run/systemd/system is absent): skipped',
+            },
     runner,
     machines,
     stopDaemon: (pidFile, graceMs) => stopDaemonByPidFile(pidFile, { graceMs }),

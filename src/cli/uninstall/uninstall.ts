@@ -41,8 +41,11 @@ export interface UninstallOptions {
   socket: string;
   graceMs: number;
   keepConfig: boolean;
-  /** Whether systemd runs on this host (`/run/systemd/system` exists). */
-  systemd: boolean;
+  /**
+   * Whether the systemctl steps run: systemd runs on this host (`/run/systemd/system` exists)
+   * and it is the host agentd managed; when not, why (the detail of the skipped steps).
+   */
+  systemd: { runs: true } | { runs: false; why: string };
   /** Runs `systemctl`; the machine manager has its own. */
   runner: CommandRunner;
   machines: MachineManager;
@@ -131,10 +134,10 @@ export async function runUninstallSteps(o: UninstallOptions): Promise<UninstallR
       return report({ step, ok: false, detail: message(err) });
     }
   };
-  const noSystemd = 'systemd is not running on this host (/run/systemd/system is absent): skipped';
+  const noSystemd = o.systemd.runs ? '' : o.systemd.why;
 
   // 1. Before anything is stopped: with Restart=always, systemd would start agentd again.
-  if (o.systemd) {
+  if (o.systemd.runs) {
     await attempt('disable-unit', async () => {
       const r = await o.runner.run('systemctl', ['disable', '--now', UNIT], {
         reject: false,
@@ -195,7 +198,7 @@ export async function runUninstallSteps(o: UninstallOptions): Promise<UninstallR
       ? 'skipped: the machines could not be removed; files are kept so that `agentctl uninstall` can finish the job when run again'
       : 'skipped: the daemon could not be stopped; nothing was removed';
     for (const s of fileSteps) report({ step: s, ok: false, skipped: true, detail: why });
-    if (o.systemd) skip('daemon-reload', 'skipped: nothing was removed');
+    if (o.systemd.runs) skip('daemon-reload', 'skipped: nothing was removed');
     else skip('daemon-reload', noSystemd);
     return { ok: false, steps };
   }
@@ -233,7 +236,7 @@ export async function runUninstallSteps(o: UninstallOptions): Promise<UninstallR
     const removed = await removeAll(unitPaths(o.paths), root);
     return { detail: removedDetail(removed), data: { removed } };
   });
-  if (o.systemd) {
+  if (o.systemd.runs) {
     await attempt('daemon-reload', async () => {
       await o.runner.run('systemctl', ['daemon-reload'], { timeoutMs: 120_000 });
       return { detail: 'systemd reloaded its units' };

@@ -78,7 +78,7 @@ function options(f: ReturnType<typeof fakes>, o: Partial<UninstallOptions> = {})
     socket: paths.resolve('/run/agentd/agentd.sock'),
     graceMs: 5000,
     keepConfig: false,
-    systemd: false,
+    systemd: { runs: false, why: 'systemd is not running here: skipped' },
     runner: f.runner,
     machines: f.machines,
     stopDaemon: f.stopDaemon,
@@ -91,7 +91,9 @@ describe('runUninstallSteps', () => {
     await populate();
     const f = fakes();
     const seen: string[] = [];
-    const report = await runUninstallSteps(options(f, { systemd: true, onStep: (s) => seen.push(s.step) }));
+    const report = await runUninstallSteps(
+      options(f, { systemd: { runs: true }, onStep: (s) => seen.push(s.step) }),
+    );
     expect(report.ok).toBe(true);
     expect(report.steps.map((s) => s.step)).toEqual([
       'disable-unit',
@@ -127,13 +129,17 @@ describe('runUninstallSteps', () => {
     });
   });
 
-  it('without systemd: the systemctl steps are skipped and say why', async () => {
+  it('without systemd: the systemctl steps are skipped and say why, in the words given', async () => {
     const f = fakes();
-    const report = await runUninstallSteps(options(f));
+    const why = 'the simulated host (--host sim) has no systemd unit of agentd: skipped';
+    const report = await runUninstallSteps(options(f, { systemd: { runs: false, why } }));
     expect(report.ok).toBe(true);
     for (const step of ['disable-unit', 'daemon-reload']) {
-      expect(report.steps.find((s) => s.step === step)).toMatchObject({ ok: true, skipped: true });
-      expect(report.steps.find((s) => s.step === step)?.detail).toContain('systemd is not running');
+      expect(report.steps.find((s) => s.step === step)).toMatchObject({
+        ok: true,
+        skipped: true,
+        detail: why,
+      });
     }
     expect(f.log.filter((l) => l.startsWith('systemctl'))).toEqual([]);
   });
