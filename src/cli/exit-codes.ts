@@ -35,6 +35,8 @@ export const CLI_ERROR_CODES = {
   NOT_CONFIRMED: EXIT.FAILED,
   STREAM_CLOSED: EXIT.FAILED,
   BAD_ANSWER: EXIT.FAILED,
+  PID_FILE_UNREADABLE: EXIT.FAILED,
+  PERMISSION_DENIED: EXIT.FAILED,
   INTERNAL: EXIT.FAILED,
 } as const satisfies Record<string, ExitCode>;
 export type CliErrorCode = keyof typeof CLI_ERROR_CODES;

@@ -1,11 +1,14 @@
 /**
  * Stop agentd through its PID file: SIGTERM, wait up to the grace period, then SIGKILL. An
  * absent file, garbage, a dead PID or a PID that is not agentd is "nothing to stop" — never
- * an error, and a foreign process is never signalled.
+ * an error, and a foreign process is never signalled: nor is init (pid 1) or agentctl itself,
+ * whatever the file says. A PID file that cannot be read, or an agentd that may not be
+ * signalled (another user's), is an error that says what to do.
  */
 import { readFileSync } from 'node:fs';
 import { setTimeout as delay } from 'node:timers/promises';
 import { inspectPidFile, type PidFileState } from '../host/pid-file.js';
+import { CliError, EXIT } from './exit-codes.js';
 
 export interface StopReport {
   pidFilePresent: boolean;
@@ -37,42 +40,99 @@ async function waitGone(pid: number, timeoutMs: number, pollMs: number): Promise
   }
 }
 
-function note(state: PidFileState): string {
+/** What to do about a PID file that does not name agentd's process. */
+function staleFileAdvice(pidFile: string): string {
+  return `if agentd is running, stop it with systemctl stop agentd (or agentctl stop --pid-file naming its PID file); if not, remove ${pidFile}`;
+}
+
+function note(state: PidFileState, pidFile: string): string {
   switch (state.kind) {
     case 'absent':
-      return 'no PID file: nothing to stop';
-    case 'garbage':
-      return `the PID file does not hold a PID (${JSON.stringify(state.content)}): nothing to stop`;
+      return `no PID file at ${pidFile}: nothing to stop`;
+    case 'garbage': {
+      // inspectPidFile calls a PID of 0 or 1 garbage: say which of the two it is.
+      if (/^\d+$/.test(state.content)) {
+        const pid = Number(state.content);
+        return `the PID file ${pidFile} names pid ${pid}${pid === 1 ? ' (init)' : ''}, which agentctl never signals: nothing was signalled; ${staleFileAdvice(pidFile)}`;
+      }
+      return `the PID file ${pidFile} does not hold a PID (${JSON.stringify(state.content)}): nothing was signalled; ${staleFileAdvice(pidFile)}`;
+    }
     case 'dead':
-      return `pid ${state.pid} is not running: nothing to stop`;
+      return `pid ${state.pid} (from ${pidFile}) is not running: nothing to stop`;
     case 'foreign':
-      return `pid ${state.pid} is not agentd (${state.cmdline.slice(0, 80)}): not signalled`;
+      return `pid ${state.pid} (from ${pidFile}) is not agentd (${state.cmdline.slice(0, 80)}): not signalled`;
     default:
       return '';
   }
 }
 
+/** The PID file could not be read (permissions, a directory): an error naming it and what to do. */
+function unreadable(pidFile: string, err: NodeJS.ErrnoException): CliError {
+  const why =
+    err.code === 'EACCES'
+      ? 'permission denied: run agentctl stop as root (sudo)'
+      : err.code === 'EISDIR'
+        ? 'it is a directory: pass the PID file agentd writes with --pid-file (its --pid-file)'
+        : `${err.message}: pass the PID file agentd writes with --pid-file (its --pid-file)`;
+  return new CliError(EXIT.FAILED, `cannot read the PID file ${pidFile}: ${why}`, {
+    code: 'PID_FILE_UNREADABLE',
+    pidFile,
+    errno: err.code,
+  });
+}
+
+/** Signalling agentd was refused (EPERM): it runs as another user. */
+function notPermitted(pid: number, pidFile: string): CliError {
+  return new CliError(
+    EXIT.FAILED,
+    `not allowed to signal agentd (pid ${pid}, from ${pidFile}): it runs as another user; run agentctl stop as root (sudo) or as that user`,
+    { code: 'PERMISSION_DENIED', pid, pidFile },
+  );
+}
+
 export async function stopDaemonByPidFile(
   pidFile: string,
-  options: { graceMs: number; pollMs?: number; kill?: (pid: number, signal: NodeJS.Signals) => void },
+  options: {
+    graceMs: number;
+    pollMs?: number;
+    kill?: (pid: number, signal: NodeJS.Signals) => void;
+    /** Where command lines are read (tests); /proc by default. */
+    procDir?: string;
+  },
 ): Promise<StopReport> {
   const kill = options.kill ?? ((pid, signal) => process.kill(pid, signal));
   const pollMs = options.pollMs ?? 50;
-  const state = await inspectPidFile(pidFile);
+  let state: PidFileState;
+  try {
+    state = await inspectPidFile(pidFile, options.procDir);
+  } catch (err) {
+    throw unreadable(pidFile, err as NodeJS.ErrnoException);
+  }
   const base = { pidFilePresent: state.kind !== 'absent', pidFile };
+  if ('pid' in state && state.pid === process.pid) {
+    // Never agentd: a PID file that names agentctl itself was written by something else.
+    return {
+      ...base,
+      pid: state.pid,
+      signalled: false,
+      forceKilled: false,
+      note: `the PID file ${pidFile} names this agentctl (pid ${state.pid}), not agentd: not signalled; ${staleFileAdvice(pidFile)}`,
+    };
+  }
   if (state.kind !== 'agentd') {
     return {
       ...base,
       pid: 'pid' in state ? state.pid : null,
       signalled: false,
       forceKilled: false,
-      note: note(state),
+      note: note(state, pidFile),
     };
   }
   const { pid } = state;
   try {
     kill(pid, 'SIGTERM');
   } catch (err) {
+    if ((err as NodeJS.ErrnoException).code === 'EPERM') throw notPermitted(pid, pidFile);
     if ((err as NodeJS.ErrnoException).code === 'ESRCH') {
       return {
         ...base,
@@ -89,6 +149,7 @@ export async function stopDaemonByPidFile(
   try {
     kill(pid, 'SIGKILL');
   } catch (err) {
+    if ((err as NodeJS.ErrnoException).code === 'EPERM') throw notPermitted(pid, pidFile);
     if ((err as NodeJS.ErrnoException).code !== 'ESRCH') throw err;
   }
   await waitGone(pid, 5000, pollMs);

@@ -157,7 +157,9 @@ describe('uninstall with a running daemon', () => {
       { env: { PATH: `${simBin}${path.delimiter}${process.env.PATH}`, AGENTD_SIM_ROOT: root } },
     );
     expect(r.code, r.stderr).toBe(0);
-    expect(r.stdout).toMatch(/^ok {6}stop-daemon: no PID file: nothing to stop$/m);
+    expect(r.stdout).toContain(
+      `ok      stop-daemon: no PID file at ${path.join(dir, 'agentd.pid')}: nothing to stop\n`,
+    );
     expect(r.stdout).toMatch(/^ok {6}remove-machine-kube1: kube1 is absent$/m);
     expect(r.stdout).toMatch(/^skip {4}remove-configs: kept \(--keep-config\)/m);
     expect(r.stdout.trimEnd().split('\n').at(-1)).toBe('agentd is uninstalled');
@@ -269,6 +271,23 @@ describe('uninstall and the PID file', () => {
     });
     expect(stop?.detail).toContain('is not agentd');
     expect(sleeper.alive()).toBe(true);
+  });
+
+  it('a PID file that cannot be read: the stop step fails naming it, and nothing is removed (exit 1)', async () => {
+    const dir = await makeTempDir();
+    const root = path.join(dir, 'root');
+    const extra = await addInstallFiles(root);
+    const pidFile = path.join(dir, 'agentd.pid');
+    await mkdir(pidFile);
+    const r = await uninstall({ root, pidFile });
+    expect(r.code, r.stderr).toBe(1);
+    const report = JSON.parse(r.stdout) as Report;
+    expect(step(report, 'stop-daemon')).toMatchObject({
+      ok: false,
+      detail: `cannot read the PID file ${pidFile}: it is a directory: pass the PID file agentd writes with --pid-file (its --pid-file)`,
+    });
+    expect(step(report, 'remove-unit')).toMatchObject({ ok: false, skipped: true });
+    for (const kept of extra) expect(existsSync(kept), kept).toBe(true);
   });
 });
 

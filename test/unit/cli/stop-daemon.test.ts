@@ -1,7 +1,8 @@
-import { mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { CliError, EXIT } from '../../../src/cli/exit-codes.js';
 import { isProcessAlive, stopDaemonByPidFile } from '../../../src/cli/stop-daemon.js';
 import { impossiblePid, spawnFakeAgentd, spawnForeignProcess } from '../../support/daemon.js';
 
@@ -31,7 +32,7 @@ describe('stopDaemonByPidFile: nothing to stop', () => {
       pid: null,
       signalled: false,
       forceKilled: false,
-      note: 'no PID file: nothing to stop',
+      note: `no PID file at ${pidFile}: nothing to stop`,
     });
     expect(k.sent).toEqual([]);
   });
@@ -41,7 +42,39 @@ describe('stopDaemonByPidFile: nothing to stop', () => {
     const k = recordingKill();
     const report = await stopDaemonByPidFile(pidFile, { graceMs: 1000, kill: k.kill });
     expect(report).toMatchObject({ pidFilePresent: true, pid: null, signalled: false, forceKilled: false });
-    expect(report.note).toContain('not a pid');
+    // Names the file, what it holds, and what to do.
+    expect(report.note).toBe(
+      `the PID file ${pidFile} does not hold a PID ("not a pid"): nothing was signalled; if agentd is running, stop it with systemctl stop agentd (or agentctl stop --pid-file naming its PID file); if not, remove ${pidFile}`,
+    );
+    expect(k.sent).toEqual([]);
+  });
+
+  it.each([
+    ['1', 'pid 1 (init)'],
+    ['0', 'pid 0,'],
+  ])('a PID file naming %s: never signalled, and the note says why', async (content, named) => {
+    await writeFile(pidFile, `${content}\n`);
+    const k = recordingKill();
+    const report = await stopDaemonByPidFile(pidFile, { graceMs: 1000, kill: k.kill });
+    expect(report).toMatchObject({ signalled: false, forceKilled: false });
+    expect(report.note).toContain(`the PID file ${pidFile} names ${named}`);
+    expect(report.note).toContain('which agentctl never signals');
+    expect(report.note).toContain(`remove ${pidFile}`);
+    expect(k.sent).toEqual([]);
+  });
+
+  it("a PID file naming agentctl's own process is never signalled, even when it looks like agentd", async () => {
+    // A /proc where this very process is agentd: only the PID check can keep it from a signal.
+    const procDir = path.join(dir, 'proc');
+    await mkdir(path.join(procDir, String(process.pid)), { recursive: true });
+    await writeFile(path.join(procDir, String(process.pid), 'cmdline'), '/usr/bin/agentd\0');
+    await writeFile(pidFile, `${process.pid}\n`);
+    const k = recordingKill();
+    const report = await stopDaemonByPidFile(pidFile, { graceMs: 50, pollMs: 10, kill: k.kill, procDir });
+    expect(report).toMatchObject({ pid: process.pid, signalled: false, forceKilled: false });
+    expect(report.note).toContain(
+      `the PID file ${pidFile} names this agentctl (pid ${process.pid}), not agentd`,
+    );
     expect(k.sent).toEqual([]);
   });
 
@@ -131,6 +164,46 @@ describe('stopDaemonByPidFile: a live agentd', () => {
     expect(report).toMatchObject({ pid: fake.pid, signalled: false, forceKilled: false });
     expect(report.note).toContain('exited before');
   });
+});
+
+describe('stopDaemonByPidFile: errors that say what to do', () => {
+  it('a PID file that cannot be read: PID_FILE_UNREADABLE naming it', async () => {
+    await mkdir(pidFile);
+    const err = await stopDaemonByPidFile(pidFile, { graceMs: 1000 }).catch((e: unknown) => e);
+    expect(err).toBeInstanceOf(CliError);
+    expect(err).toMatchObject({
+      exitCode: EXIT.FAILED,
+      details: { code: 'PID_FILE_UNREADABLE', pidFile, errno: 'EISDIR' },
+    });
+    expect((err as Error).message).toBe(
+      `cannot read the PID file ${pidFile}: it is a directory: pass the PID file agentd writes with --pid-file (its --pid-file)`,
+    );
+  });
+
+  it.each(['SIGTERM', 'SIGKILL'])(
+    'an agentd that may not be signalled (EPERM on %s): PERMISSION_DENIED naming the PID and the file',
+    async (refused) => {
+      const fake = await spawnFakeAgentd(dir, { ignoreSigterm: true });
+      await writeFile(pidFile, `${fake.pid}\n`);
+      const err = await stopDaemonByPidFile(pidFile, {
+        graceMs: 30,
+        pollMs: 10,
+        kill: (_pid, signal) => {
+          if (signal === refused) throw Object.assign(new Error(`kill EPERM`), { code: 'EPERM' });
+        },
+      }).catch((e: unknown) => e);
+      fake.proc.kill('SIGKILL');
+      await fake.exited;
+      expect(err).toBeInstanceOf(CliError);
+      expect(err).toMatchObject({
+        exitCode: EXIT.FAILED,
+        details: { code: 'PERMISSION_DENIED', pid: fake.pid, pidFile },
+      });
+      expect((err as Error).message).toBe(
+        `not allowed to signal agentd (pid ${fake.pid}, from ${pidFile}): it runs as another user; run agentctl stop as root (sudo) or as that user`,
+      );
+    },
+  );
 });
 
 describe('isProcessAlive', () => {
