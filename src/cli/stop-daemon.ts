@@ -7,6 +7,7 @@
  */
 import { readFileSync } from 'node:fs';
 import { setTimeout as delay } from 'node:timers/promises';
+import { isAgentError } from '../errors.js';
 import { inspectPidFile, type PidFileState } from '../host/pid-file.js';
 import { CliError, EXIT } from './exit-codes.js';
 
@@ -68,12 +69,19 @@ function note(state: PidFileState, pidFile: string): string {
 
 /** The PID file could not be read (permissions, a directory): an error naming it and what to do. */
 function unreadable(pidFile: string, err: NodeJS.ErrnoException): CliError {
+  // Something other than a regular file at the path (a directory, a device, a link): the
+  // PID-file check's own message names it.
+  if (isAgentError(err)) {
+    return new CliError(EXIT.FAILED, `${err.message}; pass the PID file agentd writes with --pid-file`, {
+      code: 'PID_FILE_UNREADABLE',
+      pidFile,
+      errno: err.code,
+    });
+  }
   const why =
     err.code === 'EACCES'
       ? 'permission denied: run agentctl stop as root (sudo)'
-      : err.code === 'EISDIR'
-        ? 'it is a directory: pass the PID file agentd writes with --pid-file (its --pid-file)'
-        : `${err.message}: pass the PID file agentd writes with --pid-file (its --pid-file)`;
+      : `${err.message}: pass the PID file agentd writes with --pid-file (its --pid-file)`;
   return new CliError(EXIT.FAILED, `cannot read the PID file ${pidFile}: ${why}`, {
     code: 'PID_FILE_UNREADABLE',
     pidFile,

@@ -59,7 +59,7 @@ describe('before the node joins', () => {
     const { r, value } = await json<{ error: { code: string; exitCode: number } }>('config', 'show');
     expect(r.code).toBe(1);
     expect(value.error).toMatchObject({ code: 'NOT_FOUND', exitCode: 1 });
-    expect(r.stderr).toContain('not found');
+    expect(r.stderr).toContain('no applied config: the node has not joined yet');
   });
 
   it('preflight passes: a table, and {ok, config, checks} with --json', async () => {

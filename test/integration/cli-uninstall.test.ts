@@ -284,7 +284,7 @@ describe('uninstall and the PID file', () => {
     const report = JSON.parse(r.stdout) as Report;
     expect(step(report, 'stop-daemon')).toMatchObject({
       ok: false,
-      detail: `cannot read the PID file ${pidFile}: it is a directory: pass the PID file agentd writes with --pid-file (its --pid-file)`,
+      detail: `--pid-file ${pidFile}: the path is a directory; the PID file must be a regular file (or not exist yet); pass the PID file agentd writes with --pid-file`,
     });
     expect(step(report, 'remove-unit')).toMatchObject({ ok: false, skipped: true });
     for (const kept of extra) expect(existsSync(kept), kept).toBe(true);

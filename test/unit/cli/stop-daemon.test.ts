@@ -173,10 +173,10 @@ describe('stopDaemonByPidFile: errors that say what to do', () => {
     expect(err).toBeInstanceOf(CliError);
     expect(err).toMatchObject({
       exitCode: EXIT.FAILED,
-      details: { code: 'PID_FILE_UNREADABLE', pidFile, errno: 'EISDIR' },
+      details: { code: 'PID_FILE_UNREADABLE', pidFile, errno: 'INVALID_CONFIG' },
     });
     expect((err as Error).message).toBe(
-      `cannot read the PID file ${pidFile}: it is a directory: pass the PID file agentd writes with --pid-file (its --pid-file)`,
+      `--pid-file ${pidFile}: the path is a directory; the PID file must be a regular file (or not exist yet); pass the PID file agentd writes with --pid-file`,
     );
   });
 
