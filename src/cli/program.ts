@@ -3,7 +3,7 @@
  * command loads only what it uses. `docs/cli.md` and the completion scripts are generated from
  * this tree.
  */
-import { Command } from 'commander';
+import { Command, Help } from 'commander';
 import { VERSION } from '../version.js';
 import { createCliContext, defaultCliProcess } from './context.js';
 import { CliError, EXIT } from './exit-codes.js';
@@ -57,7 +57,14 @@ function defineProgram(io: ProgramIo, want: Want): Command {
     .version(VERSION, '-V, --version', 'print the agentctl version (with --json: {"version": ...})')
     .enablePositionalOptions()
     .showHelpAfterError('(run agentctl help for usage)')
-    .configureHelp({ showGlobalOptions: true });
+    .configureHelp({
+      showGlobalOptions: true,
+      // `--version` is agentctl's own: after a command's name it is an unknown option, so a
+      // command's help does not list it among the global options.
+      visibleGlobalOptions(this: Help, cmd: Command) {
+        return Help.prototype.visibleGlobalOptions.call(this, cmd).filter((o) => o.long !== '--version');
+      },
+    });
   for (const o of globalOptions(true)) program.addOption(o);
 
   const ctxOf: ContextOf = (cmd) => {

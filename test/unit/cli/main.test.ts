@@ -114,6 +114,9 @@ describe('every command', () => {
     'ops cancel',
     'config show',
     'preflight',
+    'fleet status',
+    'fleet pause',
+    'fleet resume',
     'rpc',
     'metrics',
     'stop',
@@ -127,8 +130,18 @@ describe('every command', () => {
     expect(r.code).toBe(0);
     expect(r.stdout).toContain(`Usage: agentctl ${command}`);
     expect(r.stdout).toMatch(/Examples:\n {2}\$ agentctl|Examples:\n {2}\$ (sudo|source)/);
-    // The global options are listed too (commander's showGlobalOptions).
+    // The global options are listed too (commander's showGlobalOptions), but not agentctl's own
+    // --version, which a command does not take.
     expect(r.stdout).toContain('--json');
+    expect(r.stdout).not.toContain('--version');
+  });
+
+  it('--version is listed in agentctl --help, the one place it is taken', async () => {
+    expect((await cli('--help')).stdout).toContain('-V, --version');
+    expect((await cli('ops', '--help')).stdout).not.toContain('--version');
+    const r = await cli('status', '--version');
+    expect(r.code).toBe(2);
+    expect(r.stderr).toContain("unknown option '--version'");
   });
 
   it('takes --json after its name', async () => {
