@@ -4,10 +4,13 @@ import { example, withGlobals, type ContextOf, type Want } from './program-optio
 
 export function defineFleetCommands(program: Command, ctxOf: ContextOf, want: Want): void {
   if (want('fleet')) {
+    // The group takes the global options too: `agentctl fleet --json status`.
     const fleet = example(
-      program
-        .command('fleet')
-        .description('the fleet rollout gate: status, pause and resume (docs/fleet.md)'),
+      withGlobals(
+        program
+          .command('fleet')
+          .description('the fleet rollout gate: status, pause and resume (docs/fleet.md)'),
+      ),
       ['agentctl fleet status', 'agentctl fleet pause'],
     );
 

@@ -14,8 +14,9 @@ const STATES = ['pending', 'running', 'succeeded', 'failed', 'rolled_back', 'can
 
 export function defineOpsCommands(program: Command, ctxOf: ContextOf, want: Want): void {
   if (want('ops')) {
+    // The group takes the global options too: `agentctl ops --json list` as `agentctl ops list --json`.
     const ops = example(
-      program.command('ops').description('operations: list, show, follow and cancel them'),
+      withGlobals(program.command('ops').description('operations: list, show, follow and cancel them')),
       ['agentctl ops list', 'agentctl ops wait op-0mwq9t3rs-f925146a'],
     );
 
@@ -88,7 +89,7 @@ export function defineOpsCommands(program: Command, ctxOf: ContextOf, want: Want
   }
 
   if (want('config')) {
-    const config = example(program.command('config').description('the agent config'), [
+    const config = example(withGlobals(program.command('config').description('the agent config')), [
       'agentctl config show',
     ]);
     example(

@@ -1,6 +1,6 @@
 /**
  * Shared pieces of agentctl's command definitions: value parsers that fail with exit 2 naming
- * the flag, examples in help, and the global options every leaf command also accepts.
+ * the flag, examples in help, and the global options every command also accepts after its name.
  */
 import { Option, type Command } from 'commander';
 import { formatDuration, parseDuration } from '../config/duration.js';
@@ -90,7 +90,7 @@ export function example(cmd: Command, lines: string[]): Command {
 /** Names of the global options (attribute names as commander stores them). */
 export type GlobalKey = 'socket' | 'json' | 'timeout' | 'color';
 
-/** The global options, defined once; `root` is agentctl itself, otherwise a hidden copy for a leaf. */
+/** The global options, defined once; `root` is agentctl itself, otherwise a hidden copy for a command. */
 export function globalOptions(root: boolean): Option[] {
   const hide = (o: Option): Option => (root ? o : o.hideHelp());
   return [
@@ -112,7 +112,8 @@ export function globalOptions(root: boolean): Option[] {
 }
 
 /**
- * Let a leaf command accept the global options after its name too (`agentctl status --json`).
+ * Let a command accept the global options after its name too (`agentctl status --json`); a
+ * group gets them as well as its subcommands (`agentctl ops --json list`, `agentctl ops list --json`).
  * The program parses positionally (its options only before the command), so that a command may
  * have its own option of a global's name — `drain --timeout` is the drain timeout, not the RPC
  * one — and these hidden copies are what makes the usual order work everywhere else.
@@ -129,8 +130,8 @@ export function withGlobals(cmd: Command, except: GlobalKey[] = []): Command {
 const GLOBAL_COPIES = new WeakSet<Command>();
 
 /**
- * The global options of a run: agentctl's own, overridden by the copies the leaf command got
- * on its command line (given after the command name). A command's own option of a global's
+ * The global options of a run: agentctl's own, overridden by the copies each command on the
+ * way to the one that runs got on its command line (given after its name; the nearest wins). A command's own option of a global's
  * name (drain's `--timeout`) is not a copy and is not taken.
  */
 export function globalValues(cmd: Command): Partial<Record<GlobalKey, unknown>> {

@@ -144,6 +144,20 @@ describe('every command', () => {
     expect(r.stderr).toContain("unknown option '--version'");
   });
 
+  it.each([
+    [['ops', '--json', '--socket', 'S', 'list']],
+    [['ops', 'list', '--json', '--socket', 'S']],
+    [['ops', '--socket', 'S', 'wait', 'op-1', '--json']],
+    [['config', '--json', 'show', '--socket', 'S']],
+    [['fleet', '--socket', 'S', '--json', 'status']],
+    [['fleet', 'status', '--socket', 'S', '--json']],
+  ])('a group and its subcommands take the global options after their names: %j', async (args) => {
+    const socket = path.join(dir, 'none.sock');
+    const r = await cli(...args.map((a) => (a === 'S' ? socket : a)));
+    expect(r.code, r.stderr).toBe(3);
+    expect(JSON.parse(r.stdout)).toMatchObject({ error: { code: 'UNREACHABLE', socket } });
+  });
+
   it('takes --json after its name', async () => {
     const r = await cli('stop', '--pid-file', path.join(dir, 'none.pid'), '--json');
     expect(r.code).toBe(0);
