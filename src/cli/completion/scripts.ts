@@ -194,8 +194,13 @@ export function fishScript(nodes: CompletionNode[]): string {
         const names = o.names.map((name) =>
           name.startsWith('--') ? `-l ${name.slice(2)}` : `-s ${name.slice(1)}`,
         );
-        const value = o.choices.length ? ` -x -a ${fq(o.choices.join(' '))}` : o.takesValue ? ' -r -F' : '';
-        return `complete -c agentctl -f ${at} ${names.join(' ')}${value} -d ${fq(o.description)}`;
+        // -F (files for the value) cannot be combined with -f: fish refuses the line.
+        const value = o.choices.length
+          ? ` -f -x -a ${fq(o.choices.join(' '))}`
+          : o.takesValue
+            ? ' -r -F'
+            : ' -f';
+        return `complete -c agentctl ${at} ${names.join(' ')}${value} -d ${fq(o.description)}`;
       }),
     ];
   });

@@ -35,9 +35,13 @@ function optionSpec(o: Option): CompletionOption {
 
 const help = new Help();
 
-/** Every command of the tree, depth first, with the global options offered everywhere. */
+/**
+ * Every command of the tree, depth first, with the global options offered everywhere but
+ * `--version`, which only agentctl itself takes (after a command's name it is unknown).
+ */
 export function completionNodes(program: Command): CompletionNode[] {
   const globals = program.options.filter((o) => !o.hidden).map(optionSpec);
+  const inheritable = globals.filter((g) => !g.names.includes('--version'));
   const nodes: CompletionNode[] = [];
   const walk = (cmd: Command, path: string): void => {
     // Help knows which commands are hidden; it also lists its implicit `help` command: not ours.
@@ -45,7 +49,7 @@ export function completionNodes(program: Command): CompletionNode[] {
     const own = cmd === program ? globals : cmd.options.filter((o) => !o.hidden).map(optionSpec);
     // A command's own option wins over the global of the same name (drain's --timeout).
     const ownNames = new Set(own.flatMap((o) => o.names));
-    const inherited = cmd === program ? [] : globals.filter((g) => !g.names.some((n) => ownNames.has(n)));
+    const inherited = cmd === program ? [] : inheritable.filter((g) => !g.names.some((n) => ownNames.has(n)));
     nodes.push({
       path,
       description: cmd.description(),

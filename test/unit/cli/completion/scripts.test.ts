@@ -49,6 +49,11 @@ describe('completion spec', () => {
     const timeouts = drain?.options.filter((o) => o.names.includes('--timeout'));
     expect(timeouts).toHaveLength(1);
     expect(timeouts?.[0]?.description).toContain('evicting');
+    // --version is agentctl's own: offered at the top level only.
+    const names = (p: string) => nodes.find((n) => n.path === p)?.options.flatMap((o) => o.names);
+    expect(names('')).toContain('--version');
+    for (const p of ['status', 'ops', 'ops list', 'fleet status'])
+      expect(names(p), p).not.toContain('--version');
     expect(nodes.find((n) => n.path === 'completion')?.argumentChoices).toEqual(['bash', 'zsh', 'fish']);
     // Hidden options are not offered.
     expect(nodes.find((n) => n.path === 'uninstall')?.options.flatMap((o) => o.names)).not.toContain(
@@ -99,6 +104,44 @@ describe('zsh and fish scripts', () => {
       "complete -c agentctl -f -n '__agentctl_at \\'ops\\'' -a 'list' -d 'operations, newest first'",
     );
     expect(script).toMatch(/-n '__agentctl_at \\'update\\'' -l config -r -F -d/);
+  });
+
+  it.skipIf(!has('fish') && !REQUIRED)('fish loads it without a complaint, and it completes', () => {
+    // `fish -n` only parses: a `complete` line fish refuses (-f with -F) shows only when it runs.
+    const dir = mkdtempSync(path.join(os.tmpdir(), 'agentctl-fish-'));
+    const file = path.join(dir, 'agentctl.fish');
+    writeFileSync(file, fishScript(nodes));
+    const complete = (line: string): string =>
+      `complete -C ${JSON.stringify(line)} | string replace -r '\\t.*' ''; echo ==`;
+    const r = spawnSync(
+      'fish',
+      [
+        '--no-config',
+        '-c',
+        [
+          `source ${file}`,
+          complete('agentctl ops l'),
+          complete('agentctl ops list --state ro'),
+          complete('agentctl --vers'),
+          complete('agentctl status --vers'),
+          complete(`agentctl update --config ${path.join(dir, 'agentctl.f')}`),
+        ].join('; '),
+      ],
+      { encoding: 'utf8' },
+    );
+    rmSync(dir, { recursive: true, force: true });
+    expect(r.stderr).toBe('');
+    expect(r.status).toBe(0);
+    expect(r.stdout.split('==\n').map((block) => block.trim())).toEqual([
+      'list',
+      'rolled_back',
+      '--version',
+      // Only agentctl itself takes --version.
+      '',
+      // The value of --config is a file.
+      file,
+      '',
+    ]);
   });
 
   it.skipIf(!has('fish') && !REQUIRED)('fish parses it', () => {
