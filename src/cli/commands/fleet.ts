@@ -8,7 +8,15 @@ type FleetStatus = MethodTypes['fleet.status']['result'];
 /** The human rendering of `fleet.status` (also printed after pause and resume). */
 export function renderFleetStatus(s: FleetStatus, out: Pick<Output, 'paint'>): string {
   const lines: string[] = [];
-  if (!s.present) {
+  // Before the first read of the ConfigMap nothing is known: `present: false` then means "not
+  // read yet", not "no policy", and updates wait in the gate until it is read (docs/fleet.md).
+  const unread = s.synced === false;
+  if (unread) {
+    lines.push(
+      `fleet      ${out.paint('policy not read yet', 'warn')} (ConfigMap ${s.namespace}/agentd-fleet, this node ${s.node}): updates wait in the gate until agentd has read it`,
+    );
+    if (s.policyError !== null) lines.push(`policy     ${out.paint('cannot read', 'bad')}: ${s.policyError}`);
+  } else if (!s.present) {
     lines.push(`fleet      no policy (ConfigMap ${s.namespace}/agentd-fleet absent): updates are not gated`);
   } else {
     const state = s.halted
@@ -18,7 +26,8 @@ export function renderFleetStatus(s: FleetStatus, out: Pick<Output, 'paint'>): s
         : out.paint('rolling', 'good');
     lines.push(`fleet      ${state}  (namespace ${s.namespace}, this node ${s.node})`);
   }
-  if (s.policyError !== null) lines.push(`policy     ${out.paint('not applied', 'bad')}: ${s.policyError}`);
+  if (!unread && s.policyError !== null)
+    lines.push(`policy     ${out.paint('not applied', 'bad')}: ${s.policyError}`);
   const p = s.policy;
   if (p !== null) {
     lines.push(

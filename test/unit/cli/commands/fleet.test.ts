@@ -67,4 +67,22 @@ describe('agentctl fleet status (human)', () => {
     const none = renderFleetStatus({ ...base, present: false, policy: null, slots: [] }, plain);
     expect(none).toContain('no policy (ConfigMap agentd-system/agentd-fleet absent): updates are not gated');
   });
+
+  it('before the policy was read once, says so instead of "no policy"', () => {
+    // What the daemon answers until its first list of the ConfigMap: nothing known yet.
+    const unread = { ...base, synced: false, present: false, policy: null, slots: [] };
+    const text = renderFleetStatus(unread, plain);
+    expect(text).toContain(
+      'fleet      policy not read yet (ConfigMap agentd-system/agentd-fleet, this node worker-07): updates wait in the gate until agentd has read it',
+    );
+    expect(text).not.toContain('no policy');
+    expect(text).not.toContain('not gated');
+    // The reason the read fails so far, as a read error, not as a policy that is not applied.
+    const failing = renderFleetStatus(
+      { ...unread, policyError: 'connect ECONNREFUSED 10.0.0.1:6443' },
+      plain,
+    );
+    expect(failing).toContain('policy     cannot read: connect ECONNREFUSED 10.0.0.1:6443');
+    expect(failing).not.toContain('not applied');
+  });
 });
