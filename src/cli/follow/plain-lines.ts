@@ -40,29 +40,39 @@ export function createPlainLines(now: () => number, taskIntervalMs = TASK_INTERV
   // The last state printed per phase: a snapshot (following started late, or an event was
   // missed between the answer and the subscription) prints only what no line said yet.
   const printed = new Map<string, string>();
-  /** The wait last printed (reason and message), so an unchanged wait prints no new line. */
-  let waitShown: string | null = null;
+  /**
+   * Every wait printed (since, reason and message): an unchanged wait prints no new line, nor
+   * does one that an older snapshot brings back.
+   */
+  const waitsShown = new Set<string>();
   const waitLines = (op: Operation): string[] => {
-    const key = op.wait ? `${op.wait.reason}\u0000${op.wait.message}` : null;
-    if (key === waitShown) return [];
-    waitShown = key;
     if (!op.wait) return [];
+    const key = `${op.wait.since}\u0000${op.wait.reason}\u0000${op.wait.message}`;
+    if (waitsShown.has(key)) return [];
+    waitsShown.add(key);
     const at = Date.parse(op.wait.since) || now();
     return [`${stamp(at)}  waiting: ${op.wait.reason}: ${op.wait.message}`];
   };
-  const phaseLines = (phases: readonly PhaseProgress[]): string[] =>
+  /** `untimed`: the time of a phase the snapshot gives no time for. */
+  const phaseLines = (phases: readonly PhaseProgress[], untimed: number): string[] =>
     phases
       .filter((p) => p.state !== 'pending' && printed.get(p.name) !== p.state)
       .map((p) => {
         printed.set(p.name, p.state);
-        return phaseLine(p, p.finishedAt ?? p.startedAt ?? now());
+        return phaseLine(p, p.finishedAt ?? p.startedAt ?? untimed);
       });
   return {
     lines(change) {
       switch (change.kind) {
         case 'operation': {
           const op = change.operation;
-          const caughtUp = [...phaseLines(change.phases), ...waitLines(op)];
+          // A phase an ended operation never ran may have no time of its own (recovery marks the
+          // phases after the interrupted one skipped): it ended with the operation, not now.
+          const ended = op.finishedAt ? Date.parse(op.finishedAt) : NaN;
+          const caughtUp = [
+            ...phaseLines(change.phases, Number.isNaN(ended) ? now() : ended),
+            ...waitLines(op),
+          ];
           if (op.state === change.previousState) return caughtUp;
           const at = Date.parse(op.finishedAt ?? op.startedAt ?? op.createdAt) || now();
           const route = routeOf(op) ? ` ${routeOf(op)}` : '';

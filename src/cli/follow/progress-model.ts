@@ -45,7 +45,7 @@ const time = (iso: string | null | undefined): number | null => {
   return Number.isNaN(t) ? null : t;
 };
 
-/** pending < running < any final state. */
+/** pending < running < any final state (of an operation, or of a phase: neither goes back). */
 function rank(state: string): number {
   return state === 'pending' ? 0 : state === 'running' ? 1 : 2;
 }
@@ -64,6 +64,9 @@ export class FollowModel {
         if (this.operation && event.operationId !== this.operation.id) return null;
         const at = time(event.at) ?? receivedAt;
         const phase = this.phase(event.phase);
+        // An event sent before the snapshot the follower took after subscribing (it waited in
+        // the stream meanwhile) may say less than the model knows: it changes nothing.
+        if (rank(event.state) < rank(phase.state)) return null;
         phase.state = event.state;
         if (event.state === 'running') phase.startedAt = at;
         else if (event.state !== 'pending') phase.finishedAt = at;
@@ -105,19 +108,36 @@ export class FollowModel {
   /** Take a whole operation (from the stream's snapshot, an operation event or operations.get). */
   applyOperation(op: Operation): ModelChange | null {
     if (this.operation && op.id !== this.operation.id) return null;
-    // Snapshots can arrive out of order (the answer to `update`, the stream's first event and a
-    // late `operation` event of the engine): never let an older one move the state backwards.
-    if (this.operation && rank(op.state) < rank(this.operation.state)) return null;
+    // Snapshots can arrive out of order (the answer to `update` or `operations.get`, the stream's
+    // first event, taken when it was opened, and a late `operation` event of the engine): never
+    // let an older one move the operation or any of its phases backwards.
+    if (this.isOlder(op)) return null;
     const previousState = this.operation?.state ?? null;
     this.operation = op;
     for (const p of op.phases) {
       const phase = this.phase(p.name);
+      // A newer operation state may still list a phase behind what its events said.
+      if (rank(p.state) < rank(phase.state)) continue;
       phase.state = p.state;
       phase.startedAt = time(p.startedAt) ?? phase.startedAt;
       phase.finishedAt = time(p.finishedAt) ?? phase.finishedAt;
       phase.error = p.error?.message ?? phase.error;
     }
     return { kind: 'operation', operation: op, previousState, phases: this.phases };
+  }
+
+  /**
+   * `op` says less than the model knows: an earlier operation state, or the same state with a
+   * phase not as far along as a phase event or an earlier snapshot said.
+   */
+  private isOlder(op: Operation): boolean {
+    if (!this.operation) return false;
+    const ranks = rank(op.state) - rank(this.operation.state);
+    if (ranks !== 0) return ranks < 0;
+    return op.phases.some((p) => {
+      const known = this.phases.find((k) => k.name === p.name);
+      return known !== undefined && rank(p.state) < rank(known.state);
+    });
   }
 
   /** The tasks of a phase that are still moving (for the live display). */

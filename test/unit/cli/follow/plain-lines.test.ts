@@ -120,6 +120,73 @@ describe('createPlainLines', () => {
     ]);
   });
 
+  it('an interrupted operation: its never-run phases end with it, in order, not at the time of following', () => {
+    // As recovery leaves it: the running phase failed, the later ones skipped with no time.
+    const interrupted = makeOperation({
+      state: 'interrupted',
+      finishedAt: iso(9000),
+      error: { code: 'INTERRUPTED', message: 'agentd stopped' },
+      phases: [
+        phase('preflight', 'succeeded', { startedAt: iso(0), finishedAt: iso(1000) }),
+        phase('provision', 'failed', {
+          startedAt: iso(1000),
+          finishedAt: iso(9000),
+          error: { code: 'CANCELLED', message: 'agentd stopped during this phase' },
+        }),
+        phase('verify', 'skipped'),
+      ],
+    });
+    // `agentctl ops wait` an hour later.
+    const plain = createPlainLines(() => T0 + 3_600_000, 5000);
+    const change = new FollowModel().applyOperation(interrupted);
+    expect(change && plain.lines(change)).toEqual([
+      '2026-03-01T12:00:01.000Z  phase preflight succeeded (1.0s)',
+      '2026-03-01T12:00:09.000Z  phase provision failed (8.0s): agentd stopped during this phase',
+      '2026-03-01T12:00:09.000Z  phase verify skipped',
+      '2026-03-01T12:00:09.000Z  update op-1 kube1 → kube2 interrupted: agentd stopped',
+    ]);
+  });
+
+  it('snapshots and events that arrive out of order print each transition once, in order', () => {
+    const slot = (state: 'running' | 'succeeded', wait: boolean) =>
+      makeOperation({
+        phases: [
+          phase('preflight', 'succeeded', { startedAt: iso(0), finishedAt: iso(1000) }),
+          phase('slot', state, {
+            startedAt: iso(1000),
+            ...(state === 'succeeded' ? { finishedAt: iso(3000) } : {}),
+          }),
+          phase('verify'),
+        ],
+        ...(wait ? { wait: { reason: 'WaitingForSlot', message: 'all taken', since: iso(2000) } } : {}),
+      });
+    expect(
+      run([
+        // operations.get after subscribing: the slot phase waits.
+        slot('running', true),
+        // Then what the stream held: its first event, taken when it opened, before preflight
+        // ended; the events since, the wait's among them; then the rest.
+        makeOperation({
+          phases: [phase('preflight', 'running', { startedAt: iso(0) }), phase('slot'), phase('verify')],
+        }),
+        phaseEvent('preflight', 'succeeded', 1000),
+        phaseEvent('slot', 'running', 1000),
+        slot('running', false),
+        slot('running', true),
+        phaseEvent('slot', 'succeeded', 3000),
+        slot('succeeded', false),
+        phaseEvent('verify', 'running', 4000),
+      ]),
+    ).toEqual([
+      '2026-03-01T12:00:00.000Z  update op-1 kube1 → kube2 running',
+      '2026-03-01T12:00:01.000Z  phase preflight succeeded (1.0s)',
+      '2026-03-01T12:00:01.000Z  phase slot running',
+      '2026-03-01T12:00:02.000Z  waiting: WaitingForSlot: all taken',
+      '2026-03-01T12:00:03.000Z  phase slot succeeded (2.0s)',
+      '2026-03-01T12:00:04.000Z  phase verify running',
+    ]);
+  });
+
   it('a drain has no machine route', () => {
     expect(run([makeOperation({ kind: 'drain', from: 'kube1', to: 'kube1', state: 'running' })])).toEqual([
       '2026-03-01T12:00:00.000Z  drain op-1 running',

@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { FollowModel } from '../../../../src/cli/follow/progress-model.js';
-import { T0, makeOperation, phase, phaseEvent, progressEvent } from './fixtures.js';
+import { T0, iso, makeOperation, phase, phaseEvent, progressEvent } from './fixtures.js';
 
 describe('FollowModel', () => {
   it('takes phases from an operation snapshot and times from phase events', () => {
@@ -38,6 +38,34 @@ describe('FollowModel', () => {
     expect(m.applyOperation(makeOperation({ state: 'succeeded' }))).toMatchObject({
       previousState: 'running',
     });
+  });
+
+  it('never moves a phase backwards: an older snapshot of the same state, or an older phase event', () => {
+    const m = new FollowModel();
+    const later = makeOperation({
+      phases: [
+        phase('preflight', 'succeeded', { startedAt: iso(0), finishedAt: iso(1000) }),
+        phase('provision', 'running', { startedAt: iso(1000) }),
+        phase('verify'),
+      ],
+    });
+    const earlier = makeOperation({
+      phases: [phase('preflight', 'running', { startedAt: iso(0) }), phase('provision'), phase('verify')],
+    });
+    m.applyOperation(later);
+    // The stream's first event, taken when it opened, before the snapshot already applied.
+    expect(m.applyOperation(earlier)).toBeNull();
+    expect(m.operation).toBe(later);
+    // An event that waited in the stream meanwhile.
+    expect(m.apply(phaseEvent('preflight', 'running', 0), T0)).toBeNull();
+    expect(m.phases.map((p) => [p.name, p.state])).toEqual([
+      ['preflight', 'succeeded'],
+      ['provision', 'running'],
+      ['verify', 'pending'],
+    ]);
+    // What comes after goes on as usual.
+    expect(m.apply(phaseEvent('provision', 'succeeded', 2000), T0)).toMatchObject({ kind: 'phase' });
+    expect(m.phases[1]).toMatchObject({ state: 'succeeded', finishedAt: T0 + 2000 });
   });
 
   it('ignores events of another operation', () => {
