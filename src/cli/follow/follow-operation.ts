@@ -49,6 +49,8 @@ export async function followOperation(o: FollowOptions): Promise<FollowOutcome> 
     return isFinal(op);
   };
   const latest = (): Operation => model.operation ?? o.operation;
+  /** The model holds a final state (from the stream's last event): nothing read later undoes it. */
+  const ended = (): boolean => model.operation !== null && isFinal(model.operation);
   if (take(o.operation)) return { kind: 'ended', operation: latest() };
 
   // One controller stops everything: the timeout, a detach, or the end of following.
@@ -102,14 +104,22 @@ export async function followOperation(o: FollowOptions): Promise<FollowOutcome> 
         for await (const event of stream) {
           const change = model.apply(event, o.clock.now());
           if (change) o.onChange(change);
-          if (model.operation && isFinal(model.operation)) break;
+          if (ended()) break;
         }
       } finally {
         stop.signal.removeEventListener('abort', close);
         stream.close();
       }
+      if (ended()) {
+        // The stream's final event ended it: operations.get gives the final word, unless its
+        // answer is older than that event (it raced the end; the model keeps the final state)
+        // or does not come (the end is known already).
+        const after = await unlessStopped(o.getOperation(id)).catch(() => 'stopped' as const);
+        if (after !== 'stopped') take(after);
+        return { kind: 'ended', operation: latest() };
+      }
       if (stop.signal.aborted) break;
-      // The final state, or the state after the daemon closed the stream: ask for it.
+      // The daemon closed the stream before the operation ended: ask for its state.
       const after = await unlessStopped(o.getOperation(id));
       if (after === 'stopped') break;
       if (take(after)) return { kind: 'ended', operation: latest() };

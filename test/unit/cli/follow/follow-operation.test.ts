@@ -88,6 +88,30 @@ describe('followOperation', () => {
     expect(h.options.model.phases.find((p) => p.name === 'provision')?.state).toBe('pending');
   });
 
+  it('the final event stands when the status read after it is older (it raced the end)', async () => {
+    const stream = fakeStream([{ type: 'operation', operation: succeeded }], false);
+    // The read after subscribing, then the one after the final event: both still say running.
+    const h = harness({ streams: [async () => stream], gets: [running, running] });
+    expect(await followOperation(h.options)).toEqual({ kind: 'ended', operation: succeeded });
+    expect(h.calls).toEqual(['open', 'get', 'get']);
+    expect(h.options.model.operation).toBe(succeeded);
+    const states = h.changes.flatMap((c) => (c.kind === 'operation' ? [c.operation.state] : []));
+    expect(states.at(-1)).toBe('succeeded');
+  });
+
+  it('the final event stands when the status read after it fails', async () => {
+    let gets = 0;
+    const h = harness({
+      streams: [async () => fakeStream([{ type: 'operation', operation: succeeded }], false)],
+      getOperation: async () => {
+        gets += 1;
+        if (gets > 1) throw new DaemonUnreachableError('/x.sock', 'other', 'closed without answering');
+        return running;
+      },
+    });
+    expect(await followOperation(h.options)).toEqual({ kind: 'ended', operation: succeeded });
+  });
+
   it('an operation that is already final is not followed at all', async () => {
     const h = harness({ operation: succeeded });
     expect(await followOperation(h.options)).toEqual({ kind: 'ended', operation: succeeded });
