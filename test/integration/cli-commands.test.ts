@@ -198,6 +198,17 @@ describe('update', () => {
     const wait = await ctl('ops', 'wait', id ?? '');
     expect(wait.code, wait.stderr).toBe(0);
   });
+
+  it('--detach of an update with nothing to change (it ends at once): still the id alone on stdout', async () => {
+    const r = await ctl('update', '--detach');
+    expect(r.code, r.stderr).toBe(0);
+    expect(r.stdout).toMatch(/^op-\S+\n$/);
+    const id = r.stdout.trim();
+    expect(r.stderr).toContain(`update ${id}  succeeded`);
+    expect(r.stderr).toContain('nothing to change');
+    const { value } = await json('ops', 'get', id);
+    expect(value).toMatchObject({ id, state: 'succeeded', result: { changed: false } });
+  });
 });
 
 describe('ops', () => {

@@ -9,6 +9,7 @@ import {
   resumeCommand,
   type InterruptGuard,
 } from '../follow/follow-command.js';
+import { firstLine } from '../output.js';
 import { renderOperation, renderPlan } from '../render/operation.js';
 import { isFinal, type Operation } from '../types.js';
 
@@ -122,20 +123,24 @@ async function startAndReport(
     if (op.state === 'failed') throw new CliExit(EXIT.FAILED);
     return;
   }
-  if (isFinal(op)) {
-    // Nothing to follow: a no-op (same config), or the operation of an idempotency key seen before.
-    return followAndReport(ctx, op, { interrupt });
-  }
   if (flags.detach) {
     // stdout is the id alone, so that `id=$(agentctl update --detach)` works; the rest is stderr.
+    // Also when the operation has ended already (a no-op: same config), with its exit code.
     ctx.out.result(op, () => op.id);
     if (!ctx.out.json) {
+      const text = renderOperation(op, ctx.out.paint, now());
       ctx.out.info(
-        `${renderOperation(op, ctx.out.paint, now()).split('\n')[0]}; follow it with: ${resumeCommand(ctx, op.id)}`,
+        isFinal(op) ? text : `${text.split('\n')[0]}; follow it with: ${resumeCommand(ctx, op.id)}`,
       );
+    }
+    if (isFinal(op) && op.state !== 'succeeded') {
+      ctx.out.error(`${op.kind} ${op.id} ${op.state}${op.error ? `: ${firstLine(op.error.message)}` : ''}`);
+      throw new CliExit(EXIT.FAILED);
     }
     return;
   }
+  // An operation that has ended already (a no-op: same config, or the operation of an
+  // idempotency key seen before) is only reported.
   await followAndReport(ctx, op, { interrupt });
 }
 
