@@ -1,9 +1,12 @@
 /** `agentctl update`: start an update and follow it to its end (or print the plan, or detach). */
+import { formatDuration } from '../../config/duration.js';
 import { RpcError } from '../../rpc/client.js';
+import { DaemonUnreachableError } from '../../rpc/http-transport.js';
 import { readConfigFile } from '../config-file.js';
 import type { CliContext } from '../context.js';
 import { CliError, CliExit, EXIT } from '../exit-codes.js';
 import {
+  agentctlCommand,
   followAndReport,
   guardInterrupt,
   resumeCommand,
@@ -99,6 +102,8 @@ async function startAndReport(
   try {
     op = await ctx.callUntyped<Operation>('update', params);
   } catch (err) {
+    if (!flags.dryRun && err instanceof DaemonUnreachableError && err.reason === 'timeout')
+      throw unansweredInTime(ctx, err);
     throw withFlagNames(err, flags.config !== undefined);
   }
   // Ctrl-C while the request was in flight: the operator did not want it to start, so the new
@@ -142,6 +147,22 @@ async function startAndReport(
   // An operation that has ended already (a no-op: same config, or the operation of an
   // idempotency key seen before) is only reported.
   await followAndReport(ctx, op, { interrupt });
+}
+
+/** How to find an update agentctl did not get the id of, and follow or cancel it. */
+function howToCheck(ctx: CliContext): string {
+  return `see it with: ${agentctlCommand(ctx, 'ops list')}, then follow it with: ${agentctlCommand(ctx, 'ops wait <id>')} (or cancel it: ${agentctlCommand(ctx, 'ops cancel <id>')})`;
+}
+
+/** --timeout passed before agentd answered the update request: it may have started all the same. */
+function unansweredInTime(ctx: CliContext, err: DaemonUnreachableError): CliError {
+  const dialled = err.socketPath || ctx.options.socket;
+  const limit = ctx.options.timeoutMs === undefined ? '' : ` (${formatDuration(ctx.options.timeoutMs)})`;
+  return new CliError(
+    EXIT.TIMEOUT,
+    `agentd on ${dialled} did not answer the update request within --timeout${limit}; the update may have started on the daemon all the same: ${howToCheck(ctx)}`,
+    { code: 'TIMEOUT', socket: dialled, reason: err.reason, mayHaveStarted: true },
+  );
 }
 
 /** Ctrl-C before the update request was sent: exit as interrupted, nothing started. */

@@ -16,11 +16,16 @@ import { createLiveView } from './live-view.js';
 import { createPlainLines } from './plain-lines.js';
 import { FollowModel } from './progress-model.js';
 
-/** The command that picks following up again (naming the socket when it is not the default). */
-export function resumeCommand(ctx: CliContext, id: string): string {
+/** An agentctl command line for the operator, naming the socket when it is not the default. */
+export function agentctlCommand(ctx: CliContext, args: string): string {
   const socket =
     ctx.options.socket === defaultSocket(ctx.env, ctx.cwd) ? '' : ` --socket ${ctx.options.socket}`;
-  return `agentctl${socket} ops wait ${id}`;
+  return `agentctl${socket} ${args}`;
+}
+
+/** The command that picks following up again. */
+export function resumeCommand(ctx: CliContext, id: string): string {
+  return agentctlCommand(ctx, `ops wait ${id}`);
 }
 
 function display(ctx: CliContext, model: FollowModel): { onChange: ChangeSink; finish(): void } {

@@ -1,0 +1,110 @@
+/**
+ * `agentctl update` while agentd has not answered its request (src/cli/commands/update.ts): the
+ * request is in flight, there is no operation id yet, and the update may have started. agentctl
+ * runs in this process against a unix socket that takes the request and never answers.
+ */
+import { mkdtemp, rm } from 'node:fs/promises';
+import net from 'node:net';
+import os from 'node:os';
+import path from 'node:path';
+import { PassThrough } from 'node:stream';
+import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { runCli } from '../../../../src/cli/main.js';
+import { systemClock } from '../../../../src/host/clock.js';
+import { recordingStream } from '../../../support/cli.js';
+
+interface Silent {
+  socket: string;
+  /** Resolves once a request naming `method` has arrived. */
+  received(method: string): Promise<void>;
+  close(): Promise<void>;
+}
+
+/** A socket that reads every request and answers none. */
+async function silentDaemon(dir: string): Promise<Silent> {
+  const socket = path.join(dir, 'silent.sock');
+  const conns = new Set<net.Socket>();
+  let seen = '';
+  const waiting: { method: string; resolve: () => void }[] = [];
+  const server = net.createServer((c) => {
+    conns.add(c);
+    c.on('data', (chunk: Buffer) => {
+      seen += chunk.toString('utf8');
+      for (const w of waiting.filter((x) => seen.includes(`"method":"${x.method}"`))) w.resolve();
+    });
+    c.on('error', () => undefined);
+  });
+  await new Promise<void>((resolve) => server.listen(socket, resolve));
+  return {
+    socket,
+    received: (method) =>
+      seen.includes(`"method":"${method}"`)
+        ? Promise.resolve()
+        : new Promise((resolve) => waiting.push({ method, resolve })),
+    close: async () => {
+      for (const c of conns) c.destroy();
+      await new Promise<void>((resolve) => server.close(() => resolve()));
+    },
+  };
+}
+
+let dir: string;
+let daemon: Silent;
+beforeEach(async () => {
+  dir = await mkdtemp(path.join(os.tmpdir(), 'agentctl-update-'));
+  daemon = await silentDaemon(dir);
+});
+afterEach(async () => {
+  await daemon.close();
+  await rm(dir, { recursive: true, force: true });
+});
+
+/** Run agentctl; `interrupts` receives its Ctrl-C handler (the last one it installed). */
+function agentctl(args: string[], interrupts: { fire?: () => void } = {}) {
+  const stdout = recordingStream();
+  const stderr = recordingStream();
+  const proc = {
+    stdin: new PassThrough(),
+    clock: systemClock,
+    onInterrupt(handler: () => void) {
+      interrupts.fire = handler;
+      return () => undefined;
+    },
+  };
+  const done = runCli(['node', 'agentctl', '--socket', daemon.socket, ...args], {
+    env: {},
+    cwd: dir,
+    stdout,
+    stderr,
+    proc,
+  }).then((code) => ({ code, stdout: stdout.text(), stderr: stderr.text() }));
+  return { done, stderr: () => stderr.text() };
+}
+
+describe('agentctl update --timeout, when agentd does not answer the request in time', () => {
+  it('says the update may have started and how to find it; exit 5', async () => {
+    const r = await agentctl(['--timeout', '200ms', 'update', '--image', 'r/i:2']).done;
+    expect(r.code).toBe(5);
+    expect(r.stderr).toContain(
+      `agentd on ${daemon.socket} did not answer the update request within --timeout (200ms); the update may have started on the daemon all the same`,
+    );
+    expect(r.stderr).toContain(`see it with: agentctl --socket ${daemon.socket} ops list`);
+    expect(r.stderr).toContain(`follow it with: agentctl --socket ${daemon.socket} ops wait <id>`);
+  });
+
+  it('--json: mayHaveStarted: true in the error', async () => {
+    const r = await agentctl(['update', '--image', 'r/i:2', '--timeout', '200ms', '--json']).done;
+    expect(r.code).toBe(5);
+    expect(JSON.parse(r.stdout)).toMatchObject({
+      error: { code: 'TIMEOUT', exitCode: 5, mayHaveStarted: true, socket: daemon.socket },
+    });
+  });
+
+  it('a dry run starts nothing: the usual timeout error', async () => {
+    const r = await agentctl(['--json', '--timeout', '200ms', 'update', '--dry-run']).done;
+    expect(r.code).toBe(5);
+    const { error } = JSON.parse(r.stdout) as { error: Record<string, unknown> };
+    expect(error).toMatchObject({ code: 'TIMEOUT' });
+    expect(error).not.toHaveProperty('mayHaveStarted');
+  });
+});
