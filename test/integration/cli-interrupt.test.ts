@@ -132,6 +132,10 @@ describe('agentctl and Ctrl-C, and a daemon lost while following', () => {
     expect(proxy.methods.slice(0, 3)).toEqual(['update', 'operations.cancel', 'operations.wait']);
     const printed = JSON.parse(r.stdout) as Op;
     expect(printed.state).toBe('cancelled');
+    // Said at the Ctrl-C, before the answer came; then what became of the update.
+    expect(r.stderr).toContain(
+      'interrupted: agentd has not answered the update request yet; waiting for its answer to cancel the update it may have started',
+    );
     expect(r.stderr).toContain(
       `interrupted: cancelled update ${printed.id} as it started; nothing was changed`,
     );

@@ -99,12 +99,27 @@ async function startAndReport(
   let op: Operation;
   // Ctrl-C before the request went out: nothing was started.
   if (interrupt.signal.aborted) throw interruptedBeforeStart(ctx);
+  // Ctrl-C while the request is in flight: say at once what happens, since the answer (with the
+  // operation's id) may be slow to come; a second Ctrl-C stops waiting for it. A dry run changes
+  // nothing: there the first one does.
+  const onInterrupt = (): void =>
+    ctx.out.info(
+      'interrupted: agentd has not answered the update request yet; waiting for its answer to cancel the update it may have started (Ctrl-C again to stop waiting: the update may then go on)',
+    );
+  if (!flags.dryRun) interrupt.signal.addEventListener('abort', onInterrupt, { once: true });
+  const request = ctx.callUntyped<Operation>('update', params);
+  // Its failure matters only while agentctl waits for it (the race below).
+  request.catch(() => undefined);
   try {
-    op = await ctx.callUntyped<Operation>('update', params);
+    const answer = await Promise.race([request, interrupt.pressed(flags.dryRun ? 1 : 2).then(() => null)]);
+    if (answer === null) throw flags.dryRun ? interruptedDryRun(ctx) : stoppedWaiting(ctx);
+    op = answer;
   } catch (err) {
     if (!flags.dryRun && err instanceof DaemonUnreachableError && err.reason === 'timeout')
       throw unansweredInTime(ctx, err);
     throw withFlagNames(err, flags.config !== undefined);
+  } finally {
+    interrupt.signal.removeEventListener('abort', onInterrupt);
   }
   // Ctrl-C while the request was in flight: the operator did not want it to start, so the new
   // operation is cancelled (it undoes what little it did); past its point of no return it is
@@ -163,6 +178,21 @@ function unansweredInTime(ctx: CliContext, err: DaemonUnreachableError): CliErro
     `agentd on ${dialled} did not answer the update request within --timeout${limit}; the update may have started on the daemon all the same: ${howToCheck(ctx)}`,
     { code: 'TIMEOUT', socket: dialled, reason: err.reason, mayHaveStarted: true },
   );
+}
+
+/** A second Ctrl-C before agentd answered the update request: stop waiting for its answer. */
+function stoppedWaiting(ctx: CliContext): CliError {
+  return new CliError(
+    EXIT.DETACHED,
+    `interrupted before agentd answered the update request; the update may have started on the daemon and go on: ${howToCheck(ctx)}`,
+    { code: 'INTERRUPTED', mayHaveStarted: true },
+  );
+}
+
+/** Ctrl-C before agentd answered a dry run: it changes nothing, so agentctl stops at once. */
+function interruptedDryRun(ctx: CliContext): CliExit {
+  ctx.out.info('interrupted; a dry run changes nothing');
+  return new CliExit(EXIT.DETACHED);
 }
 
 /** Ctrl-C before the update request was sent: exit as interrupted, nothing started. */

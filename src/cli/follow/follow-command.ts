@@ -46,7 +46,10 @@ function display(ctx: CliContext, model: FollowModel): { onChange: ChangeSink; f
 
 /** Ctrl-C turned into an abort signal (a detach) for as long as the guard is in place. */
 export interface InterruptGuard {
+  /** Aborted at the first Ctrl-C. */
   signal: AbortSignal;
+  /** Resolves once Ctrl-C has been pressed `times` times in all while the guard is in place. */
+  pressed(times: number): Promise<void>;
   dispose(): void;
 }
 
@@ -57,8 +60,22 @@ export interface InterruptGuard {
  */
 export function guardInterrupt(ctx: CliContext): InterruptGuard {
   const controller = new AbortController();
-  const remove = ctx.proc.onInterrupt(() => controller.abort());
-  return { signal: controller.signal, dispose: remove };
+  let presses = 0;
+  const waiting: { times: number; resolve: () => void }[] = [];
+  const remove = ctx.proc.onInterrupt(() => {
+    presses += 1;
+    controller.abort();
+    for (const w of waiting.filter((x) => x.times <= presses)) {
+      waiting.splice(waiting.indexOf(w), 1);
+      w.resolve();
+    }
+  });
+  return {
+    signal: controller.signal,
+    pressed: (times) =>
+      presses >= times ? Promise.resolve() : new Promise((resolve) => waiting.push({ times, resolve })),
+    dispose: remove,
+  };
 }
 
 export interface FollowCommandOptions {

@@ -108,3 +108,46 @@ describe('agentctl update --timeout, when agentd does not answer the request in 
     expect(error).not.toHaveProperty('mayHaveStarted');
   });
 });
+
+describe('Ctrl-C before agentd answered the update request', () => {
+  it('says at once that it waits for the answer; a second Ctrl-C stops waiting: exit 130', async () => {
+    const ctrlC: { fire?: () => void } = {};
+    const run = agentctl(['update', '--image', 'r/i:2'], ctrlC);
+    await daemon.received('update');
+    ctrlC.fire?.();
+    // Said at once, with no answer from agentd.
+    expect(run.stderr()).toContain(
+      'interrupted: agentd has not answered the update request yet; waiting for its answer to cancel the update it may have started (Ctrl-C again to stop waiting',
+    );
+    ctrlC.fire?.();
+    const r = await run.done;
+    expect(r.code).toBe(130);
+    expect(r.stderr).toContain(
+      'agentctl: interrupted before agentd answered the update request; the update may have started on the daemon and go on: see it with: agentctl --socket',
+    );
+    expect(r.stdout).toBe('');
+  });
+
+  it('--json: one JSON value, mayHaveStarted: true', async () => {
+    const ctrlC: { fire?: () => void } = {};
+    const run = agentctl(['--json', 'update', '--image', 'r/i:2'], ctrlC);
+    await daemon.received('update');
+    ctrlC.fire?.();
+    ctrlC.fire?.();
+    const r = await run.done;
+    expect(r.code).toBe(130);
+    expect(JSON.parse(r.stdout)).toMatchObject({
+      error: { code: 'INTERRUPTED', exitCode: 130, mayHaveStarted: true },
+    });
+  });
+
+  it('a dry run changes nothing: the first Ctrl-C ends it', async () => {
+    const ctrlC: { fire?: () => void } = {};
+    const run = agentctl(['update', '--dry-run'], ctrlC);
+    await daemon.received('update');
+    ctrlC.fire?.();
+    const r = await run.done;
+    expect(r.code).toBe(130);
+    expect(r.stderr).toContain('interrupted; a dry run changes nothing');
+  });
+});
