@@ -19,7 +19,7 @@ export const EXIT_MEANINGS: Record<keyof typeof EXIT, string> = {
   RETRY:
     'try again: the daemon is still recovering after a start (UNAVAILABLE) or is shutting down (DRAINING); nothing was done',
   DETACHED:
-    'interrupted (Ctrl-C, 128 + SIGINT): while following an operation, agentctl detached and the operation keeps running; before `update` had started it, nothing was started (an operation created meanwhile is cancelled at once)',
+    'interrupted (Ctrl-C, 128 + SIGINT): while following an operation, agentctl detached and the operation keeps running; before agentd answered `update`, agentctl waits for the answer to cancel what it started; a second Ctrl-C stops waiting, and the update may have started (`INTERRUPTED`)',
 };
 
 /** The `error.code` values agentctl gives itself with this exit code (src/cli/exit-codes.ts). */

@@ -38,6 +38,7 @@ export const CLI_ERROR_CODES = {
   PID_FILE_UNREADABLE: EXIT.FAILED,
   PERMISSION_DENIED: EXIT.FAILED,
   INTERNAL: EXIT.FAILED,
+  INTERRUPTED: EXIT.DETACHED,
 } as const satisfies Record<string, ExitCode>;
 export type CliErrorCode = keyof typeof CLI_ERROR_CODES;
 
