@@ -2,9 +2,11 @@
  * The release artifacts (`npm run release`: tarball, .deb, SHA256SUMS) for the tests that
  * install them — the release system test and the real-host suite — built once per set of inputs
  * and shared between test processes. The cache key is a digest of everything the release is
- * made of (the bundles in dist/, scripts/release/, the unit, deploy/, docs/, README, LICENSE,
- * package.json), so a changed input never gets yesterday's artifacts. Built from the bundles
- * `npm test` / `npm run test:host` built, without rebuilding them under running tests.
+ * made of (`RELEASE_INPUTS`: the bundles in dist/, src/ they and the release's embedding code come
+ * from, scripts/release/, the unit, deploy/, docs/ with the man pages, openapi/, examples/,
+ * README, LICENSE, package.json), so a changed input never gets yesterday's artifacts (the
+ * release system test checks that the list covers what the release reads and ships). Built from
+ * the bundles `npm test` / `npm run test:host` built, without rebuilding them under running tests.
  */
 import { createHash } from 'node:crypto';
 import { existsSync } from 'node:fs';
@@ -16,7 +18,8 @@ import { release, type ReleaseResult } from '../../scripts/release/release.js';
 import { buildOnce } from './build-lock.js';
 
 const REPO = fileURLToPath(new URL('../../', import.meta.url));
-const INPUTS = [
+/** Every file and folder (repository-relative) the release artifacts are made from. */
+export const RELEASE_INPUTS = [
   'dist/agentd.cjs',
   'dist/agentctl.cjs',
   'dist/agentctl-libs.cjs',
@@ -24,29 +27,34 @@ const INPUTS = [
   'dist/sink-worker.cjs',
   'dist/load-bundle.cjs',
   'scripts/release',
-  // RUNTIME_FLAGS and the code caches' making; the embedded files' format.
+  // RUNTIME_FLAGS and the code caches' making.
   'scripts/build.ts',
-  'src/embedded.ts',
+  // The sources of the bundles above, and the embedded files' format (src/embedded.ts).
+  'src',
   'systemd',
   'deploy',
   'docs',
+  'openapi',
+  'examples',
   'README.md',
   'LICENSE',
   'package.json',
 ];
 
-async function* files(p: string): AsyncGenerator<string> {
-  if ((await stat(p)).isDirectory()) {
+/** Each file under `p` with its mode (the executable bit of a shipped script is part of it). */
+async function* files(p: string): AsyncGenerator<[string, number]> {
+  const s = await stat(p);
+  if (s.isDirectory()) {
     for (const e of (await readdir(p)).sort()) yield* files(path.join(p, e));
-  } else yield p;
+  } else yield [p, s.mode & 0o7777];
 }
 
 async function inputsDigest(): Promise<string> {
   const hash = createHash('sha256');
-  for (const input of INPUTS) {
-    for await (const f of files(path.join(REPO, input))) {
+  for (const input of RELEASE_INPUTS) {
+    for await (const [f, mode] of files(path.join(REPO, input))) {
       hash
-        .update(`${path.relative(REPO, f)}\0`)
+        .update(`${path.relative(REPO, f)}\0${mode.toString(8)}\0`)
         .update(await readFile(f))
         .update('\0');
     }

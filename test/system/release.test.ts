@@ -3,8 +3,9 @@
  * the executable runs as agentd and (through its symlink) as agentctl with an empty environment,
  * install.sh installs idempotently and restarts only on change, and the .deb's maintainer scripts
  * behave on install, upgrade, remove and purge under the real dpkg (into a temp root, with a
- * `systemctl` stand-in that records its calls). The real-systemd suite installs the same
- * artifacts on a real host. Needs tar, dpkg, dpkg-deb and openssl, and the Node runtime (cached after the
+ * `systemctl` stand-in that records its calls). The artifacts are
+ * test/support/release.ts's, built once per set of inputs and shared with the real-systemd suite,
+ * which installs them on a real host. Needs tar, dpkg, dpkg-deb and openssl, and the Node runtime (cached after the
  * first run, fetched from the npm registry otherwise); skips without them unless
  * AGENTD_REQUIRE_SYSTEM_TESTS=1.
  */
@@ -16,10 +17,11 @@ import { chmod, copyFile, mkdir, readFile, readlink, rm, stat, truncate, writeFi
 import { availableParallelism } from 'node:os';
 import path from 'node:path';
 import { promisify } from 'node:util';
+import { build } from 'esbuild';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { RUNTIME_FLAGS } from '../../scripts/build.js';
 import { ensureNodeRuntime } from '../../scripts/release/node-runtime.js';
-import { release, type ReleaseResult } from '../../scripts/release/release.js';
+import type { ReleaseResult } from '../../scripts/release/release.js';
 import { openEmbedded } from '../../src/embedded.js';
 import {
   DOWNLOAD_WORKER_UNAVAILABLE,
@@ -30,6 +32,7 @@ import { startMirror } from '../../src/sim/mirror/index.js';
 import { createOciImage } from '../../src/sim/mirror/oci-image.js';
 import { REPO_ROOT, makeTempDir } from '../support/daemon.js';
 import { mirrorAgentConfig, startSimDaemon, updateAndWait } from '../support/provision-fixtures.js';
+import { RELEASE_INPUTS, ensureRelease } from '../support/release.js';
 import { makeTestCa } from '../support/test-ca.js';
 
 const run = promisify(execFile);
@@ -65,20 +68,19 @@ describe.skipIf(!available && !required)('npm run release', () => {
     PATH: `${bin}:${process.env.PATH}`,
   });
 
-  let out: string | undefined;
   beforeAll(async () => {
-    out = await makeTempDir('agentd-release-out-');
-    // The bundles as `npm test` built them: bundling again would rewrite dist/ under the test
-    // daemons other files start from it meanwhile (one started from a half-written bundle and
-    // exited with "run is not a function"). The bundling itself is `npm run build`'s.
-    r = await release({ outDir: out, skipBundle: true });
+    // `release()` from the bundles as `npm test` built them (bundling again would rewrite dist/
+    // under the test daemons other files start from it meanwhile: one started from a half-written
+    // bundle and exited with "run is not a function"), built once per set of inputs and shared
+    // with the real-host suite (test/support/release.ts; its key is checked below).
+    r = await ensureRelease();
     unpacked = await makeTempDir('agentd-release-unpacked-');
     await run('tar', ['-xzf', r.tarball, '-C', unpacked]);
     dir = path.join(unpacked, `agentd-${r.version}-linux-x64`);
   }, 600_000);
-  // Made in beforeAll, outside any test: makeTempDir leaves them to us.
+  // Made in beforeAll, outside any test: makeTempDir leaves it to us.
   afterAll(async () => {
-    for (const d of [out, unpacked]) if (d) await rm(d, { recursive: true, force: true });
+    if (unpacked) await rm(unpacked, { recursive: true, force: true });
   });
 
   it('writes the tarball, the .deb and SHA256SUMS that verify', async () => {
@@ -113,6 +115,46 @@ describe.skipIf(!available && !required)('npm run release', () => {
       expect(entries).toContain(want);
     }
     expect(await readlink(path.join(dir, 'agentctl'))).toBe('agentd');
+  });
+
+  it('builds the shared artifacts from a key that covers every input of the release', async () => {
+    const covered = (file: string): boolean =>
+      RELEASE_INPUTS.some((input) => file === input || file.startsWith(`${input}/`));
+    // Every file of the repository the release's code imports.
+    const { metafile } = await build({
+      absWorkingDir: REPO_ROOT,
+      entryPoints: ['scripts/release/release.ts'],
+      bundle: true,
+      write: false,
+      metafile: true,
+      platform: 'node',
+      format: 'esm',
+      packages: 'external',
+      logLevel: 'silent',
+    });
+    const imported = Object.keys(metafile.inputs);
+    expect(imported).toContain('src/embedded.ts');
+    expect(imported.filter((f) => !covered(f))).toEqual([]);
+    // Every file the tarball ships from the repository, with its content as in the repository.
+    const { stdout } = await run('tar', ['-tzf', r.tarball]);
+    const shipped = stdout
+      .trim()
+      .split('\n')
+      .map((e) => e.replace(/^[^/]+\//, ''))
+      .filter((e) => e !== '' && !e.endsWith('/') && e !== 'agentd' && e !== 'agentctl');
+    const source = (entry: string): string =>
+      entry === 'install.sh'
+        ? 'scripts/release/install.sh'
+        : entry.startsWith('man/')
+          ? `docs/${entry}`
+          : entry;
+    expect(shipped.length).toBeGreaterThan(10);
+    expect(shipped.map(source).filter((f) => !covered(f))).toEqual([]);
+    for (const entry of shipped) {
+      expect(await readFile(path.join(dir, entry)), entry).toEqual(
+        await readFile(path.join(REPO_ROOT, source(entry))),
+      );
+    }
   });
 
   it("runs with V8 flags its runtime leaves out of the code caches' flag hash, so Node's built-in cache is used", async () => {
