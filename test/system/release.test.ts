@@ -10,6 +10,7 @@
  * AGENTD_REQUIRE_SYSTEM_TESTS=1.
  */
 import { execFile } from 'node:child_process';
+import { existsSync } from 'node:fs';
 import https from 'node:https';
 import type { AddressInfo } from 'node:net';
 import { randomBytes } from 'node:crypto';
@@ -45,18 +46,79 @@ const available =
   (await have('dpkg-deb')) && (await have('dpkg')) && (await have('tar')) && (await have('openssl'));
 const required = process.env.AGENTD_REQUIRE_SYSTEM_TESTS === '1';
 
-/** A directory with a `systemctl` that appends its arguments to `calls` and answers is-active from `active`. */
-async function fakeSystemctl(dir: string): Promise<{ bin: string; calls: () => Promise<string[]> }> {
+// The .deb's maintainer scripts use init-system-helpers (Essential on Debian).
+const debHelpers = (await have('deb-systemd-helper')) && (await have('deb-systemd-invoke'));
+
+/** The .deb's unit, and the link that enables it (systemctl enable and deb-systemd-helper make it). */
+const UNIT_PATH = '/usr/lib/systemd/system/agentd.service';
+const WANTS_LINK = 'etc/systemd/system/multi-user.target.wants/agentd.service';
+
+interface FakeSystemctl {
+  bin: string;
+  /** Every call's arguments, as given. */
+  calls(): Promise<string[]>;
+  /** The calls that change something (no is-active/is-enabled), without options, since the last `take`. */
+  take(): Promise<string[]>;
+  /** agentd runs (`<dir>/active` exists). */
+  active(): boolean;
+}
+
+/**
+ * A directory with a `systemctl` stand-in that appends its arguments to `calls` and keeps the
+ * state the scripts act on: agentd runs while `<dir>/active` exists (start and restart make it,
+ * stop removes it), and is enabled while its multi-user.target.wants link under `root` exists,
+ * where deb-systemd-helper makes it too (enable and disable make and remove it; `--now` also
+ * starts or stops).
+ */
+async function fakeSystemctl(dir: string, root = dir): Promise<FakeSystemctl> {
   const bin = path.join(dir, 'bin');
   await mkdir(bin, { recursive: true });
   const log = path.join(dir, 'calls');
+  const active = path.join(dir, 'active');
+  const wants = path.join(root, WANTS_LINK);
   await writeFile(log, '');
   await writeFile(
     path.join(bin, 'systemctl'),
-    `#!/bin/sh\necho "$*" >> '${log}'\nif [ "$1" = is-active ]; then [ -e '${dir}/active' ]; exit $?; fi\nexit 0\n`,
+    [
+      '#!/bin/sh',
+      `echo "$*" >> '${log}'`,
+      'verb=; now=',
+      'for a in "$@"; do',
+      '  case "$a" in --now) now=1 ;; -*) ;; *) [ -n "$verb" ] || verb=$a ;; esac',
+      'done',
+      'case "$verb" in',
+      `  is-active) [ -e '${active}' ]; exit $? ;;`,
+      `  is-enabled) if [ -L '${wants}' ]; then echo enabled; else echo disabled; exit 1; fi ;;`,
+      `  start | restart) touch '${active}' ;;`,
+      `  stop) rm -f '${active}' ;;`,
+      `  enable) mkdir -p '${path.dirname(wants)}'; ln -sfn ${UNIT_PATH} '${wants}'; [ -z "$now" ] || touch '${active}' ;;`,
+      `  disable) rm -f '${wants}'; [ -z "$now" ] || rm -f '${active}' ;;`,
+      'esac',
+      'exit 0',
+      '',
+    ].join('\n'),
   );
   await chmod(path.join(bin, 'systemctl'), 0o755);
-  return { bin, calls: async () => (await readFile(log, 'utf8')).split('\n').filter(Boolean) };
+  const calls = async (): Promise<string[]> => (await readFile(log, 'utf8')).split('\n').filter(Boolean);
+  let taken = 0;
+  return {
+    bin,
+    calls,
+    async take() {
+      const all = await calls();
+      const fresh = all.slice(taken);
+      taken = all.length;
+      return fresh
+        .map((c) =>
+          c
+            .split(' ')
+            .filter((a) => !a.startsWith('-') || a === '--now')
+            .join(' '),
+        )
+        .filter((c) => !/^is-(active|enabled)\b/.test(c));
+    },
+    active: () => existsSync(active),
+  };
 }
 
 describe.skipIf(!available && !required)('npm run release', () => {
@@ -418,58 +480,174 @@ describe.skipIf(!available && !required)('npm run release', () => {
     expect(info.stdout).toBe(`Package: agentd\nVersion: ${r.version}\nArchitecture: amd64\n`);
   });
 
-  it('the .deb installs, upgrades, removes and purges cleanly with the real dpkg', async () => {
+  /** A temp root for dpkg (`--root`), with systemd running there or not. */
+  async function dpkgRoot(o: { systemd: boolean }) {
     const work = await makeTempDir('agentd-dpkg-');
     const root = path.join(work, 'root');
-    for (const d of ['var/lib/dpkg/info', 'var/lib/dpkg/updates', 'run/systemd/system']) {
+    for (const d of [
+      'var/lib/dpkg/info',
+      'var/lib/dpkg/updates',
+      ...(o.systemd ? ['run/systemd/system'] : []),
+    ]) {
       await mkdir(path.join(root, d), { recursive: true });
     }
     await writeFile(path.join(root, 'var/lib/dpkg/status'), '');
-    const sd = await fakeSystemctl(work);
-    // Scripts run without chroot (DPKG_ROOT tells them the root); the temp root has no systemd
-    // packages to satisfy Depends.
+    const sd = await fakeSystemctl(work, root);
+    const env = envWith(sd.bin);
+    // Scripts run without chroot (DPKG_ROOT tells them, and deb-systemd-helper, the root); the
+    // temp root has no systemd packages to satisfy Depends.
     const dpkg = (...args: string[]) =>
       run(
         'dpkg',
         [`--root=${root}`, '--force-script-chrootless', '--force-depends', '--force-not-root', ...args],
         {
-          env: envWith(sd.bin),
+          env,
         },
       );
+    const enabled = (): Promise<boolean> =>
+      readlink(path.join(root, WANTS_LINK)).then(
+        (target) => target === UNIT_PATH,
+        () => false,
+      );
+    return { root, sd, env, dpkg, enabled };
+  }
 
-    await dpkg('-i', r.deb);
-    const unit = await readFile(path.join(root, 'usr/lib/systemd/system/agentd.service'), 'utf8');
-    expect(unit).toContain('ExecStart=/usr/bin/agentd\n');
-    expect((await run(path.join(root, 'usr/bin/agentd'), ['--version'], { env: {} })).stdout.trim()).toBe(
-      r.version,
-    );
-    expect(await sd.calls()).toEqual(['daemon-reload', 'enable --now agentd.service']);
+  it.skipIf(!debHelpers && !required)(
+    'the .deb installs, upgrades, removes and purges cleanly with the real dpkg',
+    async () => {
+      const { root, sd, dpkg, enabled } = await dpkgRoot({ systemd: true });
 
-    await dpkg('-i', r.deb); // an upgrade (to the same version): restart only if it runs
-    expect((await sd.calls()).slice(2)).toEqual(['daemon-reload', 'try-restart agentd.service']);
+      await dpkg('-i', r.deb);
+      const unit = await readFile(path.join(root, 'usr/lib/systemd/system/agentd.service'), 'utf8');
+      expect(unit).toContain('ExecStart=/usr/bin/agentd\n');
+      expect((await run(path.join(root, 'usr/bin/agentd'), ['--version'], { env: {} })).stdout.trim()).toBe(
+        r.version,
+      );
+      expect(await enabled()).toBe(true);
+      expect(sd.active()).toBe(true);
+      expect(await sd.take()).toEqual(['daemon-reload', 'start agentd.service']);
 
-    await mkdir(path.join(root, 'var/lib/agentd/cache'), { recursive: true });
-    await mkdir(path.join(root, 'etc/agentd'), { recursive: true });
-    await writeFile(path.join(root, 'etc/agentd/config.yaml'), 'logLevel: debug\n');
-    await mkdir(path.join(root, 'var/lib/machines/kube1'), { recursive: true });
-    const removed = await dpkg('-r', 'agentd');
-    expect((await sd.calls()).slice(4)).toEqual(['disable --now agentd.service', 'daemon-reload']);
-    // The machines stay, and the operator is told how to take them down (no agentctl is left).
-    expect(removed.stderr).toContain('the machines kube1 stay and the node keeps serving');
-    await stat(path.join(root, 'var/lib/machines/kube1'));
-    await expect(readFile(path.join(root, 'usr/bin/agentd'))).rejects.toThrow();
-    // remove keeps state and configuration; purge removes them.
-    expect(await readFile(path.join(root, 'etc/agentd/config.yaml'), 'utf8')).toBe('logLevel: debug\n');
-    await dpkg('-P', 'agentd');
-    await expect(readFile(path.join(root, 'etc/agentd/config.yaml'))).rejects.toThrow();
-    await expect(run('test', ['-e', path.join(root, 'var/lib/agentd')])).rejects.toThrow();
-    const status = await run('dpkg-query', [
-      `--root=${root}`,
-      '-W',
-      '-f',
-      '${db:Status-Status}',
-      'agentd',
-    ]).catch((e: { stdout: string }) => e);
-    expect(status.stdout).not.toBe('installed');
-  });
+      await dpkg('-i', r.deb); // an upgrade (to the same version): restarted on the new executable
+      expect(await sd.take()).toEqual(['daemon-reload', 'restart agentd.service']);
+
+      await mkdir(path.join(root, 'var/lib/agentd/cache'), { recursive: true });
+      await mkdir(path.join(root, 'etc/agentd'), { recursive: true });
+      await writeFile(path.join(root, 'etc/agentd/config.yaml'), 'logLevel: debug\n');
+      await mkdir(path.join(root, 'var/lib/machines/kube1'), { recursive: true });
+      const removed = await dpkg('-r', 'agentd');
+      expect(await sd.take()).toEqual(['stop agentd.service', 'daemon-reload']);
+      expect(sd.active()).toBe(false);
+      // The machines stay, and the operator is told how to take them down (no agentctl is left).
+      expect(removed.stderr).toContain('the machines kube1 stay and the node keeps serving');
+      await stat(path.join(root, 'var/lib/machines/kube1'));
+      await expect(readFile(path.join(root, 'usr/bin/agentd'))).rejects.toThrow();
+      // remove keeps state, configuration and the enable state (the unit masked meanwhile).
+      expect(await readFile(path.join(root, 'etc/agentd/config.yaml'), 'utf8')).toBe('logLevel: debug\n');
+      expect(await enabled()).toBe(true);
+      expect(await readlink(path.join(root, 'etc/systemd/system/agentd.service'))).toBe('/dev/null');
+
+      await dpkg('-P', 'agentd');
+      await expect(readFile(path.join(root, 'etc/agentd/config.yaml'))).rejects.toThrow();
+      await expect(run('test', ['-e', path.join(root, 'var/lib/agentd')])).rejects.toThrow();
+      for (const left of [
+        WANTS_LINK,
+        'etc/systemd/system/agentd.service',
+        'var/lib/systemd/deb-systemd-helper-enabled',
+      ]) {
+        expect(existsSync(path.join(root, left)), left).toBe(false);
+      }
+      const status = await run('dpkg-query', [
+        `--root=${root}`,
+        '-W',
+        '-f',
+        '${db:Status-Status}',
+        'agentd',
+      ]).catch((e: { stdout: string }) => e);
+      expect(status.stdout).not.toBe('installed');
+    },
+  );
+
+  it.skipIf(!debHelpers && !required)(
+    "the .deb keeps the operator's choice across dpkg -r and a new install: enabled comes back enabled and running, disabled stays disabled",
+    async () => {
+      const { root, sd, env, dpkg, enabled } = await dpkgRoot({ systemd: true });
+      await dpkg('-i', r.deb);
+      await dpkg('-r', 'agentd');
+      expect(sd.active()).toBe(false);
+      await sd.take();
+
+      // Installed again (dpkg calls it an upgrade from the removed version): enabled, started, unmasked.
+      await dpkg('-i', r.deb);
+      expect(await enabled()).toBe(true);
+      expect(sd.active()).toBe(true);
+      expect(await sd.take()).toEqual(['daemon-reload', 'restart agentd.service']);
+      expect(existsSync(path.join(root, 'etc/systemd/system/agentd.service'))).toBe(false);
+
+      // Disabled by the operator: neither an upgrade nor a removal and a new install enable it.
+      await run('systemctl', ['disable', '--now', 'agentd.service'], { env });
+      await sd.take();
+      await dpkg('-i', r.deb);
+      expect(await enabled()).toBe(false);
+      expect(sd.active()).toBe(false);
+      expect(await sd.take()).toEqual(['daemon-reload']);
+      await dpkg('-r', 'agentd');
+      await dpkg('-i', r.deb);
+      expect(await enabled()).toBe(false);
+      expect(sd.active()).toBe(false);
+      expect(await sd.take()).toEqual(['stop agentd.service', 'daemon-reload', 'daemon-reload']);
+
+      // A purge forgets the choice: the next install is a first one, and enables agentd.
+      await dpkg('-P', 'agentd');
+      await dpkg('-i', r.deb);
+      expect(await enabled()).toBe(true);
+      expect(sd.active()).toBe(true);
+      await dpkg('-P', 'agentd');
+      expect(await enabled()).toBe(false);
+    },
+  );
+
+  it.skipIf(!debHelpers && !required)(
+    'the .deb where systemd is not running (a chroot, an image build): enabled for the next boot, not started, and says so',
+    async () => {
+      const { sd, dpkg, enabled } = await dpkgRoot({ systemd: false });
+      const installed = await dpkg('-i', r.deb);
+      expect(await enabled()).toBe(true);
+      expect(installed.stderr).toContain('systemd is not running here');
+      expect(installed.stderr).toContain('agentd.service is enabled and starts at the next boot');
+      expect(await sd.calls()).toEqual([]);
+      await dpkg('-P', 'agentd');
+      expect(await enabled()).toBe(false);
+      expect(await sd.calls()).toEqual([]);
+    },
+  );
+
+  it.skipIf(!debHelpers && !required)(
+    "the .deb's postinst brings agentd back after a failed removal or upgrade (abort-remove, abort-upgrade)",
+    async () => {
+      const { root, sd, env, dpkg } = await dpkgRoot({ systemd: true });
+      await dpkg('-i', r.deb);
+      await sd.take();
+      // As dpkg runs it: the package's postinst, with what dpkg tells its scripts.
+      const postinst = (...args: string[]) =>
+        run(path.join(root, 'var/lib/dpkg/info/agentd.postinst'), args, {
+          env: {
+            ...env,
+            DPKG_ROOT: root,
+            DPKG_MAINTSCRIPT_PACKAGE: 'agentd',
+            DPKG_MAINTSCRIPT_NAME: 'postinst',
+          },
+        });
+      // prerm remove stopped agentd, then failed: dpkg calls postinst abort-remove.
+      await run('systemctl', ['stop', 'agentd.service'], { env });
+      await sd.take();
+      await postinst('abort-remove');
+      expect(await sd.take()).toEqual(['daemon-reload', 'start agentd.service']);
+      expect(sd.active()).toBe(true);
+      // The new version's preinst failed: the old postinst gets abort-upgrade and the new version.
+      await postinst('abort-upgrade', `${r.version}+1`);
+      expect(await sd.take()).toEqual(['daemon-reload', 'restart agentd.service']);
+      expect(sd.active()).toBe(true);
+      await dpkg('-P', 'agentd');
+    },
+  );
 });
