@@ -2,7 +2,8 @@
  * `npm run release`: build the release artifacts under release/ (or `--out DIR`):
  *
  *   agentd-<version>-linux-x64.tar.gz   agentd-<version>-linux-x64/ with the executable, install.sh,
- *                                       the unit, deploy/, docs/, man/, README.md, LICENSE
+ *                                       the unit, deploy/, docs/, man/, openapi/, examples/,
+ *                                       README.md, LICENSE
  *   agentd_<version>_amd64.deb          the same executable, unit, man pages and docs for dpkg
  *   SHA256SUMS                          `sha256sum -c` format
  *
@@ -28,6 +29,12 @@ const HERE = path.dirname(fileURLToPath(import.meta.url));
 
 /** The man pages `npm run generate` writes (docs/man/), shipped in both artifacts. */
 const MAN_PAGES = ['agentd.8', 'agentctl.8'];
+
+/**
+ * What the docs link to besides each other (README.md, docs/*.md): shipped beside them, in the
+ * tarball and in the .deb's /usr/share/doc/agentd, so every relative link resolves in both.
+ */
+const DOC_TREES = ['openapi', 'examples'];
 
 /** The unit's ExecStart in systemd/agentd.service, rewritten for the .deb's /usr/bin. */
 const UNIT_EXEC_START = 'ExecStart=/usr/local/bin/agentd';
@@ -206,8 +213,15 @@ async function makeDeb(o: {
   const doc = path.join(usr, 'share', 'doc', 'agentd');
   await copyDocs(o.root, path.join(doc, 'docs'));
   await copyFile(path.join(o.root, 'README.md'), path.join(doc, 'README.md'));
+  for (const tree of DOC_TREES) await cp(path.join(o.root, tree), path.join(doc, tree), { recursive: true });
   await copyFile(path.join(o.root, 'LICENSE'), path.join(doc, 'copyright'));
   await cp(path.join(o.root, 'deploy'), path.join(usr, 'share', 'agentd', 'deploy'), { recursive: true });
+  // What the docs link to that the package installs elsewhere, under the names the links use
+  // (relative links: they resolve inside the package, and on the host).
+  await symlink('copyright', path.join(doc, 'LICENSE'));
+  await symlink('../../agentd/deploy', path.join(doc, 'deploy'));
+  await mkdir(path.join(doc, 'systemd'));
+  await symlink('../../../../lib/systemd/system/agentd.service', path.join(doc, 'systemd', 'agentd.service'));
 
   const debian = path.join(pkg, 'DEBIAN');
   await mkdir(debian);
@@ -279,6 +293,7 @@ export async function release(
     await copyFile(path.join(root, 'systemd', 'agentd.service'), path.join(stage, 'systemd', 'agentd.service'));
     await cp(path.join(root, 'deploy'), path.join(stage, 'deploy'), { recursive: true });
     await copyDocs(root, path.join(stage, 'docs'));
+    for (const tree of DOC_TREES) await cp(path.join(root, tree), path.join(stage, tree), { recursive: true });
     await mkdir(path.join(stage, 'man'));
     for (const page of MAN_PAGES) await copyFile(path.join(root, 'docs', 'man', page), path.join(stage, 'man', page));
     await copyFile(path.join(root, 'README.md'), path.join(stage, 'README.md'));

@@ -14,7 +14,19 @@ import { existsSync } from 'node:fs';
 import https from 'node:https';
 import type { AddressInfo } from 'node:net';
 import { randomBytes } from 'node:crypto';
-import { chmod, copyFile, mkdir, readFile, readlink, rm, stat, truncate, writeFile } from 'node:fs/promises';
+import {
+  chmod,
+  copyFile,
+  mkdir,
+  readdir,
+  readFile,
+  readlink,
+  realpath,
+  rm,
+  stat,
+  truncate,
+  writeFile,
+} from 'node:fs/promises';
 import { availableParallelism } from 'node:os';
 import path from 'node:path';
 import { promisify } from 'node:util';
@@ -121,6 +133,36 @@ async function fakeSystemctl(dir: string, root = dir): Promise<FakeSystemctl> {
   };
 }
 
+/** The relative targets of a Markdown text's inline links and images, outside code. */
+function relativeLinks(markdown: string): string[] {
+  const text = markdown.replace(/^(```|~~~)[\s\S]*?^\1/gm, '').replace(/`[^`]*`/g, '');
+  return [...text.matchAll(/\]\(<?([^)\s>]+)>?(?:\s+"[^"]*")?\)/g)]
+    .map((m) => m[1]!)
+    .filter((t) => !/^[a-z][a-z0-9+.-]*:/i.test(t) && !t.startsWith('#'));
+}
+
+/**
+ * Every relative link of every Markdown file under `docs`, as `file -> target`, and those whose
+ * target is missing or (through a symlink) outside `top`, the unpacked artifact.
+ */
+async function docLinks(top: string, docs: string): Promise<{ checked: string[]; broken: string[] }> {
+  const realTop = await realpath(top);
+  const checked: string[] = [];
+  const broken: string[] = [];
+  for (const e of await readdir(docs, { recursive: true, withFileTypes: true })) {
+    if (!e.isFile() || !e.name.endsWith('.md')) continue;
+    const file = path.join(e.parentPath, e.name);
+    for (const link of relativeLinks(await readFile(file, 'utf8'))) {
+      const name = `${path.relative(docs, file)} -> ${link}`;
+      checked.push(name);
+      const target = path.resolve(path.dirname(file), decodeURIComponent(link.split('#')[0]!));
+      const real = await realpath(target).catch(() => undefined);
+      if (!real || !(real === realTop || real.startsWith(`${realTop}/`))) broken.push(name);
+    }
+  }
+  return { checked, broken };
+}
+
 describe.skipIf(!available && !required)('npm run release', () => {
   let r: ReleaseResult;
   let unpacked: string;
@@ -155,7 +197,7 @@ describe.skipIf(!available && !required)('npm run release', () => {
     ]);
   });
 
-  it('the tarball holds the executable, agentctl as a symlink, install.sh, unit, deploy, docs and man pages', async () => {
+  it('the tarball holds the executable, agentctl as a symlink, install.sh, unit, deploy, docs, API documents, examples and man pages', async () => {
     const { stdout } = await run('tar', ['-tzf', r.tarball]);
     const entries = stdout
       .trim()
@@ -169,6 +211,8 @@ describe.skipIf(!available && !required)('npm run release', () => {
       'deploy/machine-crd.yaml',
       'deploy/rbac.yaml',
       'docs/operations.md',
+      'openapi/agentd.openapi.yaml',
+      'examples/remediate-node.sh',
       'man/agentd.8',
       'man/agentctl.8',
       'README.md',
@@ -217,6 +261,36 @@ describe.skipIf(!available && !required)('npm run release', () => {
         await readFile(path.join(REPO_ROOT, source(entry))),
       );
     }
+  });
+
+  it('every relative link in the shipped docs resolves inside the tarball and inside the .deb', async () => {
+    const tarball = await docLinks(dir, dir);
+    const deb = await makeTempDir('agentd-release-deb-');
+    await run('dpkg-deb', ['-x', r.deb, deb]);
+    const doc = path.join(deb, 'usr/share/doc/agentd');
+    const inDeb = await docLinks(deb, doc);
+    expect(tarball.broken).toEqual([]);
+    expect(inDeb.broken).toEqual([]);
+    // What the docs link to besides each other, and each shipped document, was checked.
+    for (const checked of [tarball.checked, inDeb.checked]) {
+      for (const link of [
+        'README.md -> examples/',
+        'README.md -> LICENSE',
+        'README.md -> systemd/agentd.service',
+        'docs/api.md -> ../openapi/agentd.openapi.yaml',
+        'docs/watcher.md -> ../deploy/rbac.yaml',
+        'examples/README.md -> remediate-node.sh',
+      ]) {
+        expect(checked).toContain(link);
+      }
+    }
+    // The .deb's links reach the files it installs (no copies that could differ).
+    expect(await realpath(path.join(doc, 'systemd/agentd.service'))).toBe(
+      await realpath(path.join(deb, 'usr/lib/systemd/system/agentd.service')),
+    );
+    expect(await realpath(path.join(doc, 'deploy'))).toBe(
+      await realpath(path.join(deb, 'usr/share/agentd/deploy')),
+    );
   });
 
   it("runs with V8 flags its runtime leaves out of the code caches' flag hash, so Node's built-in cache is used", async () => {
