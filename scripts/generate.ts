@@ -8,6 +8,7 @@
  * Run with `npm run generate` (tsx, no build needed). test/unit/generated.test.ts fails when a
  * checked-in copy differs from a fresh generation.
  */
+import { readdirSync } from 'node:fs';
 import { mkdir, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import { PassThrough } from 'node:stream';
@@ -57,8 +58,27 @@ const FILES: [string, string][] = [
   ['/var/lib/machines/kube1, /var/lib/machines/kube2', 'the machines'],
 ];
 
-const SEE_ALSO_DOCS =
-  'The documentation shipped with the release (docs/ in the tarball, /usr/share/doc/agentd/docs in the Debian package): operations.md, cli.md, api.md, errors.md, metrics.md, watcher.md.';
+/** Where the release puts the documentation (scripts/release/release.ts). */
+const DOC_DIR = '/usr/share/doc/agentd';
+
+/**
+ * The documentation the release ships (scripts/release/release.ts: README.md, every docs/*.md,
+ * openapi/ and examples/), named in SEE ALSO: read from docs/, so a new document is listed by the
+ * next `npm run generate` (and test/unit/generated.test.ts fails until then).
+ */
+function shippedDocs(): string[] {
+  const docs = readdirSync(path.join(REPO_ROOT, 'docs'))
+    .filter((f) => f.endsWith('.md'))
+    .sort();
+  return [
+    `The documentation shipped with the release, in the release tarball and in ${DOC_DIR} in the Debian package: README.md (overview and install); ${docs.map((f) => `docs/${f}`).join(', ')}; the API's OpenAPI and OpenRPC documents in openapi/; example scripts in examples/.`,
+  ];
+}
+
+const DOC_FILE: [string, string] = [
+  DOC_DIR,
+  'the documentation (Debian package; in the tarball, beside the executable): see SEE ALSO',
+];
 
 function renderAgentctlMan(): string {
   return renderManPage({
@@ -68,7 +88,6 @@ function renderAgentctlMan(): string {
     description: [
       'agentctl talks to agentd over its admin socket: status, updates (blue/green switches between the machines kube1 and kube2), drains, operations, the applied config, metrics, and stopping or uninstalling agentd.',
       'Every command takes the global options. With --json a command prints exactly one JSON value on stdout (also on failure) and progress, if any, on stderr.',
-      SEE_ALSO_DOCS,
     ],
     sections: [
       ['ENVIRONMENT', [{ items: ENVIRONMENT }]],
@@ -86,9 +105,10 @@ function renderAgentctlMan(): string {
           },
         ],
       ],
-      ['FILES', [{ items: FILES.slice(0, 3) }]],
+      ['FILES', [{ items: [...FILES.slice(0, 3), DOC_FILE] }]],
     ],
     seeAlso: ['agentd(8)', 'systemctl(1)', 'machinectl(1)'],
+    seeAlsoText: shippedDocs(),
   });
 }
 
@@ -100,7 +120,6 @@ function renderAgentdMan(): string {
     description: [
       'agentd keeps the systemd-nspawn machine that runs kubelet and containerd at its desired configuration and replaces it with a blue/green switch between two machines, kube1 and kube2: the new one is provisioned beside the old one, the node is switched over and verified, and the old one is removed, or brought back if the new one does not come up healthy.',
       "Everything is driven through one API, JSON-RPC 2.0 over HTTP on a unix socket, used by agentctl(8), by the watcher of the node's Machine custom resource, by Prometheus and by scripts. agentd runs as the systemd unit agentd.service; stopping or restarting it never stops kubelet.",
-      SEE_ALSO_DOCS,
     ],
     sections: [
       [
@@ -118,9 +137,10 @@ function renderAgentdMan(): string {
           },
         ],
       ],
-      ['FILES', [{ items: FILES }]],
+      ['FILES', [{ items: [...FILES, DOC_FILE] }]],
     ],
     seeAlso: ['agentctl(8)', 'systemd-nspawn(1)', 'machinectl(1)', 'systemctl(1)'],
+    seeAlsoText: shippedDocs(),
   });
 }
 

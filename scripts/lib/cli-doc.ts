@@ -33,7 +33,10 @@ export function errorCodesOf(exitCode: number): string[] {
 export const ENVIRONMENT: readonly [string, string][] = [
   ['AGENTD_SOCKET', 'the socket, when `--socket` is not given'],
   ['AGENTD_PID_FILE', 'the PID file of `agentctl stop`, when `--pid-file` is not given'],
-  ['NO_COLOR', 'set (to anything) to disable colors, like `--no-color`'],
+  [
+    'NO_COLOR',
+    'set to a non-empty value to disable colors, like `--no-color` (an empty NO_COLOR is ignored)',
+  ],
 ];
 
 export const help = new Help();

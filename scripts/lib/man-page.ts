@@ -16,6 +16,8 @@ export interface ManPage {
   /** Extra sections in order, each [TITLE, paragraphs or preformatted rows]. */
   sections: [string, ManBlock[]][];
   seeAlso: string[];
+  /** Paragraphs of SEE ALSO after the references (the documentation shipped with the release). */
+  seeAlsoText?: string[];
 }
 
 /** A paragraph, a list of term/definition pairs, or preformatted lines. */
@@ -31,45 +33,53 @@ function term(text: string): string {
   return `\\fB${esc(text).replace(/-/g, '\\-')}\\fR`;
 }
 
+/**
+ * Running text: escaped, and a Markdown code span (the help texts are shared with docs/cli.md)
+ * set in bold like a term, since a man page shows backticks as they are.
+ */
+function prose(text: string): string {
+  return esc(text).replace(/`([^`\n]+)`/g, (_m, code: string) => `\\fB${code.replace(/-/g, '\\-')}\\fR`);
+}
+
 function block(b: ManBlock): string[] {
-  if (typeof b === 'string') return ['.PP', esc(b)];
-  if ('items' in b) return b.items.flatMap(([t, d]) => ['.TP', term(t), esc(d)]);
+  if (typeof b === 'string') return ['.PP', prose(b)];
+  if ('items' in b) return b.items.flatMap(([t, d]) => ['.TP', term(t), prose(d)]);
   return ['.PP', '.nf', '.RS 4', ...b.pre.map(esc), '.RE', '.fi'];
 }
 
 function options(list: readonly Option[]): string[] {
-  return list.flatMap((o) => ['.TP', term(help.optionTerm(o)), esc(help.optionDescription(o))]);
+  return list.flatMap((o) => ['.TP', term(help.optionTerm(o)), prose(help.optionDescription(o))]);
 }
 
 /**
  * Added help text in roff: `Heading:` lines become sub-headings, `$ command` lines examples,
  * indented lines preformatted rows, anything else a paragraph.
  */
-function addedText(text: string): string[] {
+function addedText(added: string): string[] {
   const out: string[] = [];
   let pre: string[] = [];
-  let prose: string[] = [];
+  let text: string[] = [];
   const flush = (): void => {
-    if (prose.length > 0) out.push('.PP', esc(prose.join(' ')));
+    if (text.length > 0) out.push('.PP', prose(text.join(' ')));
     if (pre.length > 0) out.push('.PP', '.nf', '.RS 4', ...pre.map(esc), '.RE', '.fi');
-    prose = [];
+    text = [];
     pre = [];
   };
-  for (const raw of text.split('\n')) {
+  for (const raw of added.split('\n')) {
     const line = raw.trim();
     if (line === '') continue;
     if (/^[A-Z][A-Za-z ]*:$/.test(line)) {
       flush();
       out.push(`.SS ${esc(line.slice(0, -1))}`);
     } else if (line.startsWith('$ ')) {
-      if (prose.length > 0) flush();
+      if (text.length > 0) flush();
       pre.push(line.slice(2));
     } else if (/^\s{2,}/.test(raw) && /\S\s{2,}\S/.test(line)) {
-      if (prose.length > 0) flush();
+      if (text.length > 0) flush();
       pre.push(line);
     } else {
       if (pre.length > 0) flush();
-      prose.push(line);
+      text.push(line);
     }
   }
   flush();
@@ -83,11 +93,11 @@ function command(cmd: Command): string[] {
     '.nf',
     esc(help.commandUsage(cmd)),
     '.fi',
-    ...(cmd.description() ? ['.PP', esc(cmd.description())] : []),
+    ...(cmd.description() ? ['.PP', prose(cmd.description())] : []),
     ...addedText(added.before),
     ...help
       .visibleArguments(cmd)
-      .flatMap((a) => ['.TP', `\\fI${esc(help.argumentTerm(a))}\\fR`, esc(help.argumentDescription(a))]),
+      .flatMap((a) => ['.TP', `\\fI${esc(help.argumentTerm(a))}\\fR`, prose(help.argumentDescription(a))]),
     ...options(help.visibleOptions(cmd).filter((o) => o.long !== '--help')),
     ...addedText(added.after),
   ];
@@ -110,7 +120,7 @@ export function renderManPage(page: ManPage): string {
     esc(help.commandUsage(page.program)),
     '.fi',
     '.SH DESCRIPTION',
-    ...page.description.flatMap((p) => ['.PP', esc(p)]),
+    ...page.description.flatMap((p) => ['.PP', prose(p)]),
     '.SH OPTIONS',
     ...options(help.visibleOptions(page.program)),
     ...addedText(added.before),
@@ -119,6 +129,7 @@ export function renderManPage(page: ManPage): string {
     ...page.sections.flatMap(([title, blocks]) => [`.SH ${esc(title)}`, ...blocks.flatMap(block)]),
     '.SH SEE ALSO',
     esc(page.seeAlso.join(', ')),
+    ...(page.seeAlsoText ?? []).flatMap((p) => ['.PP', prose(p)]),
   ];
   return `${lines.join('\n')}\n`;
 }

@@ -30,6 +30,7 @@ import {
 import { availableParallelism } from 'node:os';
 import path from 'node:path';
 import { promisify } from 'node:util';
+import { gunzipSync } from 'node:zlib';
 import { build } from 'esbuild';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { RUNTIME_FLAGS } from '../../scripts/build.js';
@@ -291,6 +292,28 @@ describe.skipIf(!available && !required)('npm run release', () => {
     expect(await realpath(path.join(doc, 'deploy'))).toBe(
       await realpath(path.join(deb, 'usr/share/agentd/deploy')),
     );
+  });
+
+  it('the man pages name every shipped document, are the same in both artifacts, and carry no Markdown', async () => {
+    const docs = [
+      'README.md',
+      ...(await readdir(path.join(dir, 'docs'))).filter((f) => f.endsWith('.md')).map((f) => `docs/${f}`),
+      'openapi/',
+      'examples/',
+    ];
+    expect(docs.length).toBeGreaterThan(10);
+    const deb = await makeTempDir('agentd-release-deb-');
+    await run('dpkg-deb', ['-x', r.deb, deb]);
+    for (const page of ['agentd.8', 'agentctl.8']) {
+      const text = await readFile(path.join(dir, 'man', page), 'utf8');
+      for (const doc of docs) expect(text, `${page} names ${doc}`).toContain(doc);
+      expect(text).toContain('/usr/share/doc/agentd');
+      // Code spans are set in bold (\fB); a backtick, a link or ** would show as they are.
+      expect(text.split('\n').filter((l) => /`|\]\(|\*\*/.test(l))).toEqual([]);
+      expect(gunzipSync(await readFile(path.join(deb, 'usr/share/man/man8', `${page}.gz`))).toString()).toBe(
+        text,
+      );
+    }
   });
 
   it("runs with V8 flags its runtime leaves out of the code caches' flag hash, so Node's built-in cache is used", async () => {

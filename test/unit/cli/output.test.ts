@@ -9,6 +9,7 @@ import {
   table,
   toneOf,
 } from '../../../src/cli/output.js';
+import { ENVIRONMENT } from '../../../scripts/lib/cli-doc.js';
 import { recordingStream } from '../../support/cli.js';
 
 function output(o: { json?: boolean; colorFlag?: boolean; env?: NodeJS.ProcessEnv; tty?: boolean }) {
@@ -41,6 +42,15 @@ describe('createOutput colors', () => {
     const { out } = output(o);
     expect(out.color).toBe(false);
     expect(out.paint('ok', 'good')).toBe('ok');
+  });
+
+  it('an empty NO_COLOR leaves colors on, as the ENVIRONMENT of docs/cli.md and agentctl(8) says', () => {
+    const { out } = output({ env: { NO_COLOR: '' } });
+    expect(out.color).toBe(true);
+    expect(out.progress.color).toBe(true);
+    expect(new Map(ENVIRONMENT).get('NO_COLOR')).toMatch(
+      /^set to a non-empty value .*an empty NO_COLOR is ignored/,
+    );
   });
 });
 
