@@ -36,6 +36,22 @@ const MAN_PAGES = ['agentd.8', 'agentctl.8'];
  */
 const DOC_TREES = ['openapi', 'examples'];
 
+/**
+ * The .deb's Depends. systemd runs agentd and systemd-container has the machines' tools. The rest
+ * is what the embedded Node.js runtime links (`readelf -d`: libatomic.so.1, libstdc++.so.6,
+ * libgcc_s.so.1, and libc.so.6, libm, libdl, libpthread and the loader of libc6) and the newest
+ * glibc symbol version it needs (`readelf -V`: GLIBC_2.28). The release system test checks both
+ * against the executable. libgcc1 was libgcc-s1's name up to Debian 10.
+ */
+const DEB_DEPENDS = [
+  'systemd',
+  'systemd-container',
+  'libc6 (>= 2.28)',
+  'libstdc++6',
+  'libgcc-s1 | libgcc1',
+  'libatomic1',
+];
+
 /** The unit's ExecStart in systemd/agentd.service, rewritten for the .deb's /usr/bin. */
 const UNIT_EXEC_START = 'ExecStart=/usr/local/bin/agentd';
 
@@ -231,15 +247,14 @@ async function makeDeb(o: {
     'Architecture: amd64',
     'Maintainer: agentd maintainers <agentd@localhost>',
     `Installed-Size: ${await installedKiB(usr)}`,
-    // The embedded official Node.js binary links libatomic (found on a minimal Debian host).
-    'Depends: systemd, systemd-container, libatomic1',
+    `Depends: ${DEB_DEPENDS.join(', ')}`,
     'Section: admin',
     'Priority: optional',
     'Description: node agent for Kubernetes worker hosts (blue/green nspawn machines)',
     ' agentd keeps the systemd-nspawn machine that runs kubelet at its desired',
     ' configuration and replaces it with a blue/green switch between kube1 and',
     ' kube2, driven through a JSON-RPC API on a unix socket (agentctl).',
-    ' The executable embeds its Node.js runtime: nothing else is needed.',
+    ' The executable embeds its Node.js runtime: no Node.js or npm is needed.',
     '',
   ].join('\n');
   await writeFile(path.join(debian, 'control'), control);

@@ -61,6 +61,8 @@ const required = process.env.AGENTD_REQUIRE_SYSTEM_TESTS === '1';
 
 // The .deb's maintainer scripts use init-system-helpers (Essential on Debian).
 const debHelpers = (await have('deb-systemd-helper')) && (await have('deb-systemd-invoke'));
+// The Depends check reads the executable's needs with binutils and the C library's ldd.
+const elfTools = (await have('readelf')) && (await have('ldd'));
 
 /** The .deb's unit, and the link that enables it (systemctl enable and deb-systemd-helper make it). */
 const UNIT_PATH = '/usr/lib/systemd/system/agentd.service';
@@ -315,6 +317,50 @@ describe.skipIf(!available && !required)('npm run release', () => {
       );
     }
   });
+
+  it.skipIf(!elfTools && !required)(
+    'the .deb depends on the package of every shared library its executable needs, and on the glibc version it needs',
+    async () => {
+      const exe = path.join(dir, 'agentd');
+      const needed = [
+        ...(await run('readelf', ['-d', exe])).stdout.matchAll(/\(NEEDED\)\s+Shared library: \[([^\]]+)\]/g),
+      ].map((m) => m[1]!);
+      expect(needed).toContain('libc.so.6');
+      // Where this host's loader finds each, and the package that owns it here.
+      const resolved = new Map(
+        [...(await run('ldd', [exe])).stdout.matchAll(/^\s*(\S+)(?: => (\S+))? \(0x/gm)].map((m) => [
+          path.basename(m[1]!),
+          m[2] ?? m[1]!,
+        ]),
+      );
+      const owner = async (lib: string): Promise<string> => {
+        const file = resolved.get(lib);
+        expect(file, `ldd does not resolve ${lib}`).toBeDefined();
+        // dpkg knows a file by the path its package ships, on either side of the merged /usr.
+        const alt = file!.startsWith('/usr/') ? file!.slice(4) : `/usr${file}`;
+        for (const candidate of [file!, alt, await realpath(file!)]) {
+          const q = await run('dpkg', ['-S', candidate]).catch(() => undefined);
+          if (q) return q.stdout.split(':')[0]!;
+        }
+        throw new Error(`no package owns ${file}`);
+      };
+      const depends = (await run('dpkg-deb', ['-f', r.deb, 'Depends'])).stdout.trim().split(/,\s*/);
+      const names = depends.flatMap((d) => d.split(/\s*\|\s*/).map((alt) => alt.split(' ')[0]));
+      for (const lib of needed) expect(names, `${lib} (${await owner(lib)})`).toContain(await owner(lib));
+      // The newest glibc symbol version the executable needs is the least libc6 it depends on.
+      const glibc = [...(await run('readelf', ['-V', exe])).stdout.matchAll(/Name: GLIBC_(\d+(?:\.\d+)*)/g)]
+        .map((m) => m[1]!)
+        .sort((a, b) => {
+          const [x, y] = [a.split('.').map(Number), b.split('.').map(Number)];
+          for (let i = 0; i < Math.max(x.length, y.length); i++)
+            if ((x[i] ?? 0) !== (y[i] ?? 0)) return (x[i] ?? 0) - (y[i] ?? 0);
+          return 0;
+        })
+        .at(-1);
+      expect(glibc).toBeDefined();
+      expect(depends).toContain(`libc6 (>= ${glibc})`);
+    },
+  );
 
   it("runs with V8 flags its runtime leaves out of the code caches' flag hash, so Node's built-in cache is used", async () => {
     // A flag V8 hashes makes it reject Node's embedded cache of its built-in modules: every
