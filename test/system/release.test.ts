@@ -1,13 +1,17 @@
 /**
  * `npm run release` end to end: the artifacts exist with the documented layout and checksums,
- * the executable runs as agentd and (through its symlink) as agentctl with an empty environment,
- * install.sh installs idempotently and restarts only on change, and the .deb's maintainer scripts
- * behave on install, upgrade, remove and purge under the real dpkg (into a temp root, with a
- * `systemctl` stand-in that records its calls). The artifacts are
- * test/support/release.ts's, built once per set of inputs and shared with the real-systemd suite,
- * which installs them on a real host. Needs tar, dpkg, dpkg-deb and openssl, and the Node runtime (cached after the
- * first run, fetched from the npm registry otherwise); skips without them unless
- * AGENTD_REQUIRE_SYSTEM_TESTS=1.
+ * every relative link of the shipped docs resolves inside each artifact, the man pages name every
+ * shipped document, the .deb depends on what the executable links, the executable runs as agentd
+ * and (through its symlink) as agentctl with an empty environment, install.sh installs
+ * idempotently and restarts only on change, and the .deb's maintainer scripts behave on install,
+ * upgrade, remove, a new install and purge, with and without a running systemd, under the real
+ * dpkg and deb-systemd-helper (into a temp root, with a `systemctl` stand-in that records its
+ * calls and keeps agentd's enable and run state). The artifacts are test/support/release.ts's,
+ * built once per set of inputs and shared with the real-systemd suite, which installs them on a
+ * real host. Needs tar, dpkg, dpkg-deb and openssl, and the Node runtime (cached after the first
+ * run, fetched from the npm registry otherwise); the maintainer scripts' tests need
+ * deb-systemd-helper and deb-systemd-invoke, the Depends check readelf and ldd. Skips without them
+ * unless AGENTD_REQUIRE_SYSTEM_TESTS=1.
  */
 import { execFile } from 'node:child_process';
 import { existsSync } from 'node:fs';
@@ -361,6 +365,35 @@ describe.skipIf(!available && !required)('npm run release', () => {
       expect(depends).toContain(`libc6 (>= ${glibc})`);
     },
   );
+
+  it('the shipped operations.md numbers, in order, the steps the shipped agentctl uninstall reports', async () => {
+    const work = await makeTempDir('agentd-release-uninstall-');
+    // The simulated host under a temp root: nothing of this machine is touched.
+    const uninstall = await run(
+      path.join(dir, 'agentctl'),
+      [
+        '--socket',
+        path.join(work, 'agentd.sock'),
+        'uninstall',
+        '--host',
+        'sim',
+        '--root',
+        work,
+        '--pid-file',
+        path.join(work, 'agentd.pid'),
+        '--yes',
+        '--json',
+      ],
+      { env: {} },
+    );
+    const reported = (JSON.parse(uninstall.stdout) as { steps: { step: string }[] }).steps.map((s) => s.step);
+    expect(reported.length).toBeGreaterThan(5);
+    const ops = await readFile(path.join(dir, 'docs/operations.md'), 'utf8');
+    const section = ops.slice(ops.indexOf('\n## Uninstall\n'));
+    const items = [...section.matchAll(/^(\d+)\. `([a-z0-9-]+)`/gm)];
+    expect(items.map((m) => Number(m[1]))).toEqual(reported.map((_s, i) => i + 1));
+    expect(items.map((m) => m[2])).toEqual(reported);
+  });
 
   it("runs with V8 flags its runtime leaves out of the code caches' flag hash, so Node's built-in cache is used", async () => {
     // A flag V8 hashes makes it reject Node's embedded cache of its built-in modules: every
