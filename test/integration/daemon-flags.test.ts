@@ -15,9 +15,19 @@ import { AGENTD_BIN, childEnv, makeTempDir, runAgentd, startTestDaemon } from '.
 /** Flags that would start a daemon in `dir` if nothing else were wrong. */
 const baseFlags = (dir: string): string[] => simDaemonFlags(dir);
 
+/** An empty config file in `dir` (not /dev/null, which need not be a device). */
+async function emptyConfig(dir: string): Promise<string> {
+  const file = path.join(dir, 'agentd-config.yaml');
+  await writeFile(file, '');
+  return file;
+}
+
 async function expectUsageError(args: string[], named: string[], env: Record<string, string> = {}) {
   const dir = await makeTempDir();
-  const r = await runAgentd([...baseFlags(dir), '--config', '/dev/null', ...args], { env, cwd: dir });
+  const r = await runAgentd([...baseFlags(dir), '--config', await emptyConfig(dir), ...args], {
+    env,
+    cwd: dir,
+  });
   expect(r.timedOut, r.stdout).toBe(false);
   expect(r.code, r.stderr).toBe(2);
   for (const word of named) expect(r.stderr).toContain(word);
@@ -152,7 +162,7 @@ describe('--metrics-address', () => {
       const { port } = blocker.address() as net.AddressInfo;
       const dir = await makeTempDir();
       const r = await runAgentd(
-        [...baseFlags(dir), '--config', '/dev/null', '--metrics-address', `127.0.0.1:${port}`],
+        [...baseFlags(dir), '--config', await emptyConfig(dir), '--metrics-address', `127.0.0.1:${port}`],
         {
           cwd: dir,
         },

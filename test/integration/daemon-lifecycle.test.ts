@@ -4,6 +4,7 @@
  * PID file and socket exactly one runs. Needs `npm run build`.
  */
 import { spawn } from 'node:child_process';
+import { writeFileSync } from 'node:fs';
 import { mkdir, stat, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import { describe, expect, it, onTestFinished } from 'vitest';
@@ -17,12 +18,16 @@ interface Run {
 }
 
 function spawnAgentd(dir: string, env: Record<string, string> = {}): Run {
+  // An empty config file of the test's own: /etc/agentd/config.yaml is never read, and the
+  // test does not depend on /dev/null being a device.
+  const config = path.join(dir, 'agentd-config.yaml');
+  writeFileSync(config, '');
   const proc = spawn(
     process.execPath,
     [
       AGENTD_BIN,
       '--config',
-      '/dev/null',
+      config,
       '--socket',
       path.join(dir, 'agentd.sock'),
       '--pid-file',

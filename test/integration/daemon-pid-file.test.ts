@@ -50,9 +50,12 @@ describe('a live agentd holds the PID file', () => {
     const pidFile = path.join(dir, 'agentd.pid');
     await writeFile(pidFile, `${fake.pid}\n`);
     const socket = path.join(dir, 'agentd.sock');
+    // An empty config file of the test's own (not /dev/null, which need not be a device).
+    const config = path.join(dir, 'agentd-config.yaml');
+    await writeFile(config, '');
     const r = await runAgentd([
       '--config',
-      '/dev/null',
+      config,
       '--socket',
       socket,
       '--pid-file',

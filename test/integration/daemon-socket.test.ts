@@ -4,7 +4,7 @@
  */
 import { spawn } from 'node:child_process';
 import { readFileSync } from 'node:fs';
-import { mkdir, stat } from 'node:fs/promises';
+import { mkdir, stat, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { simDaemonFlags } from '../support/daemon-flags.js';
@@ -26,9 +26,14 @@ function otherGroup(): { name: string; gid: number } {
   return pick;
 }
 
-/** Base flags for a daemon run that is expected to fail before it serves. */
-function flagsIn(dir: string, socket: string): string[] {
-  return [...simDaemonFlags(dir, socket), '--log-format', 'json', '--config', '/dev/null'];
+/**
+ * Base flags for a daemon run that is expected to fail before it serves, with an empty config
+ * file of its own (not /dev/null, which need not be a device).
+ */
+async function flagsIn(dir: string, socket: string): Promise<string[]> {
+  const config = path.join(dir, 'agentd-config.yaml');
+  await writeFile(config, '');
+  return [...simDaemonFlags(dir, socket), '--log-format', 'json', '--config', config];
 }
 
 describe('socket permissions', () => {
@@ -40,7 +45,7 @@ describe('socket permissions', () => {
 
     // A second daemon on the same socket (with its own PID file) refuses, naming the socket.
     const dir2 = await makeTempDir();
-    const second = await runAgentd([...flagsIn(dir2, d.socket)]);
+    const second = await runAgentd(await flagsIn(dir2, d.socket));
     expect(second.timedOut).toBe(false);
     expect(second.code).toBe(1);
     expect(second.stderr).toContain(d.socket);
@@ -67,7 +72,7 @@ describe('socket permissions', () => {
   it('an unknown --socket-group is exit 2 naming the group', async () => {
     const dir = await makeTempDir();
     const r = await runAgentd([
-      ...flagsIn(dir, path.join(dir, 'a.sock')),
+      ...(await flagsIn(dir, path.join(dir, 'a.sock'))),
       '--socket-group',
       'no-such-group-xyz',
     ]);
@@ -81,7 +86,7 @@ describe('socket locations', () => {
   it('a socket in a missing directory whose parent is missing too is exit 2 naming the socket', async () => {
     const dir = await makeTempDir();
     const socket = path.join(dir, 'missing', 'deeper', 'agentd.sock');
-    const r = await runAgentd(flagsIn(dir, socket));
+    const r = await runAgentd(await flagsIn(dir, socket));
     expect(r.code).toBe(2);
     expect(r.stderr).toContain(`--socket ${socket}`);
     expect(r.stderr).toContain('does not exist');
@@ -100,7 +105,7 @@ describe('socket locations', () => {
     // refuses new files for everyone, root included, so it is the reliable read-only place.
     const dir = await makeTempDir();
     const socket = '/proc/agentd-test.sock';
-    const r = await runAgentd(flagsIn(dir, socket));
+    const r = await runAgentd(await flagsIn(dir, socket));
     expect(r.code).toBe(2);
     expect(r.stderr).toContain(`--socket ${socket}`);
     expect(r.stderr).toMatch(/cannot create the socket|not writable/);
@@ -112,7 +117,7 @@ describe('socket locations', () => {
     const dir = await makeTempDir();
     const socket = path.join(dir, 'not-a-socket');
     await mkdir(socket);
-    const r = await runAgentd(flagsIn(dir, socket));
+    const r = await runAgentd(await flagsIn(dir, socket));
     expect(r.code).toBe(2);
     expect(r.stderr).toContain('not a socket');
     expect((await stat(socket)).isDirectory()).toBe(true);
