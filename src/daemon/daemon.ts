@@ -104,9 +104,10 @@ export async function startDaemon(config: DaemonConfig, deps: DaemonDeps): Promi
     if (pidState.kind === 'garbage' || pidState.kind === 'dead' || pidState.kind === 'foreign') {
       logger.warn({ pidFile: config.pidFile, found: pidState }, 'replacing a stale PID file');
     }
-    // 3. The socket path: refuse a live daemon before writing anything of ours.
-    await prepareSocketPath(config.socket);
+    // 3. The socket path: refuse a live daemon, and an unknown group, before writing anything
+    //    of ours (prepareSocketPath may create the socket's directory).
     const gid = config.socketGroup === null ? null : await resolveGroup(config.socketGroup);
+    await prepareSocketPath(config.socket);
     await writePidFile(config.pidFile, process.pid);
     // Last out: `agentctl stop` sees the daemon until it is gone.
     cleanup.push('remove the PID file', () => removePidFile(config.pidFile, process.pid));

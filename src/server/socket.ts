@@ -3,6 +3,7 @@
  * chowned to `--socket-group`, and never stolen from a live daemon — a leftover file is
  * removed only after a connection attempt proves nobody listens.
  */
+import { execFile } from 'node:child_process';
 import { access, chmod, chown, lstat, mkdir, readFile, rm } from 'node:fs/promises';
 import { constants } from 'node:fs';
 import type { Server } from 'node:http';
@@ -11,15 +12,53 @@ import path from 'node:path';
 import { InvalidConfigError, PreconditionFailedError } from '../errors.js';
 import { pathExists as exists } from '../host/fs-atomic.js';
 
-/** Resolve `--socket-group` (a name from /etc/group, or a numeric GID). */
-export async function resolveGroup(group: string | number, groupFile = '/etc/group'): Promise<number> {
+/** Where `resolveGroup` looks a group name up (tests point it elsewhere). */
+export interface GroupLookup {
+  /** The getent program, which asks NSS (/etc/nsswitch.conf); null: only `groupFile`. */
+  getent?: string | null;
+  /** Read when getent is not installed. */
+  groupFile?: string;
+}
+
+/** `getent group NAME`: the GID, null when there is no such group, undefined when getent could not answer. */
+function getentGroup(getent: string, name: string): Promise<number | null | undefined> {
+  return new Promise((resolve) => {
+    execFile(getent, ['group', name], { timeout: 10_000 }, (err, stdout) => {
+      // Exit 2: no such group (getent(1)).
+      if (err) return resolve((err as { code?: unknown }).code === 2 ? null : undefined);
+      const gid = stdout.split('\n')[0]?.split(':')[2];
+      resolve(gid !== undefined && /^\d+$/.test(gid) ? Number(gid) : undefined);
+    });
+  });
+}
+
+/**
+ * Resolve `--socket-group`: a numeric GID, or a name looked up as the C library would, through
+ * NSS (`getent group`: /etc/group, and LDAP, sssd or systemd-userdb when /etc/nsswitch.conf
+ * names them); in /etc/group alone where getent is not installed. The host's groups, never
+ * those under `--root`: the socket is the host's.
+ */
+export async function resolveGroup(group: string | number, lookup: GroupLookup = {}): Promise<number> {
   if (typeof group === 'number' || /^\d+$/.test(group)) return Number(group);
+  const getent = lookup.getent === undefined ? 'getent' : lookup.getent;
+  const groupFile = lookup.groupFile ?? '/etc/group';
+  if (getent !== null) {
+    const gid = await getentGroup(getent, group);
+    if (gid === null) {
+      throw new InvalidConfigError(
+        `--socket-group: no group named ${JSON.stringify(group)}: \`getent group ${group}\` found none (it asks /etc/group and the directory services /etc/nsswitch.conf names); create it with groupadd --system ${group}, or give a GID`,
+      );
+    }
+    if (gid !== undefined) return gid;
+  }
   const text = await readFile(groupFile, 'utf8').catch(() => '');
   for (const line of text.split('\n')) {
     const [name, , gid] = line.split(':');
     if (name === group && gid !== undefined) return Number(gid);
   }
-  throw new InvalidConfigError(`--socket-group: no group named ${JSON.stringify(group)} in ${groupFile}`);
+  throw new InvalidConfigError(
+    `--socket-group: no group named ${JSON.stringify(group)} in ${groupFile}${getent === null ? '' : ' (getent could not be run, so no directory service was asked)'}; create it with groupadd --system ${group}, or give a GID`,
+  );
 }
 
 function probe(socketPath: string, timeoutMs: number): Promise<'listening' | 'dead'> {
@@ -127,18 +166,26 @@ export async function listenUnix(
     process.umask(previous);
   }
   await listening;
-  await chmod(socketPath, mode);
-  if (gid !== null) {
-    try {
-      await chown(socketPath, -1, gid);
-    } catch (err) {
-      throw new InvalidConfigError(
-        `--socket-group: cannot give ${socketPath} to group ${gid}: ${(err as Error).message}`,
-        {
-          cause: err,
-        },
-      );
+  try {
+    await chmod(socketPath, mode);
+    if (gid !== null) {
+      try {
+        await chown(socketPath, -1, gid);
+      } catch (err) {
+        throw new InvalidConfigError(
+          `--socket-group: cannot give ${socketPath} to group ${gid}: ${(err as Error).message}`,
+          {
+            cause: err,
+          },
+        );
+      }
     }
+  } catch (err) {
+    // The caller takes the server down only once this resolved: a socket that failed here
+    // must not keep listening (and the process running) nor stay behind.
+    await new Promise<void>((resolve) => server.close(() => resolve()));
+    await rm(socketPath, { force: true });
+    throw err;
   }
 }
 

@@ -69,16 +69,19 @@ describe('socket permissions', () => {
     expect((await stat(d.socket)).gid).toBe(group.gid);
   });
 
-  it('an unknown --socket-group is exit 2 naming the group', async () => {
+  it('an unknown --socket-group is exit 2 naming the group and where it looked, and creates nothing', async () => {
     const dir = await makeTempDir();
+    // The socket's directory does not exist yet: agentd would create it for the socket.
     const r = await runAgentd([
-      ...(await flagsIn(dir, path.join(dir, 'a.sock'))),
+      ...(await flagsIn(dir, path.join(dir, 'run', 'a.sock'))),
       '--socket-group',
       'no-such-group-xyz',
     ]);
     expect(r.code).toBe(2);
-    expect(r.stderr).toContain('--socket-group');
-    expect(r.stderr).toContain('no-such-group-xyz');
+    expect(r.stderr).toContain('agentd: --socket-group: no group named "no-such-group-xyz"');
+    expect(r.stderr).toMatch(/getent group no-such-group-xyz|in \/etc\/group/);
+    await expect(stat(path.join(dir, 'run'))).rejects.toMatchObject({ code: 'ENOENT' });
+    await expect(stat(path.join(dir, 'agentd.pid'))).rejects.toMatchObject({ code: 'ENOENT' });
   });
 });
 

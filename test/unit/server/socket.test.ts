@@ -43,30 +43,69 @@ function listen(socketPath: string): Promise<net.Server> {
   });
 }
 
+/** A stand-in getent: prints `line` and exits with `code`. */
+async function fakeGetent(line: string, code: number): Promise<string> {
+  const file = path.join(dir, `getent-${code}`);
+  await writeFile(file, `#!/bin/sh\n[ "$1" = group ] || exit 9\nprintf '%s\\n' '${line}'\nexit ${code}\n`, {
+    mode: 0o755,
+  });
+  return file;
+}
+
 describe('resolveGroup', () => {
   it('takes a numeric GID as is, as a number or as digits', async () => {
     expect(await resolveGroup(0)).toBe(0);
     expect(await resolveGroup('1234')).toBe(1234);
   });
 
-  it('looks a name up in the group file', async () => {
+  it('looks a name up through getent (NSS: directory services too), not only /etc/group', async () => {
+    const groups = path.join(dir, 'group');
+    await writeFile(groups, 'root:x:0:\n');
+    const getent = await fakeGetent('ldap-ops:*:70001:alice', 0);
+    expect(await resolveGroup('ldap-ops', { getent, groupFile: groups })).toBe(70001);
+  });
+
+  it('a name getent does not know is INVALID_CONFIG saying where it looked', async () => {
+    const getent = await fakeGetent('', 2);
+    const err = await rejectsWith(resolveGroup('nosuch', { getent }), 'INVALID_CONFIG');
+    expect(err.message).toContain('--socket-group: no group named "nosuch"');
+    expect(err.message).toContain('getent group nosuch');
+    expect(err.message).toContain('/etc/nsswitch.conf');
+  });
+
+  it('without getent, looks a name up in the group file', async () => {
     const groups = path.join(dir, 'group');
     await writeFile(groups, 'root:x:0:\nagentd:x:987:alice,bob\nagentd-ops:x:988:\n');
-    expect(await resolveGroup('agentd', groups)).toBe(987);
-    expect(await resolveGroup('agentd-ops', groups)).toBe(988);
+    expect(await resolveGroup('agentd', { getent: null, groupFile: groups })).toBe(987);
+    expect(await resolveGroup('agentd-ops', { getent: path.join(dir, 'no-getent'), groupFile: groups })).toBe(
+      988,
+    );
   });
 
   it('an unknown name is INVALID_CONFIG naming the group and the file', async () => {
     const groups = path.join(dir, 'group');
     await writeFile(groups, 'root:x:0:\n');
-    const err = await rejectsWith(resolveGroup('nosuch', groups), 'INVALID_CONFIG');
+    const err = await rejectsWith(
+      resolveGroup('nosuch', { getent: null, groupFile: groups }),
+      'INVALID_CONFIG',
+    );
     expect(err.message).toContain('--socket-group');
     expect(err.message).toContain('"nosuch"');
     expect(err.message).toContain(groups);
+    // getent was asked for and could not run: the message says no directory service was asked.
+    const missing = path.join(dir, 'no-getent');
+    const err2 = await rejectsWith(
+      resolveGroup('nosuch', { getent: missing, groupFile: groups }),
+      'INVALID_CONFIG',
+    );
+    expect(err2.message).toContain(`in ${groups} (getent could not be run`);
   });
 
   it('an unreadable group file is the same clear error', async () => {
-    const err = await rejectsWith(resolveGroup('x', path.join(dir, 'missing')), 'INVALID_CONFIG');
+    const err = await rejectsWith(
+      resolveGroup('x', { getent: null, groupFile: path.join(dir, 'missing') }),
+      'INVALID_CONFIG',
+    );
     expect(err.message).toContain('--socket-group');
   });
 });
@@ -154,6 +193,18 @@ describe('listenUnix', () => {
     const server = http.createServer();
     const err = await rejectsWith(listenUnix(server, sock, 0o660, null), 'INVALID_CONFIG');
     expect(err.message).toContain(`--socket ${sock}`);
+  });
+
+  it('a socket it cannot give to the group stops listening and is removed', async () => {
+    const sock = path.join(dir, 'bad-group.sock');
+    const server = http.createServer();
+    servers.push(server);
+    // Out of chown's range for every user, root included.
+    const err = await rejectsWith(listenUnix(server, sock, 0o660, 2 ** 32), 'INVALID_CONFIG');
+    expect(err.message).toContain(`cannot give ${sock} to group`);
+    // Nothing keeps the process running, and nothing is left behind.
+    expect(server.listening).toBe(false);
+    await expect(lstat(sock)).rejects.toMatchObject({ code: 'ENOENT' });
   });
 
   it('an address in use is a plain error (prepareSocketPath refuses it earlier)', async () => {
