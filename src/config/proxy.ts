@@ -47,27 +47,37 @@ function firstOf(env: NodeJS.ProcessEnv, names: readonly string[]): { value: str
   return null;
 }
 
+/**
+ * A proxy variable's value for a message about it, its credentials replaced by `***` as
+ * `redactProxyUrl` does: the value did not parse, so everything up to its last `@` goes.
+ */
+function redactProxyValue(value: string): string {
+  const at = value.lastIndexOf('@');
+  if (at === -1) return JSON.stringify(value);
+  const scheme = /^[a-z][a-z0-9+.-]*:\/\//i.exec(value)?.[0] ?? '';
+  return JSON.stringify(`${scheme}***${value.slice(at)}`);
+}
+
 /** A proxy URL as Go reads it: no scheme means http; only http and https proxies are supported. */
 function parseProxyUrl(value: string, from: string): URL {
+  // Every message shows the value without its credentials.
+  const shown = redactProxyValue(value);
   const withScheme = /^[a-z][a-z0-9+.-]*:\/\//i.test(value) ? value : `http://${value}`;
   let url: URL;
   try {
     url = new URL(withScheme);
   } catch {
-    throw new InvalidConfigError(
-      `${from}=${JSON.stringify(value)}: not a proxy URL (expected http://host:port)`,
-    );
+    throw new InvalidConfigError(`${from}=${shown}: not a proxy URL (expected http://host:port)`);
   }
   if (url.protocol !== 'http:' && url.protocol !== 'https:') {
     throw new InvalidConfigError(
-      `${from}=${JSON.stringify(value)}: ${url.protocol.slice(0, -1)} proxies are not supported (use an http:// or https:// proxy)`,
+      `${from}=${shown}: ${url.protocol.slice(0, -1)} proxies are not supported (use an http:// or https:// proxy)`,
     );
   }
-  if (url.hostname === '')
-    throw new InvalidConfigError(`${from}=${JSON.stringify(value)}: the proxy URL has no host`);
+  if (url.hostname === '') throw new InvalidConfigError(`${from}=${shown}: the proxy URL has no host`);
   if ((url.pathname !== '/' && url.pathname !== '') || url.search || url.hash) {
     throw new InvalidConfigError(
-      `${from}=${JSON.stringify(value)}: a proxy URL is scheme://[user:password@]host[:port], with no path`,
+      `${from}=${shown}: a proxy URL is scheme://[user:password@]host[:port], with no path`,
     );
   }
   return url;

@@ -81,6 +81,31 @@ describe('proxyFromEnv', () => {
     }
   });
 
+  it('never shows the credentials of a value it refuses', () => {
+    const bad = [
+      { HTTPS_PROXY: 'http://user:secret@host:bad' },
+      { https_proxy: 'user:secret@proxy.corp:99999' },
+      { HTTP_PROXY: 'socks5://user:secret@proxy:1080' },
+      { HTTP_PROXY: 'http://user:secret@proxy:3128/path' },
+      { HTTP_PROXY: 'http://user:p@ss:secret@proxy:3128/path' },
+      { HTTPS_PROXY: 'http://token-secret@:3128' },
+    ];
+    for (const env of bad) {
+      let message = '';
+      try {
+        proxyFromEnv(env);
+      } catch (err) {
+        message = (err as Error).message;
+      }
+      expect(message, JSON.stringify(env)).toMatch(/^(HTTPS?_PROXY|https_proxy)="[a-z0-9]*:?\/?\/?\*\*\*@/);
+      expect(message, JSON.stringify(env)).not.toContain('secret');
+      expect(message, JSON.stringify(env)).not.toMatch(/user:(secret|p@ss)/);
+    }
+    expect(() => proxyFromEnv({ HTTPS_PROXY: 'http://user:secret@host:bad' })).toThrow(
+      'HTTPS_PROXY="http://***@host:bad": not a proxy URL',
+    );
+  });
+
   it('describes the proxy for the log without its credentials', () => {
     expect(
       describeProxy(proxyFromEnv({ HTTPS_PROXY: 'http://user:secret@proxy:3128', NO_PROXY: '.corp' })),
