@@ -5,7 +5,7 @@
  */
 import { Command, CommanderError, Option } from 'commander';
 import { loadDaemonConfig } from '../config/load-config.js';
-import { formatDuration } from '../config/duration.js';
+import { MAX_DURATION_TEXT, formatDuration } from '../config/duration.js';
 import {
   DAEMON_OPTIONS,
   DEFAULT_CONFIG_FILE,
@@ -62,6 +62,7 @@ function helpAfter(): string {
     `  ${DEFAULT_CONFIG_FILE} is read when it exists (not with --sim); --config FILE (or AGENTD_CONFIG) names another.`,
     '  YAML; its keys are the flag names in camelCase (socketGroup: agentd, shutdownGrace: 30s).',
     '  Precedence: flag > environment variable > config file > default.',
+    `  Durations: 30s, 5m, 1500ms, 1h30m, or seconds (30); at most ${MAX_DURATION_TEXT}.`,
     '',
     'Environment:',
     ...DAEMON_ENVIRONMENT.map(([name, meaning]) => `  ${name.padEnd(width)}  ${meaning}`),
@@ -80,15 +81,18 @@ export function buildAgentdCommand(): Command {
     .version(VERSION, '-V, --version')
     .addOption(new Option('--config <file>', 'daemon config file (YAML)').env('AGENTD_CONFIG'))
     .option('--socket <path>', 'admin socket (default /run/agentd/agentd.sock)')
-    .option('--socket-mode <mode>', 'socket permissions, octal (default 0660)')
-    .option('--socket-group <name|gid>', 'group owning the socket')
+    .option('--socket-mode <mode>', 'socket permissions, octal, none for others (default 0660)')
+    .option('--socket-group <name|gid>', 'group owning the socket: a name (looked up through NSS) or a GID')
     .option('--pid-file <path>', 'PID file (default /run/agentd/agentd.pid)')
     .option('--state-dir <dir>', 'operation journal, history, artifact cache (default /var/lib/agentd)')
     .option('--root <dir>', 'resolve every host path under this directory (default /)')
     .addOption(
       new Option('--host <kind>', 'how host commands run (default systemd)').choices(['systemd', 'sim']),
     )
-    .option('--sim', 'try-out mode: simulated host, local artifact mirror, paths under ./.agentd/')
+    .option(
+      '--sim',
+      'try-out mode: simulated host, local artifact mirror, paths under ./.agentd/ (not with --host systemd)',
+    )
     .option('--metrics-address <host:port>', 'TCP listener serving only /metrics, /healthz, /readyz')
     .option('--kubeconfig <file>', 'Kubernetes credentials for the watcher and drain')
     .option(
@@ -156,7 +160,13 @@ export async function runAgentd(argv: string[]): Promise<number> {
   // `agentd --help | head` exits quietly. Only until the daemon starts: a daemon whose stdout
   // (the journal) breaks must not exit 0 without a word.
   const removeBrokenPipeHandlers = exitQuietlyOnBrokenPipe();
-  const cmd = buildAgentdCommand().exitOverride();
+  // Usage errors read like every other error of agentd: `agentd: <what is wrong>`.
+  const cmd = buildAgentdCommand()
+    .exitOverride()
+    .configureOutput({
+      outputError: (message, write) => write(`agentd: ${message.replace(/^error: /, '')}`),
+    })
+    .showHelpAfterError('(run agentd --help for the options)');
   try {
     cmd.parse(argv);
   } catch (err) {
@@ -172,7 +182,8 @@ export async function runAgentd(argv: string[]): Promise<number> {
       isTTY: Boolean(process.stdout.isTTY),
     });
   } catch (err) {
-    process.stderr.write(`agentd: ${describeError(err)}\n`);
+    // One line per bad value, each its own `agentd: ` line.
+    for (const line of describeError(err).split('\n')) process.stderr.write(`agentd: ${line}\n`);
     return 2;
   }
   removeBrokenPipeHandlers();

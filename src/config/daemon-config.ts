@@ -5,7 +5,7 @@
  */
 import type { OutboundProxy } from './proxy.js';
 import * as z from 'zod';
-import { parseDuration } from './duration.js';
+import { MAX_DURATION_MS, MAX_DURATION_TEXT, parseDuration } from './duration.js';
 
 export const DEFAULT_SOCKET = '/run/agentd/agentd.sock';
 export const DEFAULT_PID_FILE = '/run/agentd/agentd.pid';
@@ -18,18 +18,25 @@ export const DEFAULT_CRD_GROUP = 'unbounded-cloud.io';
 export const DEFAULT_FLEET_NAMESPACE = 'agentd-system';
 /** Where `--sim` puts everything not given explicitly, relative to the working directory. */
 export const SIM_DIR = '.agentd';
+/** The longest unix socket path bind(2) takes on Linux: 108 bytes with the final NUL. */
+export const MAX_SOCKET_PATH_BYTES = 107;
+/** The largest GID (2^32-2: 2^32-1 is chown's "no change"). */
+const MAX_GID = 2 ** 32 - 2;
 
-const durationMs = z.union([
-  z.number().nonnegative(),
-  z.string().transform((s, ctx) => {
-    const ms = parseDuration(s);
-    if (ms === null) {
-      ctx.addIssue({ code: 'custom', message: 'expected a duration such as 30s, 5m or 1500ms' });
-      return z.NEVER;
-    }
-    return ms;
-  }),
-]);
+const durationMs = z
+  .union([
+    z.number().nonnegative(),
+    z.string().transform((s, ctx) => {
+      const ms = parseDuration(s);
+      if (ms === null) {
+        ctx.addIssue({ code: 'custom', message: 'expected a duration such as 30s, 5m or 1500ms' });
+        return z.NEVER;
+      }
+      return ms;
+    }),
+  ])
+  // Every duration ends up in a timer, and a timer longer than 2^31-1 ms fires at once.
+  .refine((ms) => ms <= MAX_DURATION_MS, `expected a duration of at most ${MAX_DURATION_TEXT}`);
 
 const octalMode = z.union([
   z.number().int().min(0).max(0o777),
@@ -37,6 +44,24 @@ const octalMode = z.union([
     .string()
     .regex(/^(0o?)?[0-7]{3}$/, 'expected an octal mode such as 0660')
     .transform((s) => parseInt(s.replace(/^0o/, ''), 8)),
+]);
+
+/**
+ * The admin socket's mode: no bit for others. Whoever can write to the socket can replace the
+ * node's machines as root (docs/operations.md, "The socket group"): access goes through a group.
+ */
+const socketMode = octalMode.refine(
+  (mode) => (mode & 0o007) === 0,
+  'expected a mode that gives others no access, such as 0660 or 0600 (the socket controls the node as root: give access through --socket-group)',
+);
+
+/** A group name as useradd and groupadd accept it by default, or a numeric GID. */
+const socketGroup = z.union([
+  z
+    .string()
+    .regex(/^(\d+|[A-Za-z_][A-Za-z0-9_.-]*\$?)$/, 'expected a group name (such as agentd) or a numeric GID')
+    .refine((s) => !/^\d+$/.test(s) || Number(s) <= MAX_GID, `expected a GID of at most ${MAX_GID}`),
+  z.number().int().nonnegative().max(MAX_GID),
 ]);
 
 const hostPort = z
@@ -57,8 +82,8 @@ const boolish = z.union([
 /** Every daemon option, as it may appear in the YAML file (camelCase keys). */
 export const daemonConfigSchema = z.strictObject({
   socket: z.string().min(1).optional(),
-  socketMode: octalMode.default(0o660),
-  socketGroup: z.union([z.string().min(1), z.number().int().nonnegative()]).optional(),
+  socketMode: socketMode.default(0o660),
+  socketGroup: socketGroup.optional(),
   pidFile: z.string().min(1).optional(),
   stateDir: z.string().min(1).optional(),
   root: z.string().min(1).optional(),
@@ -130,28 +155,59 @@ export interface DaemonConfig {
   proxy: OutboundProxy;
 }
 
-/** Option metadata: the flag and env names used in messages and help. */
-export const DAEMON_OPTIONS: Record<keyof DaemonConfigInput, { flag: string; env: string }> = {
-  socket: { flag: '--socket', env: 'AGENTD_SOCKET' },
-  socketMode: { flag: '--socket-mode', env: 'AGENTD_SOCKET_MODE' },
-  socketGroup: { flag: '--socket-group', env: 'AGENTD_SOCKET_GROUP' },
-  pidFile: { flag: '--pid-file', env: 'AGENTD_PID_FILE' },
-  stateDir: { flag: '--state-dir', env: 'AGENTD_STATE_DIR' },
-  root: { flag: '--root', env: 'AGENTD_ROOT' },
-  host: { flag: '--host', env: 'AGENTD_HOST' },
-  sim: { flag: '--sim', env: 'AGENTD_SIM' },
-  metricsAddress: { flag: '--metrics-address', env: 'AGENTD_METRICS_ADDRESS' },
-  kubeconfig: { flag: '--kubeconfig', env: 'AGENTD_KUBECONFIG' },
-  registryAuthFile: { flag: '--registry-auth-file', env: 'AGENTD_REGISTRY_AUTH_FILE' },
-  machineName: { flag: '--machine-name', env: 'AGENTD_MACHINE_NAME' },
-  watch: { flag: '--watch', env: 'AGENTD_WATCH' },
-  repair: { flag: '--repair', env: 'AGENTD_REPAIR' },
-  fleet: { flag: '--fleet', env: 'AGENTD_FLEET' },
-  fleetNamespace: { flag: '--fleet-namespace', env: 'AGENTD_FLEET_NAMESPACE' },
-  crdGroup: { flag: '--crd-group', env: 'AGENTD_CRD_GROUP' },
-  shutdownGrace: { flag: '--shutdown-grace', env: 'AGENTD_SHUTDOWN_GRACE' },
-  machineStartTimeout: { flag: '--machine-start-timeout', env: 'AGENTD_MACHINE_START_TIMEOUT' },
-  verifyTimeout: { flag: '--verify-timeout', env: 'AGENTD_VERIFY_TIMEOUT' },
-  logLevel: { flag: '--log-level', env: 'AGENTD_LOG_LEVEL' },
-  logFormat: { flag: '--log-format', env: 'AGENTD_LOG_FORMAT' },
-};
+const DURATION = 'a duration such as 30s, 5m or 1500ms';
+const BOOLEAN = 'true or false (also yes/no, on/off, 1/0)';
+
+/**
+ * Option metadata: the flag and env names used in messages and help, and what a value must be
+ * (the message of a value of the wrong kind: a list, a mapping, nothing).
+ */
+export const DAEMON_OPTIONS: Record<keyof DaemonConfigInput, { flag: string; env: string; expects: string }> =
+  {
+    socket: { flag: '--socket', env: 'AGENTD_SOCKET', expects: 'a path' },
+    socketMode: { flag: '--socket-mode', env: 'AGENTD_SOCKET_MODE', expects: 'an octal mode such as 0660' },
+    socketGroup: {
+      flag: '--socket-group',
+      env: 'AGENTD_SOCKET_GROUP',
+      expects: 'a group name (such as agentd) or a numeric GID',
+    },
+    pidFile: { flag: '--pid-file', env: 'AGENTD_PID_FILE', expects: 'a path' },
+    stateDir: { flag: '--state-dir', env: 'AGENTD_STATE_DIR', expects: 'a directory' },
+    root: { flag: '--root', env: 'AGENTD_ROOT', expects: 'a directory' },
+    host: { flag: '--host', env: 'AGENTD_HOST', expects: 'systemd or sim' },
+    sim: { flag: '--sim', env: 'AGENTD_SIM', expects: BOOLEAN },
+    metricsAddress: {
+      flag: '--metrics-address',
+      env: 'AGENTD_METRICS_ADDRESS',
+      expects: 'HOST:PORT such as 127.0.0.1:9101',
+    },
+    kubeconfig: { flag: '--kubeconfig', env: 'AGENTD_KUBECONFIG', expects: 'a file' },
+    registryAuthFile: { flag: '--registry-auth-file', env: 'AGENTD_REGISTRY_AUTH_FILE', expects: 'a file' },
+    machineName: { flag: '--machine-name', env: 'AGENTD_MACHINE_NAME', expects: 'a Machine name' },
+    watch: { flag: '--watch', env: 'AGENTD_WATCH', expects: BOOLEAN },
+    repair: { flag: '--repair', env: 'AGENTD_REPAIR', expects: BOOLEAN },
+    fleet: { flag: '--fleet', env: 'AGENTD_FLEET', expects: BOOLEAN },
+    fleetNamespace: {
+      flag: '--fleet-namespace',
+      env: 'AGENTD_FLEET_NAMESPACE',
+      expects: 'a Kubernetes namespace name such as agentd-system',
+    },
+    crdGroup: {
+      flag: '--crd-group',
+      env: 'AGENTD_CRD_GROUP',
+      expects: 'an API group such as unbounded-cloud.io',
+    },
+    shutdownGrace: { flag: '--shutdown-grace', env: 'AGENTD_SHUTDOWN_GRACE', expects: DURATION },
+    machineStartTimeout: {
+      flag: '--machine-start-timeout',
+      env: 'AGENTD_MACHINE_START_TIMEOUT',
+      expects: DURATION,
+    },
+    verifyTimeout: { flag: '--verify-timeout', env: 'AGENTD_VERIFY_TIMEOUT', expects: DURATION },
+    logLevel: {
+      flag: '--log-level',
+      env: 'AGENTD_LOG_LEVEL',
+      expects: 'one of trace, debug, info, warn, error, fatal, silent',
+    },
+    logFormat: { flag: '--log-format', env: 'AGENTD_LOG_FORMAT', expects: 'json or pretty' },
+  };

@@ -2,6 +2,14 @@
 const UNIT_MS: Record<string, number> = { ms: 1, s: 1000, m: 60_000, h: 3_600_000 };
 const DURATION_RE = /^(\d+(?:\.\d+)?)(ms|s|m|h)/;
 
+/**
+ * The longest duration agentd waits for: 596h, the whole hours below 2^31-1 ms. A timer holds
+ * at most 2^31-1 ms (about 24.8 days); a longer one would fire at once.
+ */
+export const MAX_DURATION_MS = 596 * 3_600_000;
+/** MAX_DURATION_MS as messages and help show it. */
+export const MAX_DURATION_TEXT = '596h';
+
 /** Parse a duration to milliseconds; returns null when the text is not a duration. */
 export function parseDuration(text: string): number | null {
   const trimmed = text.trim();

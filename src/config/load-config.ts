@@ -4,7 +4,7 @@
  */
 import { existsSync, readFileSync } from 'node:fs';
 import path from 'node:path';
-import { isMap, isScalar, parseDocument } from 'yaml';
+import { LineCounter, isMap, isScalar, parseDocument } from 'yaml';
 import type * as z from 'zod';
 import { InvalidConfigError } from '../errors.js';
 import { proxyFromEnv } from './proxy.js';
@@ -15,6 +15,7 @@ import {
   DEFAULT_SOCKET,
   DEFAULT_REGISTRY_AUTH_FILE,
   DEFAULT_STATE_DIR,
+  MAX_SOCKET_PATH_BYTES,
   SIM_DIR,
   daemonConfigSchema,
   type DaemonConfig,
@@ -36,22 +37,98 @@ export interface LoadConfigInput {
   defaultConfigFile?: string;
 }
 
-function describeSource(key: OptionKey, source: Source, file: string | null): string {
+/** Where a value came from, to start the message about it (`<file>: <key>` for the file). */
+function describeSource(key: OptionKey, source: Source | undefined, file: string | null): string {
   const meta = DAEMON_OPTIONS[key];
-  if (source === 'flag') return meta.flag;
-  if (source === 'env') return `${meta.flag} (from env ${meta.env})`;
-  return `${meta.flag} (from ${file ?? 'config file'} key ${key})`;
+  if (source === 'flag') return `invalid ${meta.flag}`;
+  if (source === 'env') return `invalid ${meta.flag} (from env ${meta.env})`;
+  if (source === 'file') return `${file ?? 'config file'}: ${key}`;
+  return `invalid ${meta.flag} (its default)`;
 }
 
-function issueMessage(issue: z.core.$ZodIssue): string {
+/** How an option was given, as the user wrote it: `--host systemd`, `AGENTD_SIM=1`, `host: systemd in <file>`. */
+function given(
+  key: OptionKey,
+  sources: ReadonlyMap<string, Source>,
+  merged: Record<string, unknown>,
+  file: string | null,
+): string {
+  const meta = DAEMON_OPTIONS[key];
+  const value = merged[key];
+  const text = typeof value === 'string' ? value : JSON.stringify(value);
+  const source = sources.get(key);
+  if (source === 'env') return `${meta.env}=${text}`;
+  if (source === 'file') return `${key}: ${text} in ${file ?? 'the config file'}`;
+  return value === true ? meta.flag : `${meta.flag} ${text}`;
+}
+
+/** A value as a message shows it: strings quoted, lists and mappings said so, no value said so. */
+function describeValue(value: unknown): string {
+  if (value === null || value === undefined) return 'no value';
+  const json = JSON.stringify(value);
+  const shown = json.length > 80 ? `${json.slice(0, 77)}...` : json;
+  if (Array.isArray(value)) return `a list ${shown}`;
+  if (typeof value === 'object') return `a mapping ${shown}`;
+  return shown;
+}
+
+/**
+ * What is wrong with a value. The schema's own messages where they say what was expected
+ * (formats, ranges); for a value of the wrong kind (a list, a mapping, no value, a word out
+ * of a set) what the option takes.
+ */
+function issueMessage(issue: z.core.$ZodIssue, key: OptionKey): string {
+  const expects = `expected ${DAEMON_OPTIONS[key].expects}`;
+  if (issue.code === 'custom' || issue.code === 'invalid_format') return issue.message;
   if (issue.code === 'invalid_union') {
-    // The most specific branch message: prefer custom/format messages over "expected string".
-    const nested = issue.errors.flat();
-    const specific = nested.find((i) => i.code !== 'invalid_type') ?? nested[0];
-    if (specific) return specific.message;
+    // A branch that took the value's kind and then refused it says most (a string that is not
+    // a duration); a value no branch takes (a list) gets what the option takes.
+    const specific = issue.errors.flat().find((i) => i.code === 'custom' || i.code === 'invalid_format');
+    return specific?.message ?? expects;
   }
-  if (issue.code === 'unrecognized_keys') return `unknown option(s) ${issue.keys.join(', ')}`;
-  return issue.message;
+  return expects;
+}
+
+/** The option `key` was probably meant to be: same letters ignoring case, - and _, or a typo away. */
+function closestOption(key: string): string | null {
+  const plain = (s: string): string => s.toLowerCase().replace(/[-_]/g, '');
+  const options = Object.keys(DAEMON_OPTIONS);
+  const same = options.find((o) => plain(o) === plain(key));
+  if (same) return same;
+  let best: { option: string; distance: number } | null = null;
+  for (const option of options) {
+    const distance = editDistance(plain(key), plain(option));
+    // A typo or two in a long name; short names differ from everything by two letters.
+    const allowed = Math.min(2, Math.floor(option.length / 4));
+    if (distance <= allowed && (best === null || distance < best.distance)) best = { option, distance };
+  }
+  return best?.option ?? null;
+}
+
+function editDistance(a: string, b: string): number {
+  let previous = Array.from({ length: b.length + 1 }, (_, j) => j);
+  for (let i = 1; i <= a.length; i++) {
+    const row = [i];
+    for (let j = 1; j <= b.length; j++) {
+      row[j] = Math.min(
+        (previous[j] as number) + 1,
+        (row[j - 1] as number) + 1,
+        (previous[j - 1] as number) + (a[i - 1] === b[j - 1] ? 0 : 1),
+      );
+    }
+    previous = row;
+  }
+  return previous[b.length] as number;
+}
+
+function unknownKey(file: string, key: string): string {
+  const closest = closestOption(key);
+  return `${file}: ${key}: unknown key${closest ? `; did you mean ${closest}?` : ''} (the keys are the flags' names in camelCase, such as socketGroup)`;
+}
+
+/** The YAML parser's message without the position and excerpt it appends (the line says where). */
+function yamlMessage(message: string): string {
+  return (message.split('\n')[0] ?? message).replace(/ at line \d+, column \d+:?$/, '');
 }
 
 function readConfigFile(file: string): Record<string, unknown> {
@@ -63,18 +140,43 @@ function readConfigFile(file: string): Record<string, unknown> {
       cause: err,
     });
   }
-  const doc = parseDocument(text);
+  const lineCounter = new LineCounter();
+  const doc = parseDocument(text, { lineCounter });
   const yamlError = doc.errors[0];
   if (yamlError) {
-    throw new InvalidConfigError(`--config ${file}: not valid YAML: ${yamlError.message}`, {
+    const at = lineCounter.linePos(yamlError.pos[0]);
+    if (yamlError.code === 'DUPLICATE_KEY') {
+      const key = /^[^\s:#]+/.exec(text.slice(yamlError.pos[0]))?.[0] ?? 'a key';
+      throw new InvalidConfigError(`${file}: ${key}: given twice (line ${at.line}); give each key once`, {
+        cause: yamlError,
+      });
+    }
+    // An error past the last character (a bracket or quote never closed) is at the end, not
+    // on the empty line after it.
+    const where =
+      yamlError.pos[0] >= text.trimEnd().length
+        ? 'at the end of the file'
+        : `line ${at.line}, column ${at.col}`;
+    throw new InvalidConfigError(`${file}: ${where}: not valid YAML: ${yamlMessage(yamlError.message)}`, {
       cause: yamlError,
     });
   }
   const contents = doc.contents;
   if (contents === null || (isScalar(contents) && contents.value === null)) return {};
   if (!isMap(contents)) {
-    const got = isScalar(contents) ? typeof contents.value : 'a list';
-    throw new InvalidConfigError(`--config ${file}: expected a YAML mapping of options, got ${got}`);
+    const got = isScalar(contents) ? `a ${typeof contents.value}` : 'a list';
+    throw new InvalidConfigError(
+      `${file}: expected a YAML mapping of options (key: value lines such as logLevel: info), got ${got}`,
+    );
+  }
+  for (const pair of contents.items) {
+    if (!isScalar(pair.key)) {
+      const node = pair.key as { range?: [number, number, number] } | null;
+      const line = node?.range ? ` (line ${lineCounter.linePos(node.range[0]).line})` : '';
+      throw new InvalidConfigError(
+        `${file}: expected option names as keys, got a ${isMap(pair.key) ? 'mapping' : 'list'} as a key${line}`,
+      );
+    }
   }
   const values = doc.toJS() as Record<string, unknown>;
   // A number in the file means what the same text means as a flag: `socketMode: 0660` is octal
@@ -127,13 +229,12 @@ export function loadDaemonConfig(input: LoadConfigInput): DaemonConfig {
 
   const parsed = daemonConfigSchema.safeParse(merged);
   if (!parsed.success) {
-    const lines = parsed.error.issues.map((issue) => {
-      const key = issue.path[0] as OptionKey | undefined;
-      if (issue.code === 'unrecognized_keys' || key === undefined || !(key in DAEMON_OPTIONS)) {
-        return `${configFile ?? 'config'}: ${issueMessage(issue)}`;
-      }
-      const received = merged[key];
-      return `invalid ${describeSource(key, sources.get(key) ?? 'file', configFile)}: ${issueMessage(issue)}, got ${JSON.stringify(received)}`;
+    const lines = parsed.error.issues.flatMap((issue) => {
+      if (issue.code === 'unrecognized_keys')
+        return issue.keys.map((k) => unknownKey(configFile ?? 'config file', k));
+      const key = issue.path[0] as OptionKey;
+      const where = describeSource(key, sources.get(key), configFile);
+      return [`${where}: ${issueMessage(issue, key)}, got ${describeValue(merged[key])}`];
     });
     throw new InvalidConfigError(lines.join('\n'), { data: { issues: parsed.error.issues } });
   }
@@ -151,10 +252,30 @@ export function loadDaemonConfig(input: LoadConfigInput): DaemonConfig {
       port: Number(c.metricsAddress.slice(i + 1)),
     };
   }
+  // --sim is the try-out mode on the simulated host: with --host systemd it would run real
+  // host commands against the try-out's paths.
+  if (sim && c.host === 'systemd') {
+    const why =
+      'contradict each other: --sim is the try-out mode on the simulated host (--host sim); leave out --sim to run on systemd';
+    throw new InvalidConfigError(
+      sources.get('sim') === 'file' && sources.get('host') === 'file'
+        ? `${configFile}: sim: ${String(merged.sim)} and host: systemd ${why}`
+        : `${given('sim', sources, merged, configFile)} and ${given('host', sources, merged, configFile)} ${why}`,
+    );
+  }
   const host = c.host ?? (sim ? 'sim' : 'systemd');
+  const socket = abs(c.socket, 'agentd.sock', DEFAULT_SOCKET);
+  // bind(2) takes at most 107 bytes of path: a longer one would fail (or be cut short) only
+  // once the daemon has created its directories.
+  const socketBytes = Buffer.byteLength(socket);
+  if (socketBytes > MAX_SOCKET_PATH_BYTES) {
+    throw new InvalidConfigError(
+      `${describeSource('socket', sources.get('socket'), configFile)}: the path ${socket} is ${socketBytes} bytes long, expected at most ${MAX_SOCKET_PATH_BYTES} (the limit of a unix socket path, 108 bytes with its final NUL); choose a shorter path`,
+    );
+  }
   return Object.freeze({
     configFile,
-    socket: abs(c.socket, 'agentd.sock', DEFAULT_SOCKET),
+    socket,
     socketMode: c.socketMode,
     socketGroup: c.socketGroup ?? null,
     pidFile: abs(c.pidFile, 'agentd.pid', DEFAULT_PID_FILE),

@@ -116,6 +116,18 @@ describe('socket locations', () => {
     await expect(stat(path.join(dir, 'agentd.pid'))).rejects.toMatchObject({ code: 'ENOENT' });
   });
 
+  it('a path longer than a unix socket takes is exit 2 naming --socket, its length and the limit, and creates nothing', async () => {
+    const dir = await makeTempDir();
+    const socket = path.join(dir, 'run', `${'s'.repeat(120)}.sock`);
+    const r = await runAgentd(await flagsIn(dir, socket));
+    expect(r.code, r.stderr).toBe(2);
+    expect(r.stderr).toBe(
+      `agentd: invalid --socket: the path ${socket} is ${Buffer.byteLength(socket)} bytes long, expected at most 107 (the limit of a unix socket path, 108 bytes with its final NUL); choose a shorter path\n`,
+    );
+    await expect(stat(path.join(dir, 'run'))).rejects.toMatchObject({ code: 'ENOENT' });
+    await expect(stat(path.join(dir, 'agentd.pid'))).rejects.toMatchObject({ code: 'ENOENT' });
+  });
+
   it('a path that exists and is not a socket is refused and kept', async () => {
     const dir = await makeTempDir();
     const socket = path.join(dir, 'not-a-socket');

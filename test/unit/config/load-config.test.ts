@@ -156,12 +156,33 @@ describe('loadDaemonConfig defaults', () => {
     expect(() => load({ flags: { registryAuthFile: '' } })).toThrow(/--registry-auth-file/);
   });
 
-  it('--sim keeps paths and a host that are given explicitly', () => {
-    const c = load({ flags: { sim: true, socket: 'my.sock', host: 'systemd' }, env: { AGENTD_ROOT: '/r' } });
+  it('--sim keeps paths that are given explicitly', () => {
+    const c = load({ flags: { sim: true, socket: 'my.sock', host: 'sim' }, env: { AGENTD_ROOT: '/r' } });
     expect(c.socket).toBe(path.join(dir, 'my.sock'));
     expect(c.root).toBe('/r');
-    expect(c.host).toBe('systemd');
+    expect(c.host).toBe('sim');
     expect(c.pidFile).toBe(path.join(dir, '.agentd', 'agentd.pid'));
+  });
+
+  it('--sim with --host systemd is refused, naming both as they were given', async () => {
+    // The try-out mode would run real host commands against the try-out's paths.
+    const why = /contradict each other: --sim is the try-out mode on the simulated host/;
+    for (const [input, named] of [
+      [{ flags: { sim: true, host: 'systemd' } }, '--sim and --host systemd'],
+      [{ flags: { host: 'systemd' }, env: { AGENTD_SIM: '1' } }, 'AGENTD_SIM=1 and --host systemd'],
+      [{ flags: { sim: true }, env: { AGENTD_HOST: 'systemd' } }, '--sim and AGENTD_HOST=systemd'],
+    ] as const) {
+      const err = invalid(() => load(input));
+      expect(err.message).toContain(named);
+      expect(err.message).toMatch(why);
+    }
+    const file = await configFile('sim: true\nhost: systemd\n');
+    expect(invalid(() => load({ flags: { config: file } })).message).toContain(
+      `${file}: sim: true and host: systemd contradict each other`,
+    );
+    // --host sim without --sim, and --sim alone, stay as they were.
+    expect(load({ flags: { sim: true, host: 'sim' } }).host).toBe('sim');
+    expect(load({ flags: { host: 'systemd' }, env: { AGENTD_SIM: 'no' } }).host).toBe('systemd');
   });
 
   it('AGENTD_SIM=1 is --sim', () => {
@@ -269,10 +290,10 @@ describe('loadDaemonConfig precedence: flag > env > file > default', () => {
       env: 'AGENTD_SOCKET_MODE',
       file: 'socketMode: 0640',
       envValue: '0600',
-      flag: '0666',
+      flag: '0700',
       fromFile: 0o640,
       fromEnv: 0o600,
-      fromFlag: 0o666,
+      fromFlag: 0o700,
       out: 'socketMode',
     },
     {
@@ -379,8 +400,9 @@ describe('loadDaemonConfig rejects bad values with INVALID_CONFIG naming the opt
   it('names the file and key when the value came from the file', async () => {
     const file = await configFile('metricsAddress: nowhere\n');
     const err = invalid(() => load({ flags: { config: file } }));
-    expect(err.message).toContain(`--metrics-address (from ${file} key metricsAddress)`);
-    expect(err.message).toContain('"nowhere"');
+    expect(err.message).toBe(
+      `${file}: metricsAddress: expected HOST:PORT such as 127.0.0.1:9101, got "nowhere"`,
+    );
   });
 
   it('reports every bad option at once', () => {
@@ -394,8 +416,9 @@ describe('loadDaemonConfig rejects bad values with INVALID_CONFIG naming the opt
   it('a bad file value is reported even when valid values surround it', async () => {
     const file = await configFile('logLevel: debug\nshutdownGrace: soon\nhost: sim\n');
     const err = invalid(() => load({ flags: { config: file } }));
-    expect(err.message).toContain('--shutdown-grace (from');
-    expect(err.message).toContain('key shutdownGrace');
+    expect(err.message).toBe(
+      `${file}: shutdownGrace: expected a duration such as 30s, 5m or 1500ms, got "soon"`,
+    );
   });
 
   it('a flag fixes a bad file value (the file value is never looked at)', async () => {
@@ -427,14 +450,27 @@ describe('loadDaemonConfig rejects bad values with INVALID_CONFIG naming the opt
   it('YAML that does not parse', async () => {
     const file = await configFile('socket: [unclosed\n');
     const err = invalid(() => load({ flags: { config: file } }));
-    expect(err.message).toContain(`--config ${file}`);
-    expect(err.message).toContain('not valid YAML');
+    // One line: where, then what; not the parser's excerpt with a caret under an empty line.
+    expect(err.message).toMatch(
+      new RegExp(`^${file}: at the end of the file: not valid YAML: Flow sequence .* end with a \\]$`),
+    );
+    await configFile('logLevel: info\nsocket: a: b\n');
+    const err2 = invalid(() => load({ flags: { config: file } }));
+    expect(err2.message).toBe(
+      `${file}: line 2, column 9: not valid YAML: Nested mappings are not allowed in compact mappings`,
+    );
   });
 
   it('a duplicate YAML key', async () => {
     const file = await configFile('logLevel: info\nlogLevel: debug\n');
     const err = invalid(() => load({ flags: { config: file } }));
-    expect(err.message).toContain(file);
+    expect(err.message).toBe(`${file}: logLevel: given twice (line 2); give each key once`);
+  });
+
+  it('a YAML key that is not a name', async () => {
+    const file = await configFile('logLevel: info\n? [socket]\n: /x.sock\n');
+    const err = invalid(() => load({ flags: { config: file } }));
+    expect(err.message).toBe(`${file}: expected option names as keys, got a list as a key (line 2)`);
   });
 
   it('a config file that does not exist', () => {
@@ -456,5 +492,144 @@ describe('loadDaemonConfig rejects bad values with INVALID_CONFIG naming the opt
   it('AGENTD_CONFIG naming a missing file', () => {
     const err = invalid(() => load({ env: { AGENTD_CONFIG: 'nope.yaml' } }));
     expect(err.message).toContain(path.join(dir, 'nope.yaml'));
+  });
+});
+
+describe('loadDaemonConfig bounds what would fail only later', () => {
+  const durations = [
+    ['shutdownGrace', '--shutdown-grace', 'AGENTD_SHUTDOWN_GRACE', 'shutdownGraceMs'],
+    [
+      'machineStartTimeout',
+      '--machine-start-timeout',
+      'AGENTD_MACHINE_START_TIMEOUT',
+      'machineStartTimeoutMs',
+    ],
+    ['verifyTimeout', '--verify-timeout', 'AGENTD_VERIFY_TIMEOUT', 'verifyTimeoutMs'],
+  ] as const;
+  for (const [key, flag, env, out] of durations) {
+    it(`${key}: at most 596h, the longest a timer can wait (a longer one would fire at once)`, async () => {
+      expect(load({ flags: { [key]: '596h' } })[out]).toBe(596 * 3_600_000);
+      expect(2 ** 31 - 1).toBeGreaterThanOrEqual(596 * 3_600_000);
+      for (const long of ['596h1ms', '597h', '2147483648ms', '99999999999999999999h', '30000000']) {
+        expect(invalid(() => load({ flags: { [key]: long } })).message).toBe(
+          `invalid ${flag}: expected a duration of at most 596h, got "${long}"`,
+        );
+      }
+      expect(invalid(() => load({ env: { [env]: '600h' } })).message).toContain(
+        `invalid ${flag} (from env ${env}): expected a duration of at most 596h`,
+      );
+      const file = await configFile(`${key}: 1000h\n`);
+      expect(invalid(() => load({ flags: { config: file } })).message).toBe(
+        `${file}: ${key}: expected a duration of at most 596h, got "1000h"`,
+      );
+      // A number of milliseconds given in code is bounded the same.
+      expect(invalid(() => load({ flags: { [key]: 2 ** 31 } })).message).toContain('at most 596h');
+    });
+  }
+
+  it('--socket: at most 107 bytes (a unix socket path), checked before anything is created', async () => {
+    const fits = `/${'s'.repeat(101)}.sock`;
+    expect(Buffer.byteLength(fits)).toBe(107);
+    expect(load({ flags: { socket: fits } }).socket).toBe(fits);
+    const long = `/${'s'.repeat(102)}.sock`;
+    expect(invalid(() => load({ flags: { socket: long } })).message).toBe(
+      `invalid --socket: the path ${long} is 108 bytes long, expected at most 107 (the limit of a unix socket path, 108 bytes with its final NUL); choose a shorter path`,
+    );
+    // Bytes, not characters; a relative path counts as the absolute path it resolves to.
+    const wide = `/${'é'.repeat(52)}.sock`;
+    expect(invalid(() => load({ env: { AGENTD_SOCKET: wide } })).message).toContain(
+      'invalid --socket (from env AGENTD_SOCKET): the path',
+    );
+    const relative = 'r'.repeat(107 - dir.length);
+    expect(invalid(() => load({ flags: { socket: relative } })).message).toContain(
+      `the path ${path.join(dir, relative)} is 108 bytes long`,
+    );
+    const file = await configFile(`socket: ${long}\n`);
+    expect(invalid(() => load({ flags: { config: file } })).message).toMatch(
+      new RegExp(`^${file}: socket: the path /s+\\.sock is 108 bytes long`),
+    );
+    // --sim's default under a deep working directory.
+    const deep = path.join(dir, 'd'.repeat(100));
+    expect(invalid(() => load({ cwd: deep, flags: { sim: true } })).message).toContain(
+      `invalid --socket (its default): the path ${path.join(deep, '.agentd', 'agentd.sock')} is`,
+    );
+  });
+
+  it('--socket-mode: refuses any access for others (the socket controls the node as root)', () => {
+    for (const ok of ['0660', '0600', '0640', '0700', '0770', '0000']) {
+      expect(load({ flags: { socketMode: ok } }).socketMode).toBe(parseInt(ok, 8));
+    }
+    for (const bad of ['0666', '0777', '0604', '0662', '0661', '0o666']) {
+      expect(invalid(() => load({ flags: { socketMode: bad } })).message).toBe(
+        `invalid --socket-mode: expected a mode that gives others no access, such as 0660 or 0600 (the socket controls the node as root: give access through --socket-group), got "${bad}"`,
+      );
+    }
+    expect(invalid(() => load({ env: { AGENTD_SOCKET_MODE: '666' } })).message).toContain(
+      'invalid --socket-mode (from env AGENTD_SOCKET_MODE): expected a mode that gives others no access',
+    );
+    expect(invalid(() => load({ flags: { socketMode: 0o666 } })).message).toContain('gives others no access');
+  });
+
+  it('--socket-group: a group name or a GID, nothing a lookup could only fail on later', async () => {
+    for (const ok of ['agentd', 'agentd-ops', '_ops', 'Domain.Users', 'machine$', '0', '4294967294']) {
+      expect(load({ flags: { socketGroup: ok } }).socketGroup).toBe(ok);
+    }
+    for (const bad of ['-1', '1.5', 'ops team', 'a:b', '-g', '']) {
+      expect(invalid(() => load({ flags: { socketGroup: bad } })).message).toBe(
+        `invalid --socket-group: expected a group name (such as agentd) or a numeric GID, got ${JSON.stringify(bad)}`,
+      );
+    }
+    expect(invalid(() => load({ flags: { socketGroup: '4294967295' } })).message).toContain(
+      'expected a GID of at most 4294967294',
+    );
+    const file = await configFile('socketGroup: -1\n');
+    expect(invalid(() => load({ flags: { config: file } })).message).toBe(
+      `${file}: socketGroup: expected a group name (such as agentd) or a numeric GID, got "-1"`,
+    );
+  });
+});
+
+describe('loadDaemonConfig messages: <file>: <key>: what is wrong, what was expected', () => {
+  it('a value of the wrong kind says what the option takes and what it got, once', async () => {
+    const cases: [string, string][] = [
+      [
+        'shutdownGrace: [1, 2]',
+        'shutdownGrace: expected a duration such as 30s, 5m or 1500ms, got a list [1,2]',
+      ],
+      ['shutdownGrace:', 'shutdownGrace: expected a duration such as 30s, 5m or 1500ms, got no value'],
+      ['socket: null', 'socket: expected a path, got no value'],
+      ['socket: {a: 1}', 'socket: expected a path, got a mapping {"a":1}'],
+      ['socket: ""', 'socket: expected a path, got ""'],
+      ['socketMode: ~', 'socketMode: expected an octal mode such as 0660, got no value'],
+      ['sim: maybe', 'sim: expected true or false (also yes/no, on/off, 1/0), got "maybe"'],
+      [
+        'logLevel: [a]',
+        'logLevel: expected one of trace, debug, info, warn, error, fatal, silent, got a list ["a"]',
+      ],
+      ['host: 5', 'host: expected systemd or sim, got "5"'],
+      ['machineName: true', 'machineName: expected a Machine name, got true'],
+    ];
+    for (const [text, message] of cases) {
+      const file = await configFile(`${text}\n`);
+      expect(invalid(() => load({ flags: { config: file } })).message, text).toBe(`${file}: ${message}`);
+    }
+  });
+
+  it('each unknown key on its own line, with the option it was probably meant to be', async () => {
+    const file = await configFile('sockett: /x.sock\nsocket_group: ops\nLogLevel: info\nfoo: 1\n');
+    const keys = "(the keys are the flags' names in camelCase, such as socketGroup)";
+    expect(invalid(() => load({ flags: { config: file } })).message.split('\n')).toEqual([
+      `${file}: sockett: unknown key; did you mean socket? ${keys}`,
+      `${file}: socket_group: unknown key; did you mean socketGroup? ${keys}`,
+      `${file}: LogLevel: unknown key; did you mean logLevel? ${keys}`,
+      `${file}: foo: unknown key ${keys}`,
+    ]);
+  });
+
+  it('a file that is not a mapping says what it is', async () => {
+    const file = await configFile('42\n');
+    expect(invalid(() => load({ flags: { config: file } })).message).toBe(
+      `${file}: expected a YAML mapping of options (key: value lines such as logLevel: info), got a number`,
+    );
   });
 });
