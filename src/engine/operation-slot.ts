@@ -6,11 +6,13 @@
  */
 import type { Logger } from 'pino';
 import {
+  AgentError,
   BusyError,
   CancelledError,
   NotFoundError,
   PreconditionFailedError,
   describeError,
+  isAgentError,
 } from '../errors.js';
 import type { Clock, MachineName } from '../host/types.js';
 import type { Metrics } from '../metrics/metrics.js';
@@ -198,14 +200,34 @@ export class OperationSlot {
     });
   }
 
-  /** Start `body` as the running operation (call it inside `admit`). */
+  /**
+   * Start `body` as the running operation (call it inside `admit`). When its first record cannot
+   * be written (a state dir that cannot be written), nothing starts: the slot is free again, the
+   * operation is not in the history, and the caller gets the error naming the file.
+   */
   async launch(op: Operation, body: OperationBody, cancellable = true): Promise<Launched> {
     const rec = this.recorder(op);
     const controller = new AbortController();
     const running: Running = { rec, controller, done: Promise.resolve(op), cancellable };
     this.#running = running;
     this.#o.onChange?.();
-    await this.#o.store.save(op);
+    try {
+      await this.#o.store.save(op);
+    } catch (err) {
+      this.#running = null;
+      this.#o.store.forget(op.id);
+      this.#o.onChange?.();
+      rec.logger.error(
+        { err: describeError(err) },
+        'the operation could not be started: its record cannot be written',
+      );
+      throw isAgentError(err)
+        ? new AgentError(err.code, `cannot start the ${op.kind}: ${err.message}`, {
+            cause: err,
+            data: err.data,
+          })
+        : err;
+    }
     running.done = (async () => {
       let outcome: UpdateOutcome;
       try {

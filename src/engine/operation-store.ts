@@ -6,7 +6,7 @@ import { randomBytes } from 'node:crypto';
 import { readFile, readdir, rm } from 'node:fs/promises';
 import path from 'node:path';
 import type { Logger } from 'pino';
-import { writeFileAtomic } from '../host/fs-atomic.js';
+import { stateWriteError, writeFileAtomic } from '../host/fs-atomic.js';
 import type { Operation } from './operation.js';
 
 export const DEFAULT_HISTORY_LIMIT = 200;
@@ -73,21 +73,34 @@ export class OperationStore {
     return out;
   }
 
-  /** Insert or update, then persist (writes are serialized, so the file always holds the newest). */
+  /**
+   * Insert or update, then persist (writes are serialized, so the file always holds the newest).
+   * A write that fails throws naming the file (`stateWriteError`).
+   */
   async save(op: Operation): Promise<void> {
     const i = this.#ops.findIndex((o) => o.id === op.id);
     const snapshot = structuredClone(op);
     if (i >= 0) this.#ops[i] = snapshot;
     else this.#ops.push(snapshot);
+    const file = path.join(this.#dir, `${op.id}.json`);
     const write = this.#writes.then(async () => {
-      await writeFileAtomic(path.join(this.#dir, `${op.id}.json`), `${JSON.stringify(snapshot, null, 2)}\n`, {
-        mode: 0o600,
-        dirMode: 0o700,
-      });
+      try {
+        await writeFileAtomic(file, `${JSON.stringify(snapshot, null, 2)}\n`, {
+          mode: 0o600,
+          dirMode: 0o700,
+        });
+      } catch (err) {
+        throw stateWriteError(err, file);
+      }
       await this.#prune();
     });
     this.#writes = write.catch(() => undefined);
     await write;
+  }
+
+  /** Drop an operation that never started (its first record could not be written) from the history. */
+  forget(id: string): void {
+    this.#ops = this.#ops.filter((o) => o.id !== id);
   }
 
   async #prune(): Promise<void> {

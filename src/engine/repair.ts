@@ -168,6 +168,7 @@ export class NodeRepair {
   async #repair(m: MachineName, why: string): Promise<void> {
     const { slot } = this.#o;
     let op: Operation;
+    const before = this.#status;
     try {
       op = await slot.admit(async () => {
         const created = slot.create('repair', { requestedBy: 'agentd', reason: why }, m, m, REPAIR_PHASES);
@@ -177,6 +178,8 @@ export class NodeRepair {
     } catch (err) {
       // An operator's operation holds the node: never fight it; look again later.
       if (err instanceof BusyError) return;
+      // Nothing started (its record could not be written): no repair is under way.
+      if (this.#status.state === 'repairing') this.#assign(before);
       throw err;
     }
     if (op.state === 'succeeded') {

@@ -14,7 +14,14 @@
 import { lstat, mkdir, open, stat } from 'node:fs/promises';
 import path from 'node:path';
 import writeFileAtomicCb from 'write-file-atomic';
-import { errorCode, noSpaceOr, PreconditionFailedError } from '../errors.js';
+import {
+  describeError,
+  errorCode,
+  isAgentError,
+  noSpaceOr,
+  PreconditionFailedError,
+  type AgentError,
+} from '../errors.js';
 
 export interface AtomicWriteOptions {
   /** File mode (default 0o644). */
@@ -62,6 +69,27 @@ async function refuseNonRegular(file: string): Promise<void> {
   throw new PreconditionFailedError(
     `write ${file}: it is ${what}; agentd replaces only regular files and never writes through a link — choose another path or remove what is there`,
   );
+}
+
+/** The errno codes of a directory that cannot be written: its permissions, or a read-only file system. */
+const NOT_WRITABLE = new Set(['EACCES', 'EPERM', 'EROFS']);
+
+/**
+ * A write of agentd's own state failed: an AgentError passes (NO_SPACE from `writeFileAtomic`);
+ * anything else is PRECONDITION_FAILED naming the file and, when its directory cannot be
+ * written, saying so, rather than a bare errno message about a temp file.
+ */
+export function stateWriteError(err: unknown, file: string): AgentError {
+  if (isAgentError(err)) return err;
+  const code = errorCode(err);
+  const why =
+    code !== undefined && NOT_WRITABLE.has(code)
+      ? `${path.dirname(file)} is not writable (${describeError(err)})`
+      : describeError(err);
+  return new PreconditionFailedError(`cannot write ${file}: ${why}`, {
+    cause: err,
+    data: { file, ...(code !== undefined ? { errno: code } : {}) },
+  });
 }
 
 /** Flush a directory's entries (a rename, a new file) to disk. */

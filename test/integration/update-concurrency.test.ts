@@ -3,6 +3,8 @@
  * socket start exactly one operation and the others get BUSY naming it; an idempotency key
  * seen before returns that operation instead of starting another.
  */
+import { rename, rm, writeFile } from 'node:fs/promises';
+import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import {
   NEW_VERSION,
@@ -56,6 +58,28 @@ describe('concurrent updates and idempotency', () => {
     expect((await node.call<Op>('operations.wait', { id: first.id })).state).toBe('succeeded');
     const second = await node.update({ force: true, wait: true });
     expect(second).toMatchObject({ state: 'succeeded', from: 'kube2', to: 'kube1' });
+  });
+
+  it('an update whose first record cannot be written is refused naming the file, and the next one is not BUSY', async () => {
+    const node = await cloneSimNode(template);
+    await node.start();
+    // The history directory is a file now: no operation record can be written under it.
+    const history = path.join(node.stateDir, 'operations');
+    await rename(history, `${history}.aside`);
+    await writeFile(history, 'in the way');
+    for (const attempt of [1, 2]) {
+      const err = await node.callError('update', { set: { kubernetesVersion: NEW_VERSION } });
+      expect(err.data, `attempt ${attempt}`).toMatchObject({ code: 'PRECONDITION_FAILED', errno: 'EEXIST' });
+      expect(err.message).toMatch(new RegExp(`^cannot start the update: cannot write ${history}/op-`));
+      const { operation } = await node.status();
+      expect(operation, `attempt ${attempt}: nothing runs`).toBeNull();
+    }
+    await rm(history);
+    await rename(`${history}.aside`, history);
+    const op = await node.update({ set: { kubernetesVersion: NEW_VERSION }, wait: true });
+    expect(op.state).toBe('succeeded');
+    // The refused attempts are not in the history.
+    expect((await node.operations()).filter((o) => o.kind === 'update')).toHaveLength(2);
   });
 
   it('the same idempotency key returns the same operation, running or ended', async () => {

@@ -1,0 +1,99 @@
+/**
+ * The operation slot on its own: an operation whose first record cannot be written never holds
+ * the slot, and shutdown (`drain`) admits nothing new and reports what it could not wait for.
+ */
+import { mkdtemp, rm, writeFile } from 'node:fs/promises';
+import os from 'node:os';
+import path from 'node:path';
+import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { EventBus } from '../../../src/engine/events.js';
+import { OperationSlot, type OperationBody } from '../../../src/engine/operation-slot.js';
+import { OperationStore } from '../../../src/engine/operation-store.js';
+import type { UpdateOutcome } from '../../../src/engine/update.js';
+import { NoSpaceError } from '../../../src/errors.js';
+import { stateWriteError } from '../../../src/host/fs-atomic.js';
+import { createMetrics } from '../../../src/metrics/metrics.js';
+import { createManualClock, type ManualClock } from '../../support/manual-clock.js';
+import { silentLogger } from './fakes.js';
+
+let stateDir: string;
+beforeEach(async () => {
+  stateDir = await mkdtemp(path.join(os.tmpdir(), 'agentd-slot-'));
+});
+afterEach(async () => {
+  await rm(stateDir, { recursive: true, force: true });
+});
+
+function createSlot(store: OperationStore, clock: ManualClock = createManualClock()): OperationSlot {
+  return new OperationSlot({
+    store,
+    events: new EventBus(),
+    metrics: createMetrics({ version: 'test' }),
+    logger: silentLogger,
+    clock,
+  });
+}
+
+/** A body that runs until `finish` is called. */
+function heldBody(): { body: OperationBody; finish: () => void } {
+  let finish!: () => void;
+  const ended = new Promise<void>((resolve) => (finish = resolve));
+  const body: OperationBody = async (rec) => {
+    await rec.start();
+    await ended;
+    return { state: 'succeeded', result: {} } satisfies UpdateOutcome;
+  };
+  return { body, finish };
+}
+
+/** Admit and launch one update with `body`; resolves to its first snapshot. */
+function start(slot: OperationSlot, body: OperationBody) {
+  return slot.admit(() =>
+    slot.launch(slot.create('update', { requestedBy: 'test' }, 'kube1', 'kube2', ['stop']), body),
+  );
+}
+
+describe('OperationSlot.launch', () => {
+  it('a first record that cannot be written: a clear error naming the file, and the slot is free again', async () => {
+    const store = new OperationStore(stateDir);
+    const slot = createSlot(store);
+    // Where the history directory should be there is a file: nothing can be written under it.
+    await writeFile(path.join(stateDir, 'operations'), 'in the way');
+    const failed = start(slot, heldBody().body);
+    await expect(failed).rejects.toMatchObject({
+      code: 'PRECONDITION_FAILED',
+      message: expect.stringMatching(
+        new RegExp(
+          `^cannot start the update: cannot write ${path.join(stateDir, 'operations')}/op-[^ ]+\\.json: `,
+        ),
+      ),
+      data: { file: expect.stringContaining(path.join(stateDir, 'operations')), errno: 'EEXIST' },
+    });
+    // Nothing runs, and the operation that never started is not in the history.
+    expect(slot.current).toBeNull();
+    expect(store.list()).toEqual([]);
+    // The next request is not BUSY: it fails for the same reason, and once the directory can be
+    // written, an operation starts.
+    await expect(start(slot, heldBody().body)).rejects.toMatchObject({ code: 'PRECONDITION_FAILED' });
+    await rm(path.join(stateDir, 'operations'));
+    const { body, finish } = heldBody();
+    const op = await start(slot, body);
+    expect(slot.current?.id).toBe(op.id);
+    finish();
+    expect((await slot.wait(op.id, undefined)).state).toBe('succeeded');
+  });
+
+  it('a directory that cannot be written is named as such (stateWriteError)', () => {
+    const file = path.join(stateDir, 'operations', 'op-1.json');
+    for (const code of ['EACCES', 'EPERM', 'EROFS']) {
+      const err = Object.assign(new Error(`${code}: refused, open '${file}.123'`), { code });
+      expect(stateWriteError(err, file)).toMatchObject({
+        code: 'PRECONDITION_FAILED',
+        message: `cannot write ${file}: ${path.dirname(file)} is not writable (${code}: refused, open '${file}.123')`,
+        data: { file, errno: code },
+      });
+    }
+    const full = new NoSpaceError('write x: no space left on device');
+    expect(stateWriteError(full, file)).toBe(full);
+  });
+});
