@@ -128,7 +128,10 @@ function renderAgentdMan(): string {
           {
             items: [
               ['0', 'clean shutdown (SIGTERM or SIGINT), --help, --version'],
-              ['1', 'runtime failure'],
+              [
+                '1',
+                'runtime failure, or the shutdown grace ended with an operation still running (the next start recovers it)',
+              ],
               [
                 '2',
                 'invalid configuration or usage: the message names the option, the expected and the received value',

@@ -1,6 +1,7 @@
 /**
  * agentd: the node agent daemon. Flags > AGENTD_* env > YAML config file > defaults.
- * Exit codes: 0 clean shutdown, 1 runtime failure, 2 invalid configuration or usage.
+ * Exit codes: 0 clean shutdown, 1 runtime failure (or the shutdown grace ended with an
+ * operation still running), 2 invalid configuration or usage.
  * Bundled as dist/agentd.cjs (scripts/build.ts), run by the npm bin and the release executable.
  */
 import { Command, CommanderError, Option } from 'commander';
@@ -219,7 +220,11 @@ export async function runAgentd(argv: string[]): Promise<number> {
   return 0;
 }
 
-/** The bundle's entry (dist/agentd.cjs): run agentd with this process's arguments. */
+/**
+ * The bundle's entry (dist/agentd.cjs): run agentd with this process's arguments. The process
+ * exits once the daemon has stopped (or failed to start): whatever might still be pending then
+ * must not keep a stopped agentd alive.
+ */
 export function run(): void {
-  runProgram('agentd', () => runAgentd(process.argv));
+  runProgram('agentd', () => runAgentd(process.argv), { exitWhenSettled: true });
 }

@@ -11,6 +11,7 @@ import type { DaemonConfig } from '../config/daemon-config.js';
 import { Engine } from '../engine/engine.js';
 import { EventBus } from '../engine/events.js';
 import { FINAL_STATES } from '../engine/operation.js';
+import type { InFlight } from '../engine/operation-slot.js';
 import { StatusVersion } from '../engine/status-version.js';
 import { PreconditionFailedError, describeError } from '../errors.js';
 import { systemClock } from '../host/clock.js';
@@ -19,7 +20,7 @@ import { createHealthGate } from '../fleet/health-gate.js';
 import { captureMachineDiagnostics } from '../host/machine-diagnostics.js';
 import { runInMachine } from '../host/machines.js';
 import { createHostPaths } from '../host/paths.js';
-import { inspectPidFile, removePidFile, writePidFile } from '../host/pid-file.js';
+import { inspectPidFile, removePidFile, removePidFileSync, writePidFile } from '../host/pid-file.js';
 import type { Clock } from '../host/types.js';
 import { createMetrics, type Metrics } from '../metrics/metrics.js';
 import { createDispatcher, type Dispatcher } from '../rpc/dispatcher.js';
@@ -46,6 +47,7 @@ import {
   listenUnix,
   prepareSocketPath,
   removeOwnSocket,
+  removeOwnSocketSync,
   resolveGroup,
   socketIdentity,
 } from '../server/socket.js';
@@ -71,6 +73,11 @@ export interface DaemonDeps {
   healthChecks?: () => HealthChecks | null;
   /** Watcher and fleet gate timing (tests, the fleet simulation); default: production timing. */
   kube?: Pick<KubeWiringOptions, 'watcher' | 'fleet'>;
+  /**
+   * End the process with this code at once (default `process.exit`): when the shutdown grace is
+   * over and an operation still runs, nothing of it may run on without the instance lock.
+   */
+  exit?: (code: number) => void;
 }
 
 export interface Daemon {
@@ -299,9 +306,32 @@ async function startServing(
   // In-flight work gets up to --shutdown-grace to reach a safe point (the journal covers the
   // rest); pushed before the watcher's step, so it runs after the watcher has stopped.
   let graceDeadline = Number.POSITIVE_INFINITY;
-  cleanup.push('let in-flight work reach a safe point', () =>
-    engine.shutdown(Math.max(0, Math.min(config.shutdownGraceMs, graceDeadline - clock.now()))),
-  );
+  cleanup.push('let in-flight work reach a safe point', async () => {
+    const left = await engine.shutdown(
+      Math.max(0, Math.min(config.shutdownGraceMs, graceDeadline - clock.now())),
+    );
+    if (left !== null) exitWithWorkInFlight(left);
+  });
+  /**
+   * The grace is over and work still runs in this process. The rest of the stack must not run:
+   * it would release the instance lock and the PID file while this process still drives the
+   * machines, and a second agentd could start beside it. So the process ends here, at once: the
+   * socket and the PID file are removed synchronously and the exit follows in the same step, so
+   * nothing of the operation runs after them; the instance lock goes with the process. The
+   * journal lets the next start's recovery complete the operation (docs/operations.md, "Signals").
+   */
+  const exitWithWorkInFlight = ({ operation: op }: InFlight): void => {
+    const phase = op?.phases.find((p) => p.state === 'running')?.name ?? null;
+    logger.error(
+      { operation: op?.id ?? null, kind: op?.kind ?? null, phase, graceMs: config.shutdownGraceMs },
+      op
+        ? `shutdown grace over: operation ${op.id} (${op.kind}) still runs${phase ? ` in phase ${phase}` : ''}; exiting now without finishing it — the next start of agentd recovers it`
+        : 'shutdown grace over: a request was still being admitted (no operation had started); exiting now',
+    );
+    if (ownSocket !== null) removeOwnSocketSync(config.socket, ownSocket);
+    removePidFileSync(config.pidFile, process.pid);
+    (deps.exit ?? process.exit)(1);
+  };
   cleanup.push('stop the Machine watcher', () => kubeWiring.stop());
 
   let resolveStopped!: () => void;

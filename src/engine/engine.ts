@@ -16,7 +16,7 @@ import { diffConfigs, resolveGoal, type GoalSet } from './goal.js';
 import type { NodeStatus, Operation } from './operation.js';
 import { NodeSnapshot } from './node-snapshot.js';
 import { StatusVersion } from './status-version.js';
-import { OperationSlot, type Launched } from './operation-slot.js';
+import { OperationSlot, type InFlight, type Launched } from './operation-slot.js';
 import { buildDryRun } from './plan.js';
 import { OperationStore } from './operation-store.js';
 import type { PreflightCheck, Provisioner } from '../provision/provisioner-contract.js';
@@ -654,13 +654,18 @@ export class Engine {
     return this.#slot.currentEvents(filter);
   }
 
-  /** Shutdown: see `OperationSlot.drain`; then let a node refresh under way finish. */
-  async shutdown(graceMs: number): Promise<void> {
+  /**
+   * Shutdown: see `OperationSlot.drain`; then let a node refresh under way finish. Resolves to
+   * the work still in flight when the grace is over (then nothing more is waited for), or null.
+   */
+  async shutdown(graceMs: number): Promise<InFlight | null> {
     // No new repair starts; one under way is drained like any operation.
     this.#repairStop?.abort();
-    await this.#slot.drain(graceMs);
+    const left = await this.#slot.drain(graceMs);
+    if (left !== null) return left;
     await this.#repairLoop;
     await this.#snap.settled();
+    return null;
   }
 
   async #recordNoop(req: UpdateRequest, source: MachineName | null): Promise<Operation> {

@@ -2,13 +2,15 @@
  * The node's one operation slot: at most one mutating operation runs, a second is refused with
  * BUSY naming it. Admission (validating a request and creating its operation) is itself
  * exclusive: a call that arrives meanwhile waits for it instead of failing with a placeholder.
- * The slot also launches operations, waits for them, cancels them and drains them at shutdown.
+ * The slot also launches operations, waits for them, cancels them and drains them at shutdown;
+ * once it drains, it admits and launches nothing more (DRAINING).
  */
 import type { Logger } from 'pino';
 import {
   AgentError,
   BusyError,
   CancelledError,
+  DrainingError,
   NotFoundError,
   PreconditionFailedError,
   describeError,
@@ -53,6 +55,14 @@ interface Running {
   cancellable: boolean;
 }
 
+/**
+ * Work that shutdown's grace did not see end: the operation still running, or null when no
+ * operation had started but an admission or `exclusive` bookkeeping was still under way.
+ */
+export interface InFlight {
+  operation: Operation | null;
+}
+
 export interface OperationSlotOptions {
   store: OperationStore;
   events: EventBus;
@@ -80,6 +90,8 @@ export class OperationSlot {
    */
   #admissionEnded: Promise<void> = Promise.resolve();
   #endAdmission: () => void = () => undefined;
+  /** Set by `drain`: nothing is admitted or launched any more. */
+  #closed = false;
 
   constructor(options: OperationSlotOptions) {
     this.#o = options;
@@ -116,6 +128,7 @@ export class OperationSlot {
     // `before` answers without an operation of its own (an idempotent replay); synchronous.
     const early = before?.();
     if (early !== undefined) return early;
+    if (this.#closed) throw new DrainingError();
     const running = this.#running;
     if (running) throw new BusyError(running.rec.op.id, running.rec.op.kind);
     this.#setAdmitting(true);
@@ -141,6 +154,7 @@ export class OperationSlot {
       if (!running) break;
       await running.done.catch(() => undefined);
     }
+    if (this.#closed) throw new DrainingError();
     this.#setAdmitting(true);
     try {
       return await fn();
@@ -203,9 +217,11 @@ export class OperationSlot {
   /**
    * Start `body` as the running operation (call it inside `admit`). When its first record cannot
    * be written (a state dir that cannot be written), nothing starts: the slot is free again, the
-   * operation is not in the history, and the caller gets the error naming the file.
+   * operation is not in the history, and the caller gets the error naming the file. Once the
+   * slot drains, an admission that was under way launches nothing: DRAINING.
    */
   async launch(op: Operation, body: OperationBody, cancellable = true): Promise<Launched> {
+    if (this.#closed) throw new DrainingError();
     const rec = this.recorder(op);
     const controller = new AbortController();
     const running: Running = { rec, controller, done: Promise.resolve(op), cancellable };
@@ -301,25 +317,32 @@ export class OperationSlot {
   }
 
   /**
-   * Shutdown: an operation before its point of no return is cancelled (it undoes its work, a safe
-   * point); one past it gets up to `graceMs` to finish. What does not finish is left to recovery.
+   * Shutdown (docs/architecture.md, "Lifecycle"): from now on nothing is admitted or launched
+   * (DRAINING). An admission under way ends first (it can no longer launch); then an operation
+   * before its point of no return is cancelled (it undoes its work, a safe point), and one past
+   * it may finish; all within `graceMs` in total. Resolves to what is still in flight when the
+   * grace is over (recovery at the next start completes it), or null when nothing is.
    */
-  async drain(graceMs: number): Promise<void> {
-    const running = this.#running;
-    if (!running) return;
-    if (running.cancellable) running.controller.abort(new CancelledError('agentd is shutting down'));
-    // On the injected clock like every other wait; the timer ends as soon as the operation does.
+  async drain(graceMs: number): Promise<InFlight | null> {
+    this.#closed = true;
+    // On the injected clock like every other wait; the timer ends as soon as the work does.
     const stop = new AbortController();
-    await Promise.race([
-      running.done.catch(() => undefined),
-      this.#o.clock.sleep(graceMs, stop.signal).catch(() => undefined),
-    ]);
-    stop.abort();
-    if (this.#running) {
-      this.#o.logger.warn(
-        { operation: running.rec.op.id },
-        'shutdown grace over; recovery will finish the operation',
-      );
+    let over = false;
+    const grace = this.#o.clock.sleep(graceMs, stop.signal).then(
+      () => (over = true),
+      () => undefined,
+    );
+    try {
+      while (this.#admittingFlag && !over) await Promise.race([this.#admissionEnded, grace]);
+      const running = this.#running;
+      if (running && !over) {
+        if (running.cancellable) running.controller.abort(new CancelledError('agentd is shutting down'));
+        await Promise.race([running.done.catch(() => undefined), grace]);
+      }
+    } finally {
+      stop.abort();
     }
+    if (this.#running) return { operation: structuredClone(this.#running.rec.op) };
+    return this.#admittingFlag ? { operation: null } : null;
   }
 }

@@ -11,6 +11,7 @@ import type { Logger } from 'pino';
 import {
   BusyError,
   CancelledError,
+  DrainingError,
   MachineStartFailedError,
   describeError,
   isAgentError,
@@ -178,8 +179,9 @@ export class NodeRepair {
     } catch (err) {
       // An operator's operation holds the node: never fight it; look again later.
       if (err instanceof BusyError) return;
-      // Nothing started (its record could not be written): no repair is under way.
+      // Nothing started (its record could not be written, or agentd is shutting down).
       if (this.#status.state === 'repairing') this.#assign(before);
+      if (err instanceof DrainingError) return;
       throw err;
     }
     if (op.state === 'succeeded') {

@@ -3,7 +3,7 @@
  * the process behind it is really agentd (PIDs are reused), so both sides check
  * `/proc/<pid>/cmdline` before trusting or signalling it.
  */
-import { readFileSync } from 'node:fs';
+import { readFileSync, rmSync } from 'node:fs';
 import { lstat, readFile, rm } from 'node:fs/promises';
 import path from 'node:path';
 import { InvalidConfigError } from '../errors.js';
@@ -119,4 +119,17 @@ export async function removePidFile(file: string, pid: number): Promise<void> {
     return;
   }
   await rm(file, { force: true });
+}
+
+/**
+ * `removePidFile` in one synchronous step, for a process about to exit at once: nothing else of
+ * it runs between the removal and the exit.
+ */
+export function removePidFileSync(file: string, pid: number): void {
+  try {
+    if (readFileSync(file, 'utf8').trim() !== String(pid)) return;
+  } catch {
+    return;
+  }
+  rmSync(file, { force: true });
 }

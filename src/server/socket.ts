@@ -5,7 +5,7 @@
  */
 import { execFile } from 'node:child_process';
 import { access, chmod, chown, lstat, mkdir, readFile, rm } from 'node:fs/promises';
-import { constants } from 'node:fs';
+import { constants, lstatSync, rmSync } from 'node:fs';
 import type { Server } from 'node:http';
 import net from 'node:net';
 import path from 'node:path';
@@ -218,5 +218,18 @@ export async function removeOwnSocket(socketPath: string, own: SocketIdentity): 
   }
   if (!st.isSocket() || st.dev !== own.dev || st.ino !== own.ino || st.ctimeNs !== own.ctimeNs) return false;
   await rm(socketPath, { force: true });
+  return true;
+}
+
+/** `removeOwnSocket` in one synchronous step, for a process about to exit at once. */
+export function removeOwnSocketSync(socketPath: string, own: SocketIdentity): boolean {
+  let st;
+  try {
+    st = lstatSync(socketPath, { bigint: true });
+  } catch {
+    return false;
+  }
+  if (!st.isSocket() || st.dev !== own.dev || st.ino !== own.ino || st.ctimeNs !== own.ctimeNs) return false;
+  rmSync(socketPath, { force: true });
   return true;
 }

@@ -1,13 +1,34 @@
 /**
  * Ordered shutdown of the real daemon (docs/operations.md): on SIGTERM, SIGINT or `agentctl stop` it
- * exits 0 and removes its socket and PID file, keeping the state dir.
+ * exits 0 and removes its socket and PID file, keeping the state dir. An operation that outlasts
+ * `--shutdown-grace` ends the process at the end of the grace (exit 1, the operation and phase
+ * named), never one that releases its lock and runs on; the next start recovers the operation.
  */
 import { mkdir, readFile, stat, writeFile } from 'node:fs/promises';
 import http from 'node:http';
 import path from 'node:path';
-import { describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it, onTestFinished } from 'vitest';
 import { runAgentctl } from '../support/cli.js';
 import { startTestDaemon, type TestDaemon } from '../support/daemon.js';
+import {
+  JOIN_VERSION,
+  NEW_VERSION,
+  cloneSimNode,
+  createJoinedTemplate,
+  disposeSimNode,
+  expectRecovered,
+  followEvents,
+  waitFor,
+  type SimNode,
+} from '../support/sim-node.js';
+
+/** The daemon's JSON log lines, parsed. */
+function logLines(text: string): Array<{ msg: string; level: number } & Record<string, unknown>> {
+  return text
+    .split('\n')
+    .filter((l) => l.startsWith('{'))
+    .map((l) => JSON.parse(l) as { msg: string; level: number } & Record<string, unknown>);
+}
 
 /** Put something in the state dir that must survive the shutdown. */
 async function markState(d: TestDaemon): Promise<string> {
@@ -21,11 +42,7 @@ async function expectCleanExit(d: TestDaemon, marker: string): Promise<void> {
   await expect(stat(d.socket)).rejects.toMatchObject({ code: 'ENOENT' });
   await expect(stat(d.pidFile)).rejects.toMatchObject({ code: 'ENOENT' });
   expect(await readFile(marker, 'utf8')).toBe('journal');
-  const lines = d
-    .logs()
-    .split('\n')
-    .filter((l) => l.startsWith('{'))
-    .map((l) => JSON.parse(l) as { msg: string; level: number });
+  const lines = logLines(d.logs());
   const msgs = lines.map((l) => l.msg);
   expect(msgs).toContain('agentd shutting down');
   expect(msgs.indexOf('agentd stopped')).toBeGreaterThan(msgs.indexOf('agentd shutting down'));
@@ -87,5 +104,56 @@ describe('shutdown', () => {
     await streamClosed;
     expect(await d.waitExit()).toBe(0);
     expect(d.logs()).toContain('agentd stopped');
+  });
+});
+
+describe('shutdown with an operation in flight', () => {
+  let template: SimNode;
+  beforeAll(async () => {
+    template = await createJoinedTemplate();
+  });
+  afterAll(async () => {
+    await disposeSimNode(template);
+  });
+
+  it('past the point of no return and longer than --shutdown-grace: exit 1 at the end of the grace naming the operation and phase; the next start recovers it', async () => {
+    const node = await cloneSimNode(template);
+    // Every host command on kube1 takes 2 s: stopping it outlasts a 1 s grace by far.
+    const d = await node.start({ faults: 'latency=2000:kube1', args: ['--shutdown-grace', '1s'] });
+    const events = await followEvents(node.socket);
+    onTestFinished(() => events.close());
+    const op = await node.update({ set: { kubernetesVersion: NEW_VERSION } });
+    await events.next((e) => e.operationId === op.id && e.phase === 'stop' && e.state === 'running');
+    await waitFor('the journal to say the source is stopping (no cancel from here)', async () => {
+      const j = await node.readJournal();
+      return j.operationId === op.id && j.sourceStopped === true;
+    });
+    d.proc.kill('SIGTERM');
+    expect(await d.waitExit(), d.logs()).toBe(1);
+
+    const journal = await node.readJournal();
+    expect(journal).toMatchObject({ operationId: op.id, closed: false });
+    const lines = logLines(d.logs());
+    const over = lines.find((l) => l.msg.startsWith('shutdown grace over'));
+    expect(over, d.logs()).toMatchObject({
+      level: 50,
+      operation: op.id,
+      kind: 'update',
+      phase: journal.phase,
+      msg: `shutdown grace over: operation ${op.id} (update) still runs in phase ${String(journal.phase)}; exiting now without finishing it — the next start of agentd recovers it`,
+    });
+    // Nothing ran after it, and the clean-up that releases the PID file and the lock did not run
+    // while the operation was still going.
+    expect(lines.at(-1)).toBe(over);
+    expect(lines.map((l) => l.msg)).not.toContain('agentd stopped');
+    await expect(stat(d.pidFile)).rejects.toMatchObject({ code: 'ENOENT' });
+    await expect(stat(d.socket)).rejects.toMatchObject({ code: 'ENOENT' });
+
+    // The next start recovers the update from the journal: back to kube1, nothing committed.
+    await node.start();
+    const recovered = await expectRecovered(node, { active: 'kube1', version: JOIN_VERSION });
+    expect(recovered.id).toBe(op.id);
+    expect((recovered.result?.recovery as { interruptedIn: string }).interruptedIn).toBe(journal.phase);
+    await node.stop();
   });
 });

@@ -267,7 +267,7 @@ describe('Engine: cancel', () => {
             signal?.addEventListener('abort', () => reject(new Error('over'))),
           )
         : sleep(ms, signal);
-    await engine.shutdown(10_000);
+    expect(await engine.shutdown(10_000)).toBeNull();
     expect(engine.getOperation(op.id).state).toBe('cancelled');
   });
 
@@ -277,8 +277,10 @@ describe('Engine: cancel', () => {
     const op = await engine.update(to('1.35.0'));
     await held.reached;
     f.clock.sleep = async () => undefined; // the grace is over at once
-    await engine.shutdown(10_000);
+    const left = await engine.shutdown(10_000);
     expect(engine.getOperation(op.id).state).toBe('running');
+    // The daemon learns what is still in flight, to say so and exit without releasing its lock.
+    expect(left?.operation).toMatchObject({ id: op.id, state: 'running' });
     held.release();
   });
 });

@@ -13,7 +13,7 @@ import type { UpdateOutcome } from '../../../src/engine/update.js';
 import { NoSpaceError } from '../../../src/errors.js';
 import { stateWriteError } from '../../../src/host/fs-atomic.js';
 import { createMetrics } from '../../../src/metrics/metrics.js';
-import { createManualClock, type ManualClock } from '../../support/manual-clock.js';
+import { createManualClock, settle, type ManualClock } from '../../support/manual-clock.js';
 import { silentLogger } from './fakes.js';
 
 let stateDir: string;
@@ -95,5 +95,73 @@ describe('OperationSlot.launch', () => {
     }
     const full = new NoSpaceError('write x: no space left on device');
     expect(stateWriteError(full, file)).toBe(full);
+  });
+});
+
+describe('OperationSlot.drain', () => {
+  it('waits for an admission under way, which then launches nothing (DRAINING); later requests get DRAINING', async () => {
+    const slot = createSlot(new OperationStore(stateDir));
+    let admitted!: () => void;
+    const reached = new Promise<void>((resolve) => (admitted = resolve));
+    let proceed!: () => void;
+    const held = new Promise<void>((resolve) => (proceed = resolve));
+    // An update being admitted: it reads the node (held here), then launches.
+    const admission = slot.admit(async () => {
+      admitted();
+      await held;
+      return slot.launch(
+        slot.create('update', { requestedBy: 'test' }, 'kube1', 'kube2', ['stop']),
+        heldBody().body,
+      );
+    });
+    await reached;
+    let drained: unknown = 'not yet';
+    const draining = slot.drain(10_000).then((left) => (drained = left));
+    await settle();
+    expect(drained, 'drain waits for the admission').toBe('not yet');
+    proceed();
+    await expect(admission).rejects.toMatchObject({ code: 'DRAINING' });
+    await draining;
+    expect(drained).toBeNull();
+    expect(slot.current).toBeNull();
+    await expect(start(slot, heldBody().body)).rejects.toMatchObject({ code: 'DRAINING' });
+    await expect(slot.exclusive(async () => 'bookkeeping')).rejects.toMatchObject({ code: 'DRAINING' });
+  });
+
+  it('an operation past its point of no return that outlasts the grace: reported with its running phase', async () => {
+    const clock = createManualClock();
+    const slot = createSlot(new OperationStore(stateDir), clock);
+    let finish!: () => void;
+    const ended = new Promise<void>((resolve) => (finish = resolve));
+    let inStop!: () => void;
+    const stopping = new Promise<void>((resolve) => (inStop = resolve));
+    const op = await start(slot, async (rec, _signal, hooks) => {
+      await rec.start();
+      await rec.phaseStarted('stop');
+      hooks.onPointOfNoReturn();
+      inStop();
+      await ended;
+      return { state: 'succeeded', result: {} };
+    });
+    await stopping;
+    const draining = slot.drain(1000);
+    await clock.advance(1000);
+    const left = await draining;
+    expect(left?.operation).toMatchObject({ id: op.id, state: 'running' });
+    expect(left?.operation?.phases).toEqual([expect.objectContaining({ name: 'stop', state: 'running' })]);
+    finish();
+    expect((await slot.wait(op.id, undefined)).state).toBe('succeeded');
+  });
+
+  it('an operation that ends within the grace: nothing in flight', async () => {
+    const clock = createManualClock();
+    const slot = createSlot(new OperationStore(stateDir), clock);
+    const { body, finish } = heldBody();
+    const op = await start(slot, body);
+    const draining = slot.drain(1000);
+    // Cancellable: shutdown cancels it, and this body ends at its next step.
+    finish();
+    expect(await draining).toBeNull();
+    expect(slot.get(op.id).state).toBe('succeeded');
   });
 });
