@@ -166,7 +166,8 @@ async function startServing(
   cleanup.push('remove the socket', async () => {
     if (ownSocket !== null) await removeOwnSocket(config.socket, ownSocket);
   });
-  const host = deps.host ?? (await createHost(config, { logger, clock, env: deps.env ?? process.env }));
+  const host =
+    deps.host ?? (await createHost(config, { logger, clock, env: deps.env ?? process.env, cleanup }));
   cleanup.push('close the host wiring', () => host.close());
   const provisioner = createProvisioner({
     paths,

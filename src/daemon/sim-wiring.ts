@@ -6,7 +6,8 @@ import { mkdir, readFile, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import type { Logger } from 'pino';
 import type { DaemonConfig } from '../config/daemon-config.js';
-import { writeFileAtomic } from '../host/fs-atomic.js';
+import { describeError, PreconditionFailedError } from '../errors.js';
+import { stateWriteError, writeFileAtomic } from '../host/fs-atomic.js';
 import { createMachineManager } from '../host/machines.js';
 import type { HostPaths } from '../host/paths.js';
 import { simDefaultConfig } from '../sim/default-config.js';
@@ -17,9 +18,14 @@ import type { Host, HostWiringDeps } from './host.js';
 
 /**
  * The mirror keeps its port across restarts (recorded in the state dir), because the applied
- * config of a `--sim` node points its downloads and image at it.
+ * config of a `--sim` node points its downloads and image at it. Its clean-up step is pushed as
+ * soon as it listens: recording the port may still fail.
  */
-async function startSimMirror(stateDir: string, logger: Logger): Promise<Mirror> {
+async function startSimMirror(
+  stateDir: string,
+  logger: Logger,
+  cleanup: HostWiringDeps['cleanup'],
+): Promise<Mirror> {
   const file = path.join(stateDir, 'sim-mirror.json');
   let port = 0;
   try {
@@ -34,21 +40,37 @@ async function startSimMirror(stateDir: string, logger: Logger): Promise<Mirror>
     logger.warn({ port, err: (err as Error).message }, 'the sim mirror port is taken; using a new one');
     mirror = await startMirror({ logger });
   }
-  if (mirror.port !== port)
-    await writeFileAtomic(file, `${JSON.stringify({ port: mirror.port })}\n`, { dirMode: 0o700 });
+  cleanup.push('close the sim mirror', () => mirror.close());
+  if (mirror.port !== port) {
+    await writeFileAtomic(file, `${JSON.stringify({ port: mirror.port })}\n`, { dirMode: 0o700 }).catch(
+      (err: unknown) => {
+        throw stateWriteError(err, file);
+      },
+    );
+  }
   return mirror;
 }
 
-/** The host files a simulated root needs that a real host always has. */
+/** The host files a simulated root needs that a real host always has; a failure names `--root`. */
 async function seedSimRoot(root: string): Promise<void> {
-  await mkdir(path.join(root, 'etc'), { recursive: true });
-  for (const [name, content] of [
-    ['etc/hostname', 'sim-host\n'],
-    ['etc/resolv.conf', '# agentd --sim\nnameserver 127.0.0.1\n'],
-  ] as const) {
-    await writeFile(path.join(root, name), content, { flag: 'wx' }).catch((err: NodeJS.ErrnoException) => {
-      if (err.code !== 'EEXIST') throw err;
-    });
+  try {
+    await mkdir(path.join(root, 'etc'), { recursive: true });
+    for (const [name, content] of [
+      ['etc/hostname', 'sim-host\n'],
+      ['etc/resolv.conf', '# agentd --sim\nnameserver 127.0.0.1\n'],
+    ] as const) {
+      await writeFile(path.join(root, name), content, { flag: 'wx' }).catch((err: NodeJS.ErrnoException) => {
+        if (err.code !== 'EEXIST') throw err;
+      });
+    }
+  } catch (err) {
+    throw new PreconditionFailedError(
+      `--root ${root}: cannot set up the simulated host: ${describeError(err)}`,
+      {
+        cause: err,
+        data: { option: 'root' },
+      },
+    );
   }
 }
 
@@ -72,13 +94,12 @@ export async function createSimWiring(
     // and give up on a kubelet that never comes up within seconds, not minutes.
     timeouts: { pollIntervalMs: 50, verifyMs: 3000, startMs: 10_000, stopMs: 10_000 },
   });
-  const mirror = config.sim ? await startSimMirror(config.stateDir, logger) : null;
+  const mirror = config.sim ? await startSimMirror(config.stateDir, logger, deps.cleanup) : null;
   return {
     runner,
     machines,
     defaultConfig: mirror ? () => simDefaultConfig(mirror) : null,
-    close: async () => {
-      await mirror?.close();
-    },
+    // The mirror has a clean-up step of its own (startSimMirror).
+    close: async () => undefined,
   };
 }

@@ -1,14 +1,18 @@
 /**
  * The lifecycle that cannot leak: a signal during startup recovery stops the daemon cleanly
- * (exit 0, no PID file, no socket), and of two daemons started at the same instant on the same
- * PID file and socket exactly one runs. Needs `npm run build`.
+ * (exit 0, no PID file, no socket), of two daemons started at the same instant on the same
+ * PID file and socket exactly one runs, and a start that fails takes down what it had started.
+ * Needs `npm run build`.
  */
 import { spawn } from 'node:child_process';
 import { writeFileSync } from 'node:fs';
 import { mkdir, stat, writeFile } from 'node:fs/promises';
 import path from 'node:path';
+import pino from 'pino';
 import { describe, expect, it, onTestFinished } from 'vitest';
-import { AGENTD_BIN, childEnv, makeTempDir, waitUntil } from '../support/daemon.js';
+import { loadDaemonConfig } from '../../src/config/load-config.js';
+import { startDaemon } from '../../src/daemon/daemon.js';
+import { AGENTD_BIN, childEnv, makeTempDir, runAgentd, waitUntil } from '../support/daemon.js';
 
 interface Run {
   pid: number;
@@ -115,5 +119,57 @@ describe('daemon lifecycle', () => {
       expect(await gone(path.join(dir, 'agentd.pid'))).toBe(true);
       expect(await gone(path.join(dir, 'agentd.sock'))).toBe(true);
     }
+  });
+
+  it('a start that fails after the sim mirror started: the mirror is closed, the error names the file', async () => {
+    const dir = await makeTempDir();
+    const stateDir = path.join(dir, 'state');
+    // Where the mirror records its port there is a directory: the start fails right after the
+    // mirror began to listen.
+    await mkdir(path.join(stateDir, 'sim-mirror.json'), { recursive: true });
+    await writeFile(path.join(dir, 'config.yaml'), '');
+    const config = loadDaemonConfig({
+      flags: {
+        config: path.join(dir, 'config.yaml'),
+        sim: true,
+        socket: path.join(dir, 'agentd.sock'),
+        pidFile: path.join(dir, 'agentd.pid'),
+        stateDir,
+        root: path.join(dir, 'root'),
+      },
+      env: {},
+      cwd: dir,
+      isTTY: false,
+    });
+    const tcpServers = (): number =>
+      process.getActiveResourcesInfo().filter((r) => r === 'TCPServerWrap').length;
+    const before = tcpServers();
+    await expect(startDaemon(config, { logger: pino({ level: 'silent' }) })).rejects.toThrow(
+      `cannot write ${path.join(stateDir, 'sim-mirror.json')}: `,
+    );
+    expect(tcpServers(), 'the mirror still listens').toBe(before);
+    expect(await gone(path.join(dir, 'agentd.pid'))).toBe(true);
+    expect(await gone(path.join(dir, 'agentd.sock'))).toBe(true);
+
+    // The program exits with the error (it used to hang with the mirror open).
+    const run = await runAgentd(
+      [
+        '--config',
+        path.join(dir, 'config.yaml'),
+        '--sim',
+        '--socket',
+        path.join(dir, 'agentd.sock'),
+        '--pid-file',
+        path.join(dir, 'agentd.pid'),
+        '--state-dir',
+        stateDir,
+        '--root',
+        path.join(dir, 'root'),
+      ],
+      { cwd: dir },
+    );
+    expect(run.timedOut, run.stderr).toBe(false);
+    expect(run.code).toBe(1);
+    expect(run.stderr).toContain(`agentd: cannot write ${path.join(stateDir, 'sim-mirror.json')}: `);
   });
 });

@@ -17,6 +17,7 @@ import os from 'node:os';
 import path from 'node:path';
 import pino from 'pino';
 import { loadDaemonConfig } from '../../src/config/load-config.js';
+import { CleanupStack } from '../../src/daemon/cleanup-stack.js';
 import { startDaemon, type Daemon, type DaemonDeps } from '../../src/daemon/daemon.js';
 import { createHost } from '../../src/daemon/host-wiring.js';
 import { systemClock } from '../../src/host/clock.js';
@@ -167,7 +168,15 @@ export async function startFleetAgent(o: StartFleetAgentOptions): Promise<FleetA
   const env = {};
   // FLEET_SIM_LOG_NODE=<name> logs that one agent (debugging the simulation).
   const log = process.env.FLEET_SIM_LOG_NODE === o.name ? pino({ level: 'debug' }) : logger;
-  const host = await createHost(config, { logger: log, clock: systemClock, env, wrapRunner: observe });
+  // What the host wiring brings up is taken down after the daemon stops (none without --sim).
+  const hostCleanup = new CleanupStack(log);
+  const host = await createHost(config, {
+    logger: log,
+    clock: systemClock,
+    env,
+    wrapRunner: observe,
+    cleanup: hostCleanup,
+  });
   const daemon = await startDaemon(config, { logger: log, host, env, kube: o.timing });
   const rpc = createRpcClient(createInProcessTransport(daemon.dispatcher, 'test'));
   let stopping: Promise<void> | null = null;
@@ -187,6 +196,7 @@ export async function startFleetAgent(o: StartFleetAgentOptions): Promise<FleetA
       stopping ??= (async () => {
         thaw.abort();
         await daemon.stop('test done');
+        await hostCleanup.unwind();
         await rm(dir, { recursive: true, force: true });
       })();
       return stopping;
