@@ -43,6 +43,7 @@ import { buildOpenApiDocument } from '../server/openapi.js';
 import { createProvisioner } from '../provision/provisioner.js';
 import { CleanupStack } from './cleanup-stack.js';
 import { acquireInstanceLock } from './instance-lock.js';
+import { checkStateDirWritable, prepareStateDir } from './state-dir.js';
 import {
   listenUnix,
   prepareSocketPath,
@@ -96,10 +97,13 @@ export async function startDaemon(config: DaemonConfig, deps: DaemonDeps): Promi
   const { logger } = deps;
   const cleanup = new CleanupStack(logger);
   try {
-    // 1. The instance lock first: two simultaneous starts cannot both pass it, and it goes
-    //    with the process however it ends, so it is never stale.
-    const lock = await acquireInstanceLock(config.pidFile, config.socket);
+    // 1. The instance lock first: one agentd per PID file, socket and state dir. Two
+    //    simultaneous starts cannot both pass it, and it goes with the process however it ends,
+    //    so it is never stale. Then the state dir must be writable (exit 2 naming it).
+    const stateDir = await prepareStateDir(config.stateDir);
+    const lock = await acquireInstanceLock({ pidFile: config.pidFile, socket: config.socket, stateDir });
     cleanup.push('release the instance lock', () => lock.release());
+    await checkStateDirWritable(config.stateDir);
     // 2. The PID file: a live agentd in it (one started without the lock, by an older
     //    version) still refuses the start; a stale one is replaced.
     const pidState = await inspectPidFile(config.pidFile);

@@ -25,15 +25,20 @@ export interface HeldNameLock {
 
 /**
  * Bind `name`; null when another socket holds it. The lock does not keep the process alive
- * (unref'd): it lives as long as the process or until `release`.
+ * (unref'd): it lives as long as the process or until `release`. With `answer`, every process
+ * that connects is told it, one line (`askNameLockHolder`): who holds the lock.
  */
-export async function tryBindNameLock(name: string): Promise<HeldNameLock | null> {
+export async function tryBindNameLock(
+  name: string,
+  options: { answer?: string } = {},
+): Promise<HeldNameLock | null> {
   const server = net.createServer();
   const waiters = new Set<net.Socket>();
   server.on('connection', (socket) => {
     waiters.add(socket);
     socket.on('error', () => undefined); // a waiter that gave up; nothing to do
     socket.on('close', () => waiters.delete(socket));
+    if (options.answer !== undefined) socket.write(`${options.answer}\n`);
   });
   try {
     await new Promise<void>((resolve, reject) => {
@@ -58,4 +63,30 @@ export async function tryBindNameLock(name: string): Promise<HeldNameLock | null
         for (const socket of waiters) socket.destroy();
       })),
   };
+}
+
+/**
+ * What the holder of `name` answers (`tryBindNameLock`'s `answer`), or null when nobody holds it,
+ * the holder answers nothing within `timeoutMs` (one that does not answer: an older agentd), or
+ * anything fails. Real time: the holder is another process.
+ */
+export async function askNameLockHolder(name: string, timeoutMs = 1000): Promise<string | null> {
+  return new Promise((resolve) => {
+    let text = '';
+    const socket = net.connect({ path: name });
+    const done = (answer: string | null): void => {
+      clearTimeout(timer);
+      socket.destroy();
+      resolve(answer);
+    };
+    const timer = setTimeout(() => done(null), timeoutMs);
+    socket.setEncoding('utf8');
+    socket.on('data', (chunk: string) => {
+      text += chunk;
+      const end = text.indexOf('\n');
+      if (end >= 0) done(text.slice(0, end));
+    });
+    socket.on('error', () => done(null));
+    socket.on('close', () => done(null));
+  });
 }

@@ -6,13 +6,20 @@
  */
 import { spawn } from 'node:child_process';
 import { writeFileSync } from 'node:fs';
-import { mkdir, stat, writeFile } from 'node:fs/promises';
+import { chmod, mkdir, realpath, stat, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import pino from 'pino';
 import { describe, expect, it, onTestFinished } from 'vitest';
 import { loadDaemonConfig } from '../../src/config/load-config.js';
 import { startDaemon } from '../../src/daemon/daemon.js';
-import { AGENTD_BIN, childEnv, makeTempDir, runAgentd, waitUntil } from '../support/daemon.js';
+import {
+  AGENTD_BIN,
+  childEnv,
+  makeTempDir,
+  runAgentd,
+  startTestDaemon,
+  waitUntil,
+} from '../support/daemon.js';
 
 interface Run {
   pid: number;
@@ -171,5 +178,88 @@ describe('daemon lifecycle', () => {
     expect(run.timedOut, run.stderr).toBe(false);
     expect(run.code).toBe(1);
     expect(run.stderr).toContain(`agentd: cannot write ${path.join(stateDir, 'sim-mirror.json')}: `);
+  });
+
+  it('two daemons on one state dir, each with its own socket and PID file: the second is refused naming the state dir and the first one’s PID', async () => {
+    const first = await startTestDaemon();
+    const dir = await makeTempDir();
+    await writeFile(path.join(dir, 'config.yaml'), '');
+    const second = await runAgentd([
+      '--config',
+      path.join(dir, 'config.yaml'),
+      '--host',
+      'sim',
+      '--socket',
+      path.join(dir, 'agentd.sock'),
+      '--pid-file',
+      path.join(dir, 'agentd.pid'),
+      '--state-dir',
+      first.stateDir,
+      '--root',
+      path.join(dir, 'root'),
+    ]);
+    expect(second.timedOut, second.stderr).toBe(false);
+    expect(second.code).toBe(1);
+    expect(second.stderr).toContain(
+      `agentd: agentd is already running with --state-dir ${await realpath(first.stateDir)} (pid ${first.pid} holds its instance lock); stop it first with agentctl stop`,
+    );
+    // It wrote nothing, and the first daemon runs on.
+    expect(await gone(path.join(dir, 'agentd.pid'))).toBe(true);
+    expect(await gone(path.join(dir, 'agentd.sock'))).toBe(true);
+    expect((await first.http('GET', '/readyz')).status).toBe(200);
+    expect(await first.stop()).toBe(0);
+  });
+
+  /** agentd's flags with every path in `dir` (the state dir as given). */
+  const flagsIn = (dir: string, stateDir: string): string[] => [
+    '--config',
+    path.join(dir, 'config.yaml'),
+    '--host',
+    'sim',
+    '--socket',
+    path.join(dir, 'run', 'agentd.sock'),
+    '--pid-file',
+    path.join(dir, 'run', 'agentd.pid'),
+    '--state-dir',
+    stateDir,
+    '--root',
+    path.join(dir, 'root'),
+  ];
+
+  it('a state dir agentd cannot write: exit 2 naming --state-dir, nothing written', async () => {
+    const dir = await makeTempDir();
+    await writeFile(path.join(dir, 'config.yaml'), '');
+    const stateDir = path.join(dir, 'state');
+    await mkdir(stateDir, { mode: 0o555 });
+    await chmod(stateDir, 0o555);
+    // Root writes any directory: run agentd as nobody then, with a socket directory it can write.
+    const root = process.getuid?.() === 0;
+    await mkdir(path.join(dir, 'run'));
+    if (root) {
+      await chmod(dir, 0o755);
+      await chmod(path.join(dir, 'run'), 0o777);
+    }
+    const run = await runAgentd(flagsIn(dir, stateDir), root ? { user: { uid: 65534, gid: 65534 } } : {});
+    expect(run.timedOut, run.stderr).toBe(false);
+    expect(run.code, run.stderr).toBe(2);
+    expect(run.stderr).toMatch(
+      new RegExp(
+        `^agentd: --state-dir ${stateDir}: not writable \\(EACCES: permission denied, open '${stateDir}/`,
+      ),
+    );
+    expect(await gone(path.join(dir, 'run', 'agentd.pid'))).toBe(true);
+    expect(await gone(path.join(dir, 'run', 'agentd.sock'))).toBe(true);
+  });
+
+  it('a state dir that is a file: exit 2 naming --state-dir', async () => {
+    const dir = await makeTempDir();
+    await writeFile(path.join(dir, 'config.yaml'), '');
+    await mkdir(path.join(dir, 'run'));
+    const stateDir = path.join(dir, 'state');
+    await writeFile(stateDir, 'not a directory');
+    const run = await runAgentd(flagsIn(dir, stateDir));
+    expect(run.code, run.stderr).toBe(2);
+    expect(run.stderr).toBe(`agentd: --state-dir ${stateDir}: exists and is not a directory\n`);
+    expect(await gone(path.join(dir, 'run', 'agentd.pid'))).toBe(true);
   });
 });

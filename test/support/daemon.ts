@@ -321,13 +321,20 @@ export interface AgentdRun {
  */
 export async function runAgentd(
   args: string[],
-  options: { env?: Record<string, string>; cwd?: string; timeoutMs?: number } = {},
+  options: {
+    env?: Record<string, string>;
+    cwd?: string;
+    timeoutMs?: number;
+    /** Run as this user (needs root): for what root may always do, such as write any directory. */
+    user?: { uid: number; gid: number };
+  } = {},
 ): Promise<AgentdRun> {
   assertBuilt();
   const proc = spawn(process.execPath, [AGENTD_BIN, ...args], {
     cwd: options.cwd ?? os.tmpdir(),
     env: childEnv(options.env),
     stdio: ['ignore', 'pipe', 'pipe'],
+    ...options.user,
   });
   const t = track(proc, null);
   let stdout = '';
