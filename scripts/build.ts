@@ -107,8 +107,11 @@ export const RUNTIME_FLAGS: readonly string[] = ['--single-threaded-gc'];
  *   curl and the node's Go tools do (src/outbound-http.ts). Node builds that store natively, once,
  *   at the first TLS connection that names no CA of its own: ~0.2 MiB more than the bundled list
  *   alone, where adding the same certificates from JavaScript costs ~6 MiB.
+ * - `--disable-sigusr1`: SIGUSR1 never opens the inspector on 127.0.0.1:9229, from the first
+ *   instant of the process (agentd's own handler, src/bin/agentd.ts, comes only once its main
+ *   runs) and in agentctl too; the runtime then ignores the signal (docs/operations.md, "Signals").
  */
-export const RELEASE_NODE_OPTIONS: readonly string[] = ['--use-system-ca'];
+export const RELEASE_NODE_OPTIONS: readonly string[] = ['--use-system-ca', '--disable-sigusr1'];
 
 /** What `import.meta.url` means in the bundle: the bundle's own URL (the executable's in a release). */
 const IMPORT_META_URL = '__agentdImportMetaUrl';

@@ -140,6 +140,25 @@ function renderAgentdMan(): string {
           },
         ],
       ],
+      [
+        'SIGNALS',
+        [
+          {
+            items: [
+              [
+                'SIGTERM, SIGINT',
+                'shut down in order: running work gets --shutdown-grace, then exit 0; an operation still running then ends the process with exit 1 (the next start recovers it); a second signal exits at once',
+              ],
+              [
+                'SIGHUP',
+                'ignored and logged: there is no reload; restart agentd to apply a changed configuration',
+              ],
+              ['SIGUSR1', 'ignored: the Node.js inspector is never opened'],
+              ['SIGUSR2', 'ignored and logged'],
+            ],
+          },
+        ],
+      ],
       ['FILES', [{ items: [...FILES, DOC_FILE] }]],
     ],
     seeAlso: ['agentctl(8)', 'systemd-nspawn(1)', 'machinectl(1)', 'systemctl(1)'],

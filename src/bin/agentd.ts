@@ -189,9 +189,10 @@ export async function runAgentd(argv: string[]): Promise<number> {
   }
   removeBrokenPipeHandlers();
   const logger = await createLogger({ level: config.logLevel, format: config.logFormat });
-  // The handlers come before startup: a signal during startup recovery must not kill the
-  // process on the spot (Node's default), leaving the PID file and the socket behind. It asks
-  // startup to stop instead; a second signal exits at once (the journal covers in-flight work).
+  // The handlers come before startup, before the PID file is written: a signal during startup
+  // recovery must not kill the process on the spot (Node's default), leaving the PID file and
+  // the socket behind. It asks startup to stop instead; a second signal exits at once (the
+  // journal covers in-flight work).
   const startup = new AbortController();
   let daemon: Daemon | null = null;
   let signals = 0;
@@ -206,6 +207,21 @@ export async function runAgentd(argv: string[]): Promise<number> {
   };
   process.on('SIGTERM', onSignal);
   process.on('SIGINT', onSignal);
+  // Node's default for these would kill the daemon (SIGHUP, SIGUSR2) with its PID file and
+  // socket left behind, or open the inspector on 127.0.0.1:9229 in a root process (SIGUSR1).
+  // agentd has no use for them: each is logged and ignored (docs/operations.md, "Signals").
+  process.on('SIGHUP', () =>
+    logger.warn(
+      { signal: 'SIGHUP' },
+      'SIGHUP ignored: agentd has no reload; to apply a changed config file, flag or environment, restart it (systemctl restart agentd)',
+    ),
+  );
+  process.on('SIGUSR1', () =>
+    logger.info({ signal: 'SIGUSR1' }, 'SIGUSR1 ignored: agentd never opens the Node.js inspector'),
+  );
+  process.on('SIGUSR2', () =>
+    logger.info({ signal: 'SIGUSR2' }, 'SIGUSR2 ignored: agentd has no use for it'),
+  );
   try {
     // A long-lived server on Node 26 needs it (keep-tick-shape.ts); --help and --version do not.
     keepNextTickShape();

@@ -73,32 +73,40 @@ const gone = async (file: string): Promise<boolean> =>
     () => true,
   );
 
+/**
+ * A node dir whose journal holds an update interrupted before its commit: recovery removes the
+ * target and restarts the source. Run it with every host command slowed down (latency), so a
+ * signal lands while recovery runs.
+ */
+async function nodeToRecover(): Promise<string> {
+  const dir = await makeTempDir();
+  await mkdir(path.join(dir, 'root'), { recursive: true });
+  await mkdir(path.join(dir, 'state'), { recursive: true });
+  await writeFile(
+    path.join(dir, 'state', 'journal.json'),
+    JSON.stringify({
+      version: 1,
+      operationId: 'op-1',
+      kind: 'update',
+      source: 'kube1',
+      target: 'kube2',
+      phase: 'provision',
+      phaseState: 'running',
+      committed: false,
+      sourceStopped: false,
+      cordonedByUs: false,
+      targetHash: null,
+      closed: false,
+      outcome: null,
+      updatedAt: '2026-01-01T00:00:00.000Z',
+    }),
+  );
+  return dir;
+}
+
 describe('daemon lifecycle', () => {
   it('SIGTERM during startup recovery: recovery ends, then a clean stop — exit 0, no PID file, no socket', async () => {
-    const dir = await makeTempDir();
-    await mkdir(path.join(dir, 'root'), { recursive: true });
-    await mkdir(path.join(dir, 'state'), { recursive: true });
-    // An update interrupted before its commit: recovery removes the target and restarts the
-    // source, with every host command slowed down so the signal lands while it runs.
-    await writeFile(
-      path.join(dir, 'state', 'journal.json'),
-      JSON.stringify({
-        version: 1,
-        operationId: 'op-1',
-        kind: 'update',
-        source: 'kube1',
-        target: 'kube2',
-        phase: 'provision',
-        phaseState: 'running',
-        committed: false,
-        sourceStopped: false,
-        cordonedByUs: false,
-        targetHash: null,
-        closed: false,
-        outcome: null,
-        updatedAt: '2026-01-01T00:00:00.000Z',
-      }),
-    );
+    const dir = await nodeToRecover();
     const run = spawnAgentd(dir, { AGENTD_SIM_FAULTS: 'latency=300:*' });
     await waitUntil('the daemon serving, recovering', () => run.output().includes('agentd serving'));
     expect(run.output()).not.toContain('agentd ready');
@@ -109,6 +117,24 @@ describe('daemon lifecycle', () => {
     expect(await gone(path.join(dir, 'agentd.sock'))).toBe(true);
     expect(run.output()).toContain('stop requested while starting');
     expect(run.output()).toContain('agentd stopped');
+  });
+
+  it('SIGHUP and SIGUSR2 during startup recovery are logged and ignored: recovery ends, agentd serves, SIGTERM stops it cleanly', async () => {
+    const dir = await nodeToRecover();
+    const run = spawnAgentd(dir, { AGENTD_SIM_FAULTS: 'latency=300:*' });
+    await waitUntil('the daemon serving, recovering', () => run.output().includes('agentd serving'));
+    for (const signal of ['SIGHUP', 'SIGUSR2'] as const) {
+      expect(run.output(), 'still recovering').not.toContain('agentd ready');
+      run.kill(signal);
+      await waitUntil(`${signal} logged`, () => run.output().includes(`"msg":"${signal} ignored`));
+    }
+    await waitUntil('the daemon ready', () => run.output().includes('agentd ready'));
+    expect(run.output()).not.toContain('stop requested while starting');
+    run.kill('SIGTERM');
+    const { code, signal } = await run.exited;
+    expect({ code, signal }, run.output()).toEqual({ code: 0, signal: null });
+    expect(await gone(path.join(dir, 'agentd.pid'))).toBe(true);
+    expect(await gone(path.join(dir, 'agentd.sock'))).toBe(true);
   });
 
   it('two daemons started at the same instant on one PID file and socket: exactly one runs', async () => {

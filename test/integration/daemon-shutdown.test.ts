@@ -9,7 +9,7 @@ import http from 'node:http';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it, onTestFinished } from 'vitest';
 import { runAgentctl } from '../support/cli.js';
-import { startTestDaemon, type TestDaemon } from '../support/daemon.js';
+import { startTestDaemon, waitUntil, type TestDaemon } from '../support/daemon.js';
 import {
   JOIN_VERSION,
   NEW_VERSION,
@@ -90,6 +90,30 @@ describe('shutdown', () => {
     const again = await runAgentctl(['stop', '--pid-file', d.pidFile]);
     expect(again.code).toBe(0);
     expect(again.stdout).toContain('nothing to stop');
+  });
+
+  it('SIGHUP, SIGUSR1 and SIGUSR2 are logged and ignored: no inspector opens, agentd serves on, and SIGTERM still stops it cleanly', async () => {
+    // Were the inspector to open, it would on a port of its own choosing, and say so on stderr.
+    const d = await startTestDaemon({ env: { NODE_OPTIONS: '--inspect-port=0' } });
+    const marker = await markState(d);
+    const said = {
+      SIGHUP:
+        'SIGHUP ignored: agentd has no reload; to apply a changed config file, flag or environment, restart it (systemctl restart agentd)',
+      SIGUSR1: 'SIGUSR1 ignored: agentd never opens the Node.js inspector',
+      SIGUSR2: 'SIGUSR2 ignored: agentd has no use for it',
+    } as const;
+    for (const [signal, msg] of Object.entries(said) as [keyof typeof said, string][]) {
+      d.proc.kill(signal);
+      await waitUntil(`${signal} logged`, () => logLines(d.logs()).some((l) => l.msg === msg), d);
+      expect((await d.http('GET', '/readyz')).status).toBe(200);
+    }
+    expect(logLines(d.logs()).find((l) => l.msg === said.SIGHUP)).toMatchObject({
+      level: 40,
+      signal: 'SIGHUP',
+    });
+    expect(d.logs()).not.toContain('Debugger listening');
+    expect(await d.stop('SIGTERM')).toBe(0);
+    await expectCleanExit(d, marker);
   });
 
   it('an open event stream does not hold the shutdown up', async () => {

@@ -48,7 +48,7 @@ import {
 } from '../../src/provision/artifacts/sink.js';
 import { startMirror } from '../../src/sim/mirror/index.js';
 import { createOciImage } from '../../src/sim/mirror/oci-image.js';
-import { REPO_ROOT, makeTempDir } from '../support/daemon.js';
+import { REPO_ROOT, makeTempDir, waitUntil } from '../support/daemon.js';
 import { mirrorAgentConfig, startSimDaemon, updateAndWait } from '../support/provision-fixtures.js';
 import { RELEASE_INPUTS, ensureRelease } from '../support/release.js';
 import { makeTestCa } from '../support/test-ca.js';
@@ -536,6 +536,19 @@ describe.skipIf(!available && !required)('npm run release', () => {
     } finally {
       await new Promise((resolve) => mirror.close(resolve));
     }
+  });
+
+  it('never opens the inspector on SIGUSR1: its runtime ignores the signal from the first instant (--disable-sigusr1)', async () => {
+    const d = await startSimDaemon({ executable: path.join(dir, 'agentd') });
+    d.proc.kill('SIGUSR1');
+    // Signals are delivered in order of their number: once SIGUSR2 is logged, SIGUSR1 was handled.
+    d.proc.kill('SIGUSR2');
+    await waitUntil('SIGUSR2 logged', () => d.logs().includes('SIGUSR2 ignored'), d);
+    // The runtime dropped SIGUSR1 before agentd's own handler (the npm package's way) saw it.
+    expect(d.logs()).not.toContain('SIGUSR1 ignored');
+    expect(d.logs()).not.toContain('Debugger listening');
+    expect((await d.http('GET', '/readyz')).status).toBe(200);
+    expect(await d.stop()).toBe(0);
   });
 
   it('runs with an empty environment (no node on PATH) as agentd and, by its name, as agentctl', async () => {
