@@ -17,7 +17,7 @@ export const EXIT_MEANINGS: Record<keyof typeof EXIT, string> = {
   BUSY: 'busy: another operation holds the node (BUSY)',
   TIMEOUT: 'timed out: the daemon did not answer within --timeout, or TIMEOUT from the daemon',
   RETRY:
-    'try again: the daemon is still recovering after a start (UNAVAILABLE) or is shutting down (DRAINING); nothing was done',
+    'try again: the daemon is still starting (startup recovery has not finished: UNAVAILABLE) or is shutting down (DRAINING); nothing was done',
   DETACHED:
     'interrupted (Ctrl-C, 128 + SIGINT): while following an operation, agentctl detached and the operation keeps running; before agentd answered `update`, agentctl waits for the answer to cancel what it started; a second Ctrl-C stops waiting, and the update may have started (`INTERRUPTED`)',
 };

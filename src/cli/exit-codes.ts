@@ -6,7 +6,7 @@ export const EXIT = {
   UNREACHABLE: 3,
   BUSY: 4,
   TIMEOUT: 5,
-  /** The daemon is not ready yet (recovering) or is shutting down: try again shortly. */
+  /** The daemon is not ready yet (starting, or recovering) or is shutting down: try again shortly. */
   RETRY: 6,
   /** Ctrl-C while following an operation: agentctl detached, the operation keeps running (128 + SIGINT). */
   DETACHED: 130,

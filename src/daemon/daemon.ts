@@ -216,6 +216,8 @@ async function startServing(
       logger: logger.child({ component: 'engine' }),
       metrics,
     }),
+    // Only a restart that interrupted an operation is a recovery; a first start is starting.
+    onRecovering: () => daemonState.set('recovering'),
     repair: {
       enabled: config.repair,
       // The simulated host answers at once: retry a failed repair in seconds, not minutes. It
@@ -372,7 +374,6 @@ async function startServing(
   if (stopRequested?.aborted) return requestedStop();
 
   // Recovery before ready: mutating calls get UNAVAILABLE until the node has one verified machine.
-  daemonState.set('recovering');
   const recovery = await engine.start();
   if (recovery) logger.warn({ recovery }, 'startup recovery');
   // A signal during recovery waited for it (the node is at one verified machine now); stop.

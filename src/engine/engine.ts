@@ -21,6 +21,7 @@ import { buildDryRun } from './plan.js';
 import { OperationStore } from './operation-store.js';
 import type { PreflightCheck, Provisioner } from '../provision/provisioner-contract.js';
 import { readJournal, writeJournal } from './journal.js';
+import { NODE_NOT_READ_YET, recoveringReason } from './node-health.js';
 import { recover, type RecoveryReport } from './recovery.js';
 import { RESET_PHASES, runReset } from './reset.js';
 import {
@@ -87,6 +88,8 @@ export interface EngineOptions {
   healthGate?: UpdateDeps['healthGate'];
   /** Repair between requests (docs/operations.md); off unless enabled. */
   repair?: { enabled: boolean; policy?: Partial<RepairPolicy> };
+  /** Called at start when a restart interrupted an operation, before recovery completes it. */
+  onRecovering?: (operation: { id: string; kind: string }) => void;
 }
 
 export interface EngineStatus {
@@ -123,8 +126,8 @@ export class Engine {
   readonly #repair: NodeRepair;
   #repairStop: AbortController | null = null;
   #repairLoop: Promise<void> | null = null;
-  /** Until startup recovery has run, the node's state is not known. */
-  #recovering = true;
+  /** Until startup recovery has run, the node's state is not known: why (null once it is). */
+  #unknownBecause: string | null = NODE_NOT_READ_YET;
   /** The interrupted operation whose cordon is still on the node (journal `uncordonPending`), or null. */
   #pendingUncordonId: string | null = null;
   #completingUncordon: Promise<PendingUncordonOutcome> | null = null;
@@ -146,7 +149,7 @@ export class Engine {
       applied: this.#applied,
       metrics: options.metrics,
       onChange: this.#version.bump,
-      recovering: () => this.#recovering,
+      unknownBecause: () => this.#unknownBecause,
       now: () => options.clock.now(),
     });
     this.#slot = new OperationSlot({
@@ -236,15 +239,33 @@ export class Engine {
     };
   }
 
-  /** Load history, run startup recovery, and read the node. Called once, before ready. */
+  /**
+   * Load history, run startup recovery, and read the node. Called once, before ready. Only when
+   * a restart interrupted an operation (an open journal, or a record still running) does agentd
+   * say that it recovers the node (`onRecovering`, the reason `status` gives).
+   */
   async start(): Promise<RecoveryReport | null> {
     await this.#store.load();
+    const interrupted = await this.#interruptedOperation();
+    if (interrupted !== null) {
+      this.#unknownBecause = recoveringReason(interrupted);
+      this.#snap.explainUnknown(this.#unknownBecause);
+      this.#o.onRecovering?.(interrupted);
+    }
     this.#lastRecovery = await recover({ ...this.#deps, store: this.#store, logger: this.#o.logger });
-    this.#recovering = false;
+    this.#unknownBecause = null;
     const journal = await readJournal(this.#o.stateDir);
     this.#pendingUncordon = journal?.closed && journal.uncordonPending ? journal.operationId : null;
     await this.refreshNode();
     return this.#lastRecovery;
+  }
+
+  /** The operation a restart interrupted, which startup recovery completes: the open journal's, else a record still running. */
+  async #interruptedOperation(): Promise<{ id: string; kind: string } | null> {
+    const journal = await readJournal(this.#o.stateDir);
+    if (journal && !journal.closed) return { id: journal.operationId, kind: journal.kind };
+    const running = this.#store.list().find((op) => op.state === 'running' || op.state === 'pending');
+    return running ? { id: running.id, kind: running.kind } : null;
   }
 
   /** The interrupted operation whose cordon agentd still has to take back, or null. */

@@ -18,14 +18,25 @@ export interface NodeServing {
   servingReason: string | null;
 }
 
-/** Decide whether the node serves, and say why not. */
+/** Why the node is not known before agentd has read it at start (nothing to recover). */
+export const NODE_NOT_READ_YET = 'agentd is starting and has not read the node yet; try again shortly';
+
+/** Why the node is not known while startup recovery completes `operation`, which a restart interrupted. */
+export function recoveringReason(operation: { id: string; kind: string }): string {
+  return `agentd is recovering the node after a restart: operation ${operation.id} (${operation.kind}) was interrupted; try again shortly`;
+}
+
+/**
+ * Decide whether the node serves, and say why not. `unknownBecause`: the node is not known yet
+ * (agentd is starting), and why.
+ */
 export function assessServing(
   active: MachineName | null,
   machines: readonly MachineHealth[],
-  options: { recovering?: boolean } = {},
+  options: { unknownBecause?: string | null } = {},
 ): NodeServing {
   const no = (servingReason: string): NodeServing => ({ serving: false, servingReason });
-  if (options.recovering) return no('agentd is recovering the node after a restart; try again shortly');
+  if (options.unknownBecause) return no(options.unknownBecause);
   if (active === null) return no('the node has not joined: no machine is active');
   const m = machines.find((x) => x.name === active);
   if (!m || m.state === 'absent') return no(`the active machine ${active} does not exist on the host`);

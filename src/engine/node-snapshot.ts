@@ -12,7 +12,7 @@ import { MACHINE_NAMES, type MachineName } from '../host/types.js';
 import { KUBELET_STATES, type Metrics } from '../metrics/metrics.js';
 import type { AppliedConfigRecord, AppliedConfigStore } from './applied-config-store.js';
 import { readNodeState } from './node-state.js';
-import { assessServing, type MachineHealth } from './node-health.js';
+import { assessServing, NODE_NOT_READ_YET, type MachineHealth } from './node-health.js';
 import type { NodeStatus } from './operation.js';
 
 export interface NodeSnapshotOptions {
@@ -23,8 +23,8 @@ export interface NodeSnapshotOptions {
   metrics: Metrics;
   /** Called after every read of the node (the snapshot is one of the inputs of `status`). */
   onChange?: () => void;
-  /** True while startup recovery runs: the node's state is not known yet. */
-  recovering?: () => boolean;
+  /** Until agentd has read the node at start, why its state is not known (else null). */
+  unknownBecause?: () => string | null;
   /** The time, in ms since the epoch (the engine's injected clock): when a read started is `observedAt`. */
   now: () => number;
 }
@@ -33,7 +33,7 @@ export class NodeSnapshot {
   readonly #o: NodeSnapshotOptions;
   node: NodeStatus = {
     activeMachine: null,
-    ...assessServing(null, [], { recovering: true }),
+    ...assessServing(null, [], { unknownBecause: NODE_NOT_READ_YET }),
     applied: null,
     machines: [],
     cordoned: null,
@@ -51,6 +51,13 @@ export class NodeSnapshot {
 
   constructor(options: NodeSnapshotOptions) {
     this.#o = options;
+  }
+
+  /** Before the first read: say why the node is not known yet (`status` shows it as the reason it does not serve). */
+  explainUnknown(reason: string): void {
+    if (this.node.observedAt !== null) return;
+    this.node = { ...this.node, servingReason: reason };
+    this.#o.onChange?.();
   }
 
   /**
@@ -127,7 +134,7 @@ export class NodeSnapshot {
         machines.push({ name: m, state: await this.#presentOnDisk(m), kubelet: 'unknown', healthy: false });
       }
     }
-    const health = assessServing(active, machines, { recovering: this.#o.recovering?.() });
+    const health = assessServing(active, machines, { unknownBecause: this.#o.unknownBecause?.() });
     // A joined node that does not serve is something to act on; a node not joined yet is not.
     if (!health.serving && active !== null) warnings.push(`the node is not serving: ${health.servingReason}`);
     const rec = active ? (records.get(active) ?? null) : null;

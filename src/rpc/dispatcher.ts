@@ -351,7 +351,9 @@ export function createDispatcher(options: DispatcherOptions): Dispatcher {
       if (entry.method.mutating) {
         if (options.isDraining()) throw new DrainingError();
         if (!options.isReady()) {
-          throw new UnavailableError('agentd is still recovering; retry once /readyz answers 200');
+          throw new UnavailableError(
+            'agentd is still starting (startup recovery has not finished); retry once /readyz answers 200',
+          );
         }
       }
       json = run(entry, params, ctx);

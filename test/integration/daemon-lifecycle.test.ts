@@ -16,6 +16,7 @@ import {
   AGENTD_BIN,
   childEnv,
   makeTempDir,
+  requestUnix,
   runAgentd,
   startTestDaemon,
   waitUntil,
@@ -123,6 +124,19 @@ describe('daemon lifecycle', () => {
     const dir = await nodeToRecover();
     const run = spawnAgentd(dir, { AGENTD_SIM_FAULTS: 'latency=300:*' });
     await waitUntil('the daemon serving, recovering', () => run.output().includes('agentd serving'));
+    // status says why the node is not known yet: the interrupted operation recovery completes.
+    const answer = await requestUnix(path.join(dir, 'agentd.sock'), 'POST', '/rpc', {
+      jsonrpc: '2.0',
+      id: 1,
+      method: 'status',
+    });
+    const { result } = JSON.parse(answer.body) as {
+      result: { daemon: { state: string }; node: { servingReason: string } };
+    };
+    expect(result.daemon.state).toBe('recovering');
+    expect(result.node.servingReason).toBe(
+      'agentd is recovering the node after a restart: operation op-1 (update) was interrupted; try again shortly',
+    );
     for (const signal of ['SIGHUP', 'SIGUSR2'] as const) {
       expect(run.output(), 'still recovering').not.toContain('agentd ready');
       run.kill(signal);

@@ -35,7 +35,7 @@ export function renderStatus(s: Status, ctx: CliContext, now: number): string {
   const applied = node.applied
     ? `kubernetes ${node.applied.kubernetesVersion}  image ${node.applied.image}  config ${node.applied.hash.slice(0, 12)}`
     : starting
-      ? 'recovering: the node state is not known yet'
+      ? `${s.daemon.state}: the node state is not known yet`
       : 'not joined';
   lines.push(
     `node      active ${node.activeMachine ? p(node.activeMachine, 'bold') : p('none', 'dim')}  ${applied}`,

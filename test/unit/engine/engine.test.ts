@@ -6,7 +6,13 @@ import { describe, expect, it, vi } from 'vitest';
 import type { Clock } from '../../../src/host/types.js';
 import { createManualClock } from '../../support/manual-clock.js';
 import type { NodeDrainOps } from '../../../src/engine/drain-ops.js';
-import { Engine, STATUS_MAX_AGE_MS, STATUS_READ_WAIT_MS } from '../../../src/engine/engine.js';
+import {
+  Engine,
+  STATUS_MAX_AGE_MS,
+  STATUS_READ_WAIT_MS,
+  type EngineOptions,
+} from '../../../src/engine/engine.js';
+import { NODE_NOT_READ_YET, recoveringReason } from '../../../src/engine/node-health.js';
 import { readJournal, writeJournal } from '../../../src/engine/journal.js';
 import { writeNodeState } from '../../../src/engine/node-state.js';
 import type { NodeDrainer } from '../../../src/engine/update.js';
@@ -17,7 +23,10 @@ import { config, createEngineFixture, makeJournal, silentLogger, type EngineFixt
 
 const BASE = config();
 
-function createEngine(f: EngineFixture, extra: { statusMaxAgeMs?: number; clock?: Clock } = {}): Engine {
+function createEngine(
+  f: EngineFixture,
+  extra: { statusMaxAgeMs?: number; clock?: Clock; onRecovering?: EngineOptions['onRecovering'] } = {},
+): Engine {
   return new Engine({
     paths: f.paths,
     stateDir: f.stateDir,
@@ -383,6 +392,41 @@ describe('Engine.statusVersion', () => {
     const noop = await engine.update({ wait: true, requestedBy: 'test' });
     expect(noop.state).toBe('succeeded');
     expect(engine.statusVersion.value).toBeGreaterThan(first);
+  });
+});
+
+describe('Engine.start: what status says until the node is read', () => {
+  it('a first start says that agentd is starting, never that it recovers the node', async () => {
+    const f = await createEngineFixture();
+    const onRecovering = vi.fn();
+    const engine = createEngine(f, { onRecovering });
+    expect((await engine.status()).node).toMatchObject({ serving: false, servingReason: NODE_NOT_READ_YET });
+    await engine.start();
+    expect(onRecovering).not.toHaveBeenCalled();
+    expect((await engine.status()).node.servingReason).toBe('the node has not joined: no machine is active');
+    await engine.shutdown(0);
+  });
+
+  it('a start after a restart interrupted an update names it while recovery completes it', async () => {
+    const f = await createEngineFixture();
+    await f.applied.write('kube1', structuredClone(BASE));
+    await writeNodeState(f.stateDir, 'kube1', new Date(f.clock.now()));
+    // Killed in `stop`: kube1 is stopped, and recovery starts it again.
+    await writeJournal(f.stateDir, makeJournal({ operationId: 'op-7' }));
+    const onRecovering = vi.fn();
+    const engine = createEngine(f, { onRecovering });
+    const held = f.log.hold('start kube1');
+    const starting = engine.start();
+    await held.reached;
+    expect(onRecovering).toHaveBeenCalledWith({ id: 'op-7', kind: 'update' });
+    expect((await engine.status()).node.servingReason).toBe(recoveringReason({ id: 'op-7', kind: 'update' }));
+    expect(recoveringReason({ id: 'op-7', kind: 'update' })).toBe(
+      'agentd is recovering the node after a restart: operation op-7 (update) was interrupted; try again shortly',
+    );
+    held.release();
+    await starting;
+    expect((await engine.status()).node).toMatchObject({ activeMachine: 'kube1', serving: true });
+    await engine.shutdown(0);
   });
 });
 

@@ -1,6 +1,6 @@
 /** The node health model: serving only when the active machine runs a healthy kubelet. */
 import { describe, expect, it } from 'vitest';
-import { assessServing, type MachineHealth } from '../../../src/engine/node-health.js';
+import { assessServing, NODE_NOT_READ_YET, type MachineHealth } from '../../../src/engine/node-health.js';
 
 const m = (o: Partial<MachineHealth> = {}): MachineHealth => ({
   name: 'kube1',
@@ -35,8 +35,10 @@ describe('assessServing', () => {
     expect(r.servingReason).toMatch(reason);
   });
 
-  it('does not serve on a node not joined, or while recovering', () => {
+  it('does not serve on a node not joined, or while it is not known yet, saying why', () => {
     expect(assessServing(null, [m()]).servingReason).toMatch(/not joined/);
-    expect(assessServing('kube1', [m()], { recovering: true }).servingReason).toMatch(/recovering/);
+    expect(assessServing('kube1', [m()], { unknownBecause: NODE_NOT_READ_YET }).servingReason).toBe(
+      NODE_NOT_READ_YET,
+    );
   });
 });

@@ -87,7 +87,8 @@ const fresh: Status = {
   node: {
     activeMachine: null,
     serving: false,
-    servingReason: 'agentd is recovering the node after a restart; try again shortly',
+    servingReason:
+      'agentd is recovering the node after a restart: operation op-1 (update) was interrupted; try again shortly',
     applied: null,
     machines: [
       { name: 'kube1', state: 'absent', kubelet: 'inactive' },
@@ -128,7 +129,7 @@ describe('renderStatus', () => {
   it('renders a fresh node: not joined, no operations, no watcher line', () => {
     expect(renderStatus(fresh, ctx(false), NOW)).toBe(
       [
-        'serving   NO  agentd is recovering the node after a restart; try again shortly',
+        'serving   NO  agentd is recovering the node after a restart: operation op-1 (update) was interrupted; try again shortly',
         'agentd 1.2.3  pid 7  up 10s  recovering',
         'node      active none  recovering: the node state is not known yet',
         '',
@@ -139,6 +140,22 @@ describe('renderStatus', () => {
         'operation none',
       ].join('\n'),
     );
+  });
+
+  it('a daemon that is starting (nothing to recover) says starting, not recovering', () => {
+    const starting: Status = {
+      ...fresh,
+      daemon: { ...fresh.daemon, state: 'starting' },
+      node: {
+        ...fresh.node,
+        servingReason: 'agentd is starting and has not read the node yet; try again shortly',
+      },
+    };
+    expect(renderStatus(starting, ctx(false), NOW).split('\n').slice(0, 3)).toEqual([
+      'serving   NO  agentd is starting and has not read the node yet; try again shortly',
+      'agentd 1.2.3  pid 7  up 10s  starting',
+      'node      active none  starting: the node state is not known yet',
+    ]);
   });
 
   it('says first that a joined node does not serve, and why', () => {
