@@ -328,16 +328,20 @@ async function startServing(
    * journal lets the next start's recovery complete the operation (docs/operations.md, "Signals").
    */
   const exitWithWorkInFlight = ({ operation: op }: InFlight): void => {
-    const phase = op?.phases.find((p) => p.state === 'running')?.name ?? null;
-    logger.error(
-      { operation: op?.id ?? null, kind: op?.kind ?? null, phase, graceMs: config.shutdownGraceMs },
-      op
-        ? `shutdown grace over: operation ${op.id} (${op.kind}) still runs${phase ? ` in phase ${phase}` : ''}; exiting now without finishing it — the next start of agentd recovers it`
-        : 'shutdown grace over: a request was still being admitted (no operation had started); exiting now',
-    );
-    if (ownSocket !== null) removeOwnSocketSync(config.socket, ownSocket);
-    removePidFileSync(config.pidFile, process.pid);
-    (deps.exit ?? process.exit)(1);
+    try {
+      const phase = op?.phases.find((p) => p.state === 'running')?.name ?? null;
+      logger.error(
+        { operation: op?.id ?? null, kind: op?.kind ?? null, phase, graceMs: config.shutdownGraceMs },
+        op
+          ? `shutdown grace over: operation ${op.id} (${op.kind}) still runs${phase ? ` in phase ${phase}` : ''}; exiting now without finishing it — the next start of agentd recovers it`
+          : 'shutdown grace over: a request was still being admitted (no operation had started); exiting now',
+      );
+      if (ownSocket !== null) removeOwnSocketSync(config.socket, ownSocket);
+      removePidFileSync(config.pidFile, process.pid);
+    } finally {
+      // Whatever failed above, the exit comes: never an unwinding that releases the lock.
+      (deps.exit ?? ((code: number) => process.exit(code)))(1);
+    }
   };
   cleanup.push('stop the Machine watcher', () => kubeWiring.stop());
 
