@@ -29,6 +29,8 @@ export async function runCli(argv: string[], io: ProgramIo): Promise<number> {
       // Only help and --version write to stdout; with --json, stdout is for one JSON value.
       writeOut: (s) => void (json || io.stdout.write(s)),
       writeErr: (s) => io.stderr.write(s),
+      // Every message of agentctl's starts with its name, commander's usage errors too.
+      outputError: (message, write) => write(`agentctl: ${message.replace(/^error: /, '')}`),
     });
   }
   try {

@@ -50,6 +50,8 @@ describe('runCli exit codes', () => {
     const r = await cli(...args);
     expect(r.code).toBe(2);
     expect(r.stderr).toMatch(/bogus|method|nosuchcommand|--grace|--timeout/);
+    // agentctl's name, not commander's "error:", starts the message.
+    expect(r.stderr).toMatch(/^agentctl: /);
   });
 
   it('an unreachable daemon exits 3 and names the socket, whichever way --socket is spelled', async () => {
