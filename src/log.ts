@@ -45,13 +45,18 @@ export async function createLogger(options: LoggerOptions): Promise<Logger> {
     // Loaded only for pretty logs: the JSON path (production) never evaluates it.
     const { PinoPretty } = await import('pino-pretty');
     const stream = PinoPretty({
-      colorize: !options.destination && Boolean(process.stdout.isTTY),
+      colorize: !options.destination && prettyColors(process.env, Boolean(process.stdout.isTTY)),
       destination: options.destination ?? 1,
       sync: true,
     });
     return pino(base, stream);
   }
   return options.destination ? pino(base, options.destination) : pino(base);
+}
+
+/** Pretty logs are colored only on a terminal, never with NO_COLOR set to a non-empty value (no-color.org). */
+export function prettyColors(env: NodeJS.ProcessEnv, isTTY: boolean): boolean {
+  return isTTY && !env.NO_COLOR;
 }
 
 export type { Logger };

@@ -32,6 +32,7 @@ export const DAEMON_ENVIRONMENT: readonly (readonly [string, string])[] = [
     'proxy of downloads, image pulls and fleet health checks to https URLs (https_proxy too; not the Kubernetes API, which follows the kubeconfig)',
   ],
   ['HTTP_PROXY', 'the same for http URLs (http_proxy too)'],
+  ['NO_COLOR', 'a non-empty value: --log-format pretty without colors (they are only on a terminal anyway)'],
   [
     'NO_PROXY',
     'hosts reached directly: names (and their subdomains), .domains, IPs, CIDR ranges, *; localhost and loopback always',

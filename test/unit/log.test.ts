@@ -5,7 +5,7 @@ import { describe, expect, it } from 'vitest';
 import { runTask, serial, task } from '../../src/tasks/tasks.js';
 import { createMachineManager } from '../../src/host/machines.js';
 import { createHostPaths } from '../../src/host/paths.js';
-import { childLogger, createLogger } from '../../src/log.js';
+import { childLogger, createLogger, prettyColors } from '../../src/log.js';
 import { linesWithDuplicateKeys, topLevelKeys } from '../support/log-lines.js';
 
 async function capture(): Promise<{ logger: Logger; text: () => string }> {
@@ -63,5 +63,14 @@ describe('log lines bind each key once', () => {
     expect(text()).not.toBe('');
     expect(linesWithDuplicateKeys(text())).toEqual([]);
     expect(JSON.parse(text().split('\n')[0]!)).toMatchObject({ component: 'host', subsystem: 'machines' });
+  });
+});
+
+describe('pretty log colors', () => {
+  it('on a terminal only, and never with NO_COLOR set to a non-empty value', () => {
+    expect(prettyColors({}, true)).toBe(true);
+    expect(prettyColors({}, false)).toBe(false);
+    expect(prettyColors({ NO_COLOR: '1' }, true)).toBe(false);
+    expect(prettyColors({ NO_COLOR: '' }, true)).toBe(true);
   });
 });
