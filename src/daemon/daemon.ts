@@ -4,6 +4,7 @@
  * takes it down onto one clean-up stack, which both a failed start and a stop unwind, so the
  * two paths cannot drift apart. Collaborators come in through options with production defaults.
  */
+import { rmdir } from 'node:fs/promises';
 import { describeProxy } from '../config/proxy.js';
 import { useOutboundProxy } from '../outbound-http.js';
 import type { Logger } from 'pino';
@@ -118,7 +119,14 @@ export async function startDaemon(config: DaemonConfig, deps: DaemonDeps): Promi
     // 3. The socket path: refuse a live daemon, and an unknown group, before writing anything
     //    of ours (prepareSocketPath may create the socket's directory).
     const gid = config.socketGroup === null ? null : await resolveGroup(config.socketGroup);
-    await prepareSocketPath(config.socket);
+    const socketDir = await prepareSocketPath(config.socket);
+    // A directory agentd made for its socket goes again when it stops or fails to start (once
+    // empty: rmdir never removes what someone else put there).
+    if (socketDir !== null) {
+      cleanup.push('remove the socket directory agentd created', () =>
+        rmdir(socketDir).catch(() => undefined),
+      );
+    }
     await writePidFile(config.pidFile, process.pid);
     // Last out: `agentctl stop` sees the daemon until it is gone.
     cleanup.push('remove the PID file', () => removePidFile(config.pidFile, process.pid));

@@ -84,10 +84,12 @@ function probe(socketPath: string, timeoutMs: number): Promise<'listening' | 'de
 
 /**
  * Make `socketPath` ready to bind: create the runtime directory when its parent exists (it is
- * ours to create), refuse when another daemon listens, remove a dead leftover socket.
+ * ours to create), refuse when another daemon listens, remove a dead leftover socket. Resolves
+ * to the directory it created (for the daemon to remove again when it stops or fails), or null.
  */
-export async function prepareSocketPath(socketPath: string): Promise<void> {
+export async function prepareSocketPath(socketPath: string): Promise<string | null> {
   const dir = path.dirname(socketPath);
+  let created: string | null = null;
   if (!(await exists(dir))) {
     if (!(await exists(path.dirname(dir)))) {
       throw new InvalidConfigError(
@@ -96,6 +98,7 @@ export async function prepareSocketPath(socketPath: string): Promise<void> {
     }
     try {
       await mkdir(dir, { mode: 0o755 });
+      created = dir;
     } catch (err) {
       throw new InvalidConfigError(
         `--socket ${socketPath}: cannot create directory ${dir}: ${(err as Error).message}`,
@@ -119,7 +122,7 @@ export async function prepareSocketPath(socketPath: string): Promise<void> {
   try {
     st = await lstat(socketPath);
   } catch {
-    return;
+    return created;
   }
   if (!st.isSocket()) {
     throw new InvalidConfigError(
@@ -132,6 +135,7 @@ export async function prepareSocketPath(socketPath: string): Promise<void> {
     );
   }
   await rm(socketPath, { force: true });
+  return created;
 }
 
 /** Listen on the unix socket with `mode` in force at bind time, then chown to the group. */

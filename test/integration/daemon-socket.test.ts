@@ -3,7 +3,7 @@
  * a leftover socket from a daemon that died.
  */
 import { spawn } from 'node:child_process';
-import { readFileSync } from 'node:fs';
+import { existsSync, readFileSync } from 'node:fs';
 import { mkdir, stat, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
@@ -101,6 +101,25 @@ describe('socket locations', () => {
     const d = await startTestDaemon({ dir, socket });
     expect((await stat(socket)).isSocket()).toBe(true);
     expect((await d.http('GET', '/healthz')).status).toBe(200);
+  });
+
+  it('the directory created for the socket goes again: when a later start step fails, and at stop', async () => {
+    const dir = await makeTempDir();
+    const runDir = path.join(dir, 'run');
+    const socket = path.join(runDir, 'agentd.sock');
+    // The PID file is written after the socket's directory is made: under a regular file, it
+    // cannot be, and the start fails there.
+    await writeFile(path.join(dir, 'file'), '');
+    const flags = await flagsIn(dir, socket);
+    flags[flags.indexOf('--pid-file') + 1] = path.join(dir, 'file', 'agentd.pid');
+    const r = await runAgentd(flags);
+    expect(r.code, r.stderr).not.toBe(0);
+    expect(existsSync(runDir)).toBe(false);
+
+    const d = await startTestDaemon({ dir, socket });
+    expect((await stat(socket)).isSocket()).toBe(true);
+    expect(await d.stop()).toBe(0);
+    expect(existsSync(runDir)).toBe(false);
   });
 
   it('a socket in a directory nobody may write to is exit 2 with a clear message', async () => {
