@@ -192,7 +192,7 @@ describe('daemon lifecycle', () => {
       process.getActiveResourcesInfo().filter((r) => r === 'TCPServerWrap').length;
     const before = tcpServers();
     await expect(startDaemon(config, { logger: pino({ level: 'silent' }) })).rejects.toThrow(
-      `cannot write ${path.join(stateDir, 'sim-mirror.json')}: `,
+      `write ${path.join(stateDir, 'sim-mirror.json')}: `,
     );
     expect(tcpServers(), 'the mirror still listens').toBe(before);
     expect(await gone(path.join(dir, 'agentd.pid'))).toBe(true);
@@ -217,7 +217,7 @@ describe('daemon lifecycle', () => {
     );
     expect(run.timedOut, run.stderr).toBe(false);
     expect(run.code).toBe(1);
-    expect(run.stderr).toContain(`agentd: cannot write ${path.join(stateDir, 'sim-mirror.json')}: `);
+    expect(run.stderr).toContain(`agentd: write ${path.join(stateDir, 'sim-mirror.json')}: `);
   });
 
   it('two daemons on one state dir, each with its own socket and PID file: the second is refused naming the state dir and the first one’s PID', async () => {

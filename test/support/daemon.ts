@@ -6,9 +6,9 @@
  * pass or fail. One started in `beforeAll` must be released with `dispose()` in `afterAll`; a
  * file-level `afterAll` and a process `exit` hook kill anything still left as a safety net.
  */
-import { spawn, type ChildProcess } from 'node:child_process';
+import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import { existsSync, readFileSync } from 'node:fs';
-import { mkdir, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
+import { chmod, copyFile, mkdir, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import http from 'node:http';
 import os from 'node:os';
 import path from 'node:path';
@@ -330,12 +330,17 @@ export async function runAgentd(
   } = {},
 ): Promise<AgentdRun> {
   assertBuilt();
-  const proc = spawn(process.execPath, [AGENTD_BIN, ...args], {
+  const node = options.user ? await nodeRunnableBy(options.user) : process.execPath;
+  const proc = spawn(node, [AGENTD_BIN, ...args], {
     cwd: options.cwd ?? os.tmpdir(),
     env: childEnv(options.env),
     stdio: ['ignore', 'pipe', 'pipe'],
     ...options.user,
   });
+  // A program that cannot be started (EACCES, ENOENT) fails the call instead of hanging it.
+  const spawnFailed = new Promise<never>((_, reject) =>
+    proc.once('error', (err) => reject(new Error(`cannot start agentd with ${node}: ${err.message}`))),
+  );
   const t = track(proc, null);
   let stdout = '';
   let stderr = '';
@@ -346,10 +351,29 @@ export async function runAgentd(
     timedOut = true;
     proc.kill('SIGKILL');
   }, options.timeoutMs ?? 10_000);
-  const { code, signal } = await t.exited;
-  clearTimeout(timer);
-  live.delete(t);
-  return { code, signal, stdout, stderr, timedOut };
+  try {
+    const { code, signal } = await Promise.race([t.exited, spawnFailed]);
+    return { code, signal, stdout, stderr, timedOut };
+  } finally {
+    clearTimeout(timer);
+    live.delete(t);
+  }
+}
+
+/**
+ * This Node runtime, or a copy of it that `user` may execute: the second runtime of the tests
+ * lives in root's home (`~/.cache/agentd`, mode 0700), which another user cannot enter. The copy
+ * goes in a temp dir removed when the test ends.
+ */
+async function nodeRunnableBy(user: { uid: number; gid: number }): Promise<string> {
+  const probe = spawnSync(process.execPath, ['-e', '0'], { ...user, stdio: 'ignore' });
+  if (!probe.error && probe.status === 0) return process.execPath;
+  const dir = await makeTempDir('agentd-node-');
+  await chmod(dir, 0o755);
+  const copy = path.join(dir, 'node');
+  await copyFile(process.execPath, copy);
+  await chmod(copy, 0o755);
+  return copy;
 }
 
 /** A fresh temp dir removed when the current test ends (or, outside a test, by the caller). */
