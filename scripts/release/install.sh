@@ -9,6 +9,7 @@
 #                                remove the files this script installed; rerun it if it failed
 # Idempotent: a second run changes nothing and restarts nothing; a run with a new release
 # replaces what differs and restarts agentd when it runs (that never stops kubelet).
+# Without a running systemd (a chroot, an image build) agentd is enabled for the next boot only.
 # DESTDIR=DIR installs under DIR instead of / (packaging, tests): no root needed, and systemd is
 # asked only when DIR/run/systemd/system exists. See docs/operations.md.
 set -eu
@@ -25,7 +26,7 @@ die() {
   exit 1
 }
 usage() {
-  sed -n '2,13s/^# \{0,1\}//p' "$0"
+  sed -n '2,14s/^# \{0,1\}//p' "$0"
 }
 
 mode=install
@@ -105,7 +106,16 @@ put "$here/man/agentctl.8" "$mandir/agentctl.8" 0644
 put "$here/systemd/agentd.service" "$unitdir/agentd.service" 0644
 
 if [ "$systemd" = no ]; then
-  say "systemd is not running here ($root/run/systemd/system is absent): agentd $version installed, not enabled"
+  # Enabled for the next boot, not started, as the .deb does there (docs/operations.md): the link
+  # `systemctl enable` makes for the unit's WantedBy=multi-user.target, made here because there is
+  # no systemd to ask and, with DESTDIR, maybe no systemctl. agentctl uninstall removes it.
+  wants=$unitdir/multi-user.target.wants/agentd.service
+  if [ "$(readlink "$wants" 2>/dev/null || true)" != /etc/systemd/system/agentd.service ]; then
+    mkdir -p "$(dirname "$wants")"
+    ln -sfn /etc/systemd/system/agentd.service "$wants"
+    say "installed $wants -> /etc/systemd/system/agentd.service"
+  fi
+  say "systemd is not running here ($root/run/systemd/system is absent): agentd $version installed and enabled, not started: it starts at the next boot"
   exit 0
 fi
 systemctl daemon-reload

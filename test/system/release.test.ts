@@ -3,7 +3,8 @@
  * every relative link of the shipped docs resolves inside each artifact, the man pages name every
  * shipped document, the .deb depends on what the executable links, the executable runs as agentd
  * and (through its symlink) as agentctl with an empty environment, install.sh installs
- * idempotently and restarts only on change, and the .deb's maintainer scripts behave on install,
+ * idempotently and restarts only on change (without a running systemd: enables for the next boot
+ * only), and the .deb's maintainer scripts behave on install,
  * upgrade, remove, a new install and purge, with and without a running systemd, under the real
  * dpkg and deb-systemd-helper (into a temp root, with a `systemctl` stand-in that records its
  * calls and keeps agentd's enable and run state). The artifacts are test/support/release.ts's,
@@ -28,6 +29,7 @@ import {
   realpath,
   rm,
   stat,
+  symlink,
   truncate,
   writeFile,
 } from 'node:fs/promises';
@@ -40,7 +42,9 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { RUNTIME_FLAGS } from '../../scripts/build.js';
 import { ensureNodeRuntime } from '../../scripts/release/node-runtime.js';
 import type { ReleaseResult } from '../../scripts/release/release.js';
+import { unitPaths } from '../../src/cli/uninstall/uninstall.js';
 import { openEmbedded } from '../../src/embedded.js';
+import { createHostPaths } from '../../src/host/paths.js';
 import {
   DOWNLOAD_WORKER_UNAVAILABLE,
   WORKER_SINK_MIN_BYTES,
@@ -598,6 +602,48 @@ describe.skipIf(!available && !required)('npm run release', () => {
       'enable agentd.service',
       'restart agentd.service',
     ]);
+  });
+
+  it('install.sh without a running systemd enables agentd for the next boot, without starting it or asking systemctl', async () => {
+    const work = await makeTempDir('agentd-install-');
+    const root = path.join(work, 'root');
+    // No <root>/run/systemd/system: a chroot or an image build. The stand-in records any call.
+    const sd = await fakeSystemctl(work, root);
+    const install = (): Promise<{ stdout: string }> =>
+      run(path.join(dir, 'install.sh'), [], { env: { ...envWith(sd.bin), DESTDIR: root } });
+    const unit = '/etc/systemd/system/agentd.service';
+
+    const first = await install();
+    expect(first.stdout).toContain(`installed ${path.join(root, WANTS_LINK)} -> ${unit}`);
+    expect(first.stdout).toContain('installed and enabled, not started: it starts at the next boot');
+    // The link `systemctl enable` makes for the installed unit's WantedBy=, to it as seen from
+    // inside the root, and one that agentctl uninstall removes.
+    const unitText = await readFile(path.join(root, unit), 'utf8');
+    expect(unitText).toMatch(/^WantedBy=multi-user\.target$/m);
+    expect(await readlink(path.join(root, WANTS_LINK))).toBe(unit);
+    expect(unitPaths(createHostPaths(root))).toContain(path.join(root, WANTS_LINK));
+    expect(await sd.calls()).toEqual([]);
+    expect(sd.active()).toBe(false);
+
+    const second = await install();
+    expect(second.stdout).not.toContain('installed /');
+    expect(second.stdout).toContain('it starts at the next boot');
+    expect(await readlink(path.join(root, WANTS_LINK))).toBe(unit);
+
+    // A link that went away, or points elsewhere (the .deb's unit), is made again.
+    for (const replace of [
+      () => rm(path.join(root, WANTS_LINK)),
+      async () => {
+        await rm(path.join(root, WANTS_LINK));
+        await symlink(UNIT_PATH, path.join(root, WANTS_LINK));
+      },
+    ]) {
+      await replace();
+      const again = await install();
+      expect(again.stdout).toContain(`installed ${path.join(root, WANTS_LINK)} -> ${unit}`);
+      expect(await readlink(path.join(root, WANTS_LINK))).toBe(unit);
+    }
+    expect(await sd.calls()).toEqual([]);
   });
 
   it('install.sh --uninstall hands over to agentctl uninstall on the systemd host, then removes its files', async () => {
