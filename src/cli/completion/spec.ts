@@ -1,9 +1,24 @@
 /**
  * What shell completion needs to know, read from agentctl's commander tree: for every command
- * path, its subcommands, its options (which take a value, and their choices) and the choices of
- * its arguments. The scripts are generated from this, so they never drift from the commands.
+ * path, its subcommands, its options (which take a value, their choices, whether it is a path)
+ * and its arguments' choices and paths. The scripts are generated from this, so they never drift
+ * from the commands.
  */
-import { Help, type Command, type Option } from 'commander';
+import { Help, type Argument, type Command, type Option } from 'commander';
+
+/**
+ * A value that names a path: completed with file names (`files`) or directory names
+ * (`directories`). Read from the value's name in the usage: `<file>`, `<path>` and names ending
+ * in `-file`/`-path` are files, `<dir>` and names ending in `-dir` directories; any other value
+ * (`<duration>`, `<id>`) gets no file names.
+ */
+export type PathKind = 'files' | 'directories';
+
+export function pathKind(valueName: string): PathKind | null {
+  if (/(^|[-_])(file|path)$/i.test(valueName)) return 'files';
+  if (/(^|[-_])dir$/i.test(valueName)) return 'directories';
+  return null;
+}
 
 export interface CompletionOption {
   /** `--json`, `-V`… */
@@ -12,6 +27,8 @@ export interface CompletionOption {
   takesValue: boolean;
   /** Allowed values, when the option has a fixed set. */
   choices: string[];
+  /** What completes the value when it is a path (`--config <file>`), else null. */
+  path: PathKind | null;
 }
 
 export interface CompletionNode {
@@ -22,15 +39,27 @@ export interface CompletionNode {
   options: CompletionOption[];
   /** Choices of the positional arguments (e.g. `completion bash|zsh|fish`). */
   argumentChoices: string[];
+  /** What completes a positional argument that is a path, else null (no file names). */
+  argumentPath: PathKind | null;
 }
 
 function optionSpec(o: Option): CompletionOption {
+  const takesValue = o.required || o.optional;
+  // The value's name as the usage shows it: `--config <file>` → file.
+  const valueName = /[<[]([^>\]]+)[>\]]/.exec(o.flags)?.[1];
   return {
     names: [o.long, o.short].filter((n): n is string => Boolean(n)),
     description: o.description,
-    takesValue: o.required || o.optional,
+    takesValue,
     choices: o.argChoices ?? [],
+    path: takesValue && valueName && !o.argChoices ? pathKind(valueName) : null,
   };
+}
+
+/** The first path kind among a command's arguments (file names beat directory names). */
+function argumentPath(args: readonly Argument[]): PathKind | null {
+  const kinds = args.filter((a) => !a.argChoices).map((a) => pathKind(a.name()));
+  return kinds.includes('files') ? 'files' : kinds.includes('directories') ? 'directories' : null;
 }
 
 const help = new Help();
@@ -57,9 +86,10 @@ export function completionNodes(program: Command): CompletionNode[] {
       options: [
         ...own,
         ...inherited,
-        { names: ['--help', '-h'], description: 'show help', takesValue: false, choices: [] },
+        { names: ['--help', '-h'], description: 'show help', takesValue: false, choices: [], path: null },
       ],
       argumentChoices: cmd.registeredArguments.flatMap((a) => a.argChoices ?? []),
+      argumentPath: argumentPath(cmd.registeredArguments),
     });
     for (const sub of visible) walk(sub, path ? `${path} ${sub.name()}` : sub.name());
   };

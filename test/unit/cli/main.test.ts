@@ -212,7 +212,7 @@ describe('completion', () => {
   it('prints a script; with --json it is wrapped in one JSON value', async () => {
     const r = await cli('completion', 'bash');
     expect(r.code).toBe(0);
-    expect(r.stdout).toContain('complete -o default -F _agentctl agentctl');
+    expect(r.stdout).toContain('\ncomplete -F _agentctl agentctl\n');
     const j = await cli('--json', 'completion', 'fish');
     expect(JSON.parse(j.stdout)).toMatchObject({
       shell: 'fish',
