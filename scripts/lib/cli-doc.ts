@@ -19,7 +19,7 @@ export const EXIT_MEANINGS: Record<keyof typeof EXIT, string> = {
   RETRY:
     'try again: the daemon is still starting (startup recovery has not finished: UNAVAILABLE) or is shutting down (DRAINING); nothing was done',
   DETACHED:
-    'interrupted (Ctrl-C, 128 + SIGINT): while following an operation, agentctl detached and the operation keeps running; before agentd answered `update`, agentctl waits for the answer to cancel what it started; a second Ctrl-C stops waiting, and the update may have started (`INTERRUPTED`)',
+    'interrupted (Ctrl-C, 128 + SIGINT): while following an operation, agentctl detached and the operation keeps running; before agentd answered the request of `update`, `reset`, `drain` or `uncordon`, agentctl waits for the answer to cancel what it started (or, for a reset or an uncordon, to name it); a second Ctrl-C stops waiting, and the operation may have started (`INTERRUPTED`)',
 };
 
 /** The `error.code` values agentctl gives itself with this exit code (src/cli/exit-codes.ts). */

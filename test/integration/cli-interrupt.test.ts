@@ -5,17 +5,18 @@
  *
  * - Ctrl-C before the `update` request is sent: nothing is requested, nothing starts.
  * - Ctrl-C while the request is in flight: the operation the daemon created is cancelled at once,
- *   and the node is as it was.
+ *   and the node is as it was (update, drain); one agentd cannot cancel (reset) is named, and
+ *   agentctl detaches from it.
  * - The daemon dies while agentctl follows: agentctl names the operation and how to check on it.
  */
 import { mkdtemp, rm } from 'node:fs/promises';
 import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
-import { PassThrough } from 'node:stream';
+import { writeFile } from 'node:fs/promises';
 import { afterAll, beforeAll, describe, expect, it, onTestFinished } from 'vitest';
-import { runCli } from '../../src/cli/main.js';
-import { systemClock } from '../../src/host/clock.js';
+import { makeTempDir, startTestDaemon } from '../support/daemon.js';
+import { startFakeKube } from '../support/fake-kube.js';
 import { holdImagePulls } from '../support/holding-registry.js';
 import {
   JOIN_VERSION,
@@ -26,7 +27,7 @@ import {
   type Op,
   type SimNode,
 } from '../support/sim-node.js';
-import { recordingStream } from '../support/cli.js';
+import { runInProcess } from '../support/unanswering-daemon.js';
 
 interface Proxy {
   socket: string;
@@ -67,24 +68,12 @@ async function startProxy(target: string, onRequest: (method: string) => void): 
   return { socket, methods };
 }
 
-/** Run agentctl in this process; `interrupt` is its Ctrl-C handler once it installs one. */
+/** Run agentctl in this process; `onInterruptInstalled` gets its Ctrl-C handler once it installs one. */
 function agentctl(
   args: string[],
   onInterruptInstalled: (fire: () => void) => void = () => undefined,
 ): Promise<{ code: number; stdout: string; stderr: string }> {
-  const stdout = recordingStream();
-  const stderr = recordingStream();
-  const proc = {
-    stdin: new PassThrough(),
-    clock: systemClock,
-    onInterrupt(handler: () => void) {
-      onInterruptInstalled(handler);
-      return () => undefined;
-    },
-  };
-  return runCli(['node', 'agentctl', ...args], { env: {}, cwd: os.tmpdir(), stdout, stderr, proc }).then(
-    (code) => ({ code, stdout: stdout.text(), stderr: stderr.text() }),
-  );
+  return runInProcess(args, os.tmpdir(), { onInstalled: onInterruptInstalled }).done;
 }
 
 describe('agentctl and Ctrl-C, and a daemon lost while following', () => {
@@ -172,5 +161,71 @@ describe('agentctl and Ctrl-C, and a daemon lost while following', () => {
     const again = await agentctl(['--socket', node.socket, '--json', 'ops', 'wait', id]);
     expect((JSON.parse(again.stdout) as Op).state).toBe('interrupted');
     await expectSingleMachine(node, { active: 'kube1', version: JOIN_VERSION });
+  });
+
+  it('Ctrl-C while the reset request is in flight: agentctl names the reset and detaches (it cannot be cancelled)', async () => {
+    const node = await cloneSimNode(template);
+    await node.start();
+    let fire: (() => void) | undefined;
+    const proxy = await startProxy(node.socket, (method) => {
+      if (method === 'reset') fire?.();
+    });
+
+    const r = await agentctl(
+      ['--socket', proxy.socket, '--json', 'reset', '--yes'],
+      (handler) => (fire = handler),
+    );
+    expect(r.code, r.stderr).toBe(130);
+    // Said at the Ctrl-C, before the answer came.
+    expect(r.stderr).toContain(
+      'interrupted: agentd has not answered the reset request yet; waiting for its answer to name the reset it may have started, which cannot be cancelled',
+    );
+    // No cancel is tried: agentd refuses to cancel a reset.
+    expect(proxy.methods).not.toContain('operations.cancel');
+    const printed = JSON.parse(r.stdout) as Op;
+    expect(printed.kind).toBe('reset');
+    expect(r.stderr).toContain(
+      `detached; reset ${printed.id} keeps running. Follow it again with: agentctl --socket ${proxy.socket} ops wait ${printed.id}`,
+    );
+    // What the message promises: that command follows the reset to its end.
+    const again = await agentctl(['--socket', node.socket, '--json', 'ops', 'wait', printed.id]);
+    expect(again.code, again.stderr).toBe(0);
+    expect(JSON.parse(again.stdout)).toMatchObject({ id: printed.id, kind: 'reset', state: 'succeeded' });
+  });
+
+  it('Ctrl-C while the drain request is in flight: the new drain is cancelled at once', async () => {
+    const NODE = 'sim-node';
+    const kube = await startFakeKube();
+    onTestFinished(() => kube.close());
+    kube.addNode(NODE, {});
+    // The drain waits on this pod (its PodDisruptionBudget never allows an eviction) until cancelled.
+    kube.addPod({ name: 'web-1', nodeName: NODE, labels: { app: 'web' } });
+    kube.addPdb({ name: 'web', selector: { matchLabels: { app: 'web' } }, disruptionsAllowed: 0 });
+    const dir = await makeTempDir('agentd-cli-interrupt-drain-');
+    const kubeconfig = path.join(dir, 'kubeconfig');
+    await writeFile(kubeconfig, kube.kubeconfigYaml());
+    const d = await startTestDaemon({
+      args: ['--sim', '--kubeconfig', kubeconfig, '--machine-name', NODE, '--no-watch'],
+    });
+    let fire: (() => void) | undefined;
+    const proxy = await startProxy(d.socket, (method) => {
+      if (method === 'drain') fire?.();
+    });
+
+    const r = await agentctl(
+      ['--socket', proxy.socket, '--json', 'drain', '--timeout', '5m'],
+      (handler) => (fire = handler),
+    );
+    expect(r.code, r.stderr).toBe(130);
+    expect(proxy.methods.slice(0, 3)).toEqual(['drain', 'operations.cancel', 'operations.wait']);
+    const printed = JSON.parse(r.stdout) as Op;
+    expect(printed).toMatchObject({ kind: 'drain', state: 'cancelled' });
+    expect(r.stderr).toContain(
+      'interrupted: agentd has not answered the drain request yet; waiting for its answer to cancel the drain it may have started',
+    );
+    expect(r.stderr).toContain(
+      `interrupted: cancelled drain ${printed.id} as it started; pods it evicted stay evicted, and any cordon it made stays until: agentctl --socket ${proxy.socket} uncordon`,
+    );
+    expect(kube.getPod('default', 'web-1')).toBeDefined();
   });
 });

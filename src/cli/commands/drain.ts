@@ -4,7 +4,7 @@
  */
 import type { CliContext } from '../context.js';
 import { followAndReport, guardInterrupt } from '../follow/follow-command.js';
-import type { Operation } from '../types.js';
+import { startOperation, type StartedKind } from '../follow/start-operation.js';
 
 /** Params of the `drain` method (docs/api.md). */
 export interface DrainParams {
@@ -35,9 +35,11 @@ export function drainParams(flags: DrainFlags): DrainParams {
   };
 }
 
-// Both go through callUntyped: an agentd older than these methods is then reported by name.
+// Both go through callUntyped (startOperation): an agentd older than these methods is then
+// reported by name.
 export async function runDrain(ctx: CliContext, flags: DrainFlags): Promise<void> {
-  await startAndFollow(ctx, 'drain', { ...drainParams(flags) });
+  const params = drainParams(flags);
+  await startAndFollow(ctx, 'drain', { ...params }, params.dryRun);
 }
 
 export async function runUncordon(ctx: CliContext, flags: { force?: boolean }): Promise<void> {
@@ -46,12 +48,13 @@ export async function runUncordon(ctx: CliContext, flags: { force?: boolean }): 
 
 async function startAndFollow(
   ctx: CliContext,
-  method: string,
+  kind: Extract<StartedKind, 'drain' | 'uncordon'>,
   params: Record<string, unknown>,
+  dryRun = false,
 ): Promise<void> {
   const interrupt = guardInterrupt(ctx);
   try {
-    const op = await ctx.callUntyped<Operation>(method, params);
+    const op = await startOperation(ctx, { kind, params, dryRun }, interrupt);
     await followAndReport(ctx, op, { interrupt });
   } finally {
     interrupt.dispose();

@@ -2,6 +2,7 @@
 import { confirmOrRefuse } from '../confirm.js';
 import type { CliContext } from '../context.js';
 import { followAndReport, guardInterrupt } from '../follow/follow-command.js';
+import { startOperation } from '../follow/start-operation.js';
 
 export async function runReset(
   ctx: CliContext,
@@ -16,7 +17,7 @@ export async function runReset(
   });
   const interrupt = guardInterrupt(ctx);
   try {
-    const op = await ctx.call('reset', { wait: false });
+    const op = await startOperation(ctx, { kind: 'reset', params: { wait: false } }, interrupt);
     await followAndReport(ctx, op, { interrupt });
   } finally {
     interrupt.dispose();

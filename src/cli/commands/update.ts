@@ -1,17 +1,15 @@
 /** `agentctl update`: start an update and follow it to its end (or print the plan, or detach). */
-import { formatDuration } from '../../config/duration.js';
 import { RpcError } from '../../rpc/client.js';
-import { DaemonUnreachableError } from '../../rpc/http-transport.js';
 import { readConfigFile } from '../config-file.js';
 import type { CliContext } from '../context.js';
 import { CliError, CliExit, EXIT } from '../exit-codes.js';
 import {
-  agentctlCommand,
   followAndReport,
   guardInterrupt,
   resumeCommand,
   type InterruptGuard,
 } from '../follow/follow-command.js';
+import { startOperation } from '../follow/start-operation.js';
 import { firstLine } from '../output.js';
 import { renderOperation, renderPlan } from '../render/operation.js';
 import { isFinal, type Operation } from '../types.js';
@@ -84,58 +82,25 @@ export async function runUpdate(ctx: CliContext, flags: UpdateFlags): Promise<vo
   const params = await buildParams(ctx, flags);
   const interrupt = guardInterrupt(ctx);
   try {
-    await startAndReport(ctx, flags, params, interrupt);
+    let op: Operation;
+    try {
+      op = await startOperation(ctx, { kind: 'update', params, dryRun: flags.dryRun }, interrupt);
+    } catch (err) {
+      throw withFlagNames(err, flags.config !== undefined);
+    }
+    await report(ctx, flags, op, interrupt);
   } finally {
     interrupt.dispose();
   }
 }
 
-async function startAndReport(
+/** The plan of a dry run, the id of a detached update, or the update followed to its end. */
+async function report(
   ctx: CliContext,
   flags: UpdateFlags,
-  params: Record<string, unknown>,
+  op: Operation,
   interrupt: InterruptGuard,
 ): Promise<void> {
-  let op: Operation;
-  // Ctrl-C before the request went out: nothing was started.
-  if (interrupt.signal.aborted) throw interruptedBeforeStart(ctx);
-  // Ctrl-C while the request is in flight: say at once what happens, since the answer (with the
-  // operation's id) may be slow to come; a second Ctrl-C stops waiting for it. A dry run changes
-  // nothing: there the first one does.
-  const onInterrupt = (): void =>
-    ctx.out.info(
-      'interrupted: agentd has not answered the update request yet; waiting for its answer to cancel the update it may have started (Ctrl-C again to stop waiting: the update may then go on)',
-    );
-  if (!flags.dryRun) interrupt.signal.addEventListener('abort', onInterrupt, { once: true });
-  const request = ctx.callUntyped<Operation>('update', params);
-  // Its failure matters only while agentctl waits for it (the race below).
-  request.catch(() => undefined);
-  try {
-    const answer = await Promise.race([request, interrupt.pressed(flags.dryRun ? 1 : 2).then(() => null)]);
-    if (answer === null) throw flags.dryRun ? interruptedDryRun(ctx) : stoppedWaiting(ctx);
-    op = answer;
-  } catch (err) {
-    if (!flags.dryRun && err instanceof DaemonUnreachableError && err.reason === 'timeout')
-      throw unansweredInTime(ctx, err);
-    throw withFlagNames(err, flags.config !== undefined);
-  } finally {
-    interrupt.signal.removeEventListener('abort', onInterrupt);
-  }
-  // Ctrl-C while the request was in flight: the operator did not want it to start, so the new
-  // operation is cancelled (it undoes what little it did); past its point of no return it is
-  // followed as a detach instead.
-  if (interrupt.signal.aborted && !flags.dryRun && !isFinal(op)) {
-    try {
-      await ctx.call('operations.cancel', { id: op.id });
-      ctx.out.info(`interrupted: cancelled ${op.kind} ${op.id} as it started; nothing was changed`);
-      const ended = await ctx.call('operations.wait', { id: op.id });
-      ctx.out.result(ended, () => `${op.id} cancelled`);
-      throw new CliExit(EXIT.DETACHED);
-    } catch (err) {
-      if (err instanceof CliExit) throw err;
-      // Could not cancel it (past the point of no return): report it as a detach, with its id.
-    }
-  }
   const now = (): number => ctx.proc.clock.now();
   if (flags.dryRun) {
     ctx.out.result(op, () => renderPlan(op));
@@ -162,41 +127,4 @@ async function startAndReport(
   // An operation that has ended already (a no-op: same config, or the operation of an
   // idempotency key seen before) is only reported.
   await followAndReport(ctx, op, { interrupt });
-}
-
-/** How to find an update agentctl did not get the id of, and follow or cancel it. */
-function howToCheck(ctx: CliContext): string {
-  return `see it with: ${agentctlCommand(ctx, 'ops list')}, then follow it with: ${agentctlCommand(ctx, 'ops wait <id>')} (or cancel it: ${agentctlCommand(ctx, 'ops cancel <id>')})`;
-}
-
-/** --timeout passed before agentd answered the update request: it may have started all the same. */
-function unansweredInTime(ctx: CliContext, err: DaemonUnreachableError): CliError {
-  const dialled = err.socketPath || ctx.options.socket;
-  const limit = ctx.options.timeoutMs === undefined ? '' : ` (${formatDuration(ctx.options.timeoutMs)})`;
-  return new CliError(
-    EXIT.TIMEOUT,
-    `agentd on ${dialled} did not answer the update request within --timeout${limit}; the update may have started on the daemon all the same: ${howToCheck(ctx)}`,
-    { code: 'TIMEOUT', socket: dialled, reason: err.reason, mayHaveStarted: true },
-  );
-}
-
-/** A second Ctrl-C before agentd answered the update request: stop waiting for its answer. */
-function stoppedWaiting(ctx: CliContext): CliError {
-  return new CliError(
-    EXIT.DETACHED,
-    `interrupted before agentd answered the update request; the update may have started on the daemon and go on: ${howToCheck(ctx)}`,
-    { code: 'INTERRUPTED', mayHaveStarted: true },
-  );
-}
-
-/** Ctrl-C before agentd answered a dry run: it changes nothing, so agentctl stops at once. */
-function interruptedDryRun(ctx: CliContext): CliExit {
-  ctx.out.info('interrupted; a dry run changes nothing');
-  return new CliExit(EXIT.DETACHED);
-}
-
-/** Ctrl-C before the update request was sent: exit as interrupted, nothing started. */
-function interruptedBeforeStart(ctx: CliContext): CliExit {
-  ctx.out.info('interrupted before the update was requested; nothing was started');
-  return new CliExit(EXIT.DETACHED);
 }

@@ -55,8 +55,8 @@ export interface InterruptGuard {
 
 /**
  * Take over Ctrl-C. Commands that start an operation put this in place before the RPC that
- * starts it: a Ctrl-C while that call is in flight then becomes a detach once the operation id
- * is known, instead of killing agentctl with the operation started but never named.
+ * starts it: a Ctrl-C while that call is in flight is then answered by `startOperation`
+ * (start-operation.ts), instead of killing agentctl with the operation started but never named.
  */
 export function guardInterrupt(ctx: CliContext): InterruptGuard {
   const controller = new AbortController();

@@ -1,58 +1,24 @@
 /**
  * `agentctl update` while agentd has not answered its request (src/cli/commands/update.ts): the
  * request is in flight, there is no operation id yet, and the update may have started. agentctl
- * runs in this process against a unix socket that takes the request and never answers.
+ * runs in this process against a unix socket that takes the request and never answers. The same
+ * for reset, drain and uncordon: start-operation.test.ts.
  */
 import { mkdtemp, rm } from 'node:fs/promises';
-import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
-import { PassThrough } from 'node:stream';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { runCli } from '../../../../src/cli/main.js';
-import { systemClock } from '../../../../src/host/clock.js';
-import { recordingStream } from '../../../support/cli.js';
-
-interface Silent {
-  socket: string;
-  /** Resolves once a request naming `method` has arrived. */
-  received(method: string): Promise<void>;
-  close(): Promise<void>;
-}
-
-/** A socket that reads every request and answers none. */
-async function silentDaemon(dir: string): Promise<Silent> {
-  const socket = path.join(dir, 'silent.sock');
-  const conns = new Set<net.Socket>();
-  let seen = '';
-  const waiting: { method: string; resolve: () => void }[] = [];
-  const server = net.createServer((c) => {
-    conns.add(c);
-    c.on('data', (chunk: Buffer) => {
-      seen += chunk.toString('utf8');
-      for (const w of waiting.filter((x) => seen.includes(`"method":"${x.method}"`))) w.resolve();
-    });
-    c.on('error', () => undefined);
-  });
-  await new Promise<void>((resolve) => server.listen(socket, resolve));
-  return {
-    socket,
-    received: (method) =>
-      seen.includes(`"method":"${method}"`)
-        ? Promise.resolve()
-        : new Promise((resolve) => waiting.push({ method, resolve })),
-    close: async () => {
-      for (const c of conns) c.destroy();
-      await new Promise<void>((resolve) => server.close(() => resolve()));
-    },
-  };
-}
+import {
+  runInProcess,
+  unansweringDaemon,
+  type UnansweringDaemon,
+} from '../../../support/unanswering-daemon.js';
 
 let dir: string;
-let daemon: Silent;
+let daemon: UnansweringDaemon;
 beforeEach(async () => {
   dir = await mkdtemp(path.join(os.tmpdir(), 'agentctl-update-'));
-  daemon = await silentDaemon(dir);
+  daemon = await unansweringDaemon(dir);
 });
 afterEach(async () => {
   await daemon.close();
@@ -61,24 +27,7 @@ afterEach(async () => {
 
 /** Run agentctl; `interrupts` receives its Ctrl-C handler (the last one it installed). */
 function agentctl(args: string[], interrupts: { fire?: () => void } = {}) {
-  const stdout = recordingStream();
-  const stderr = recordingStream();
-  const proc = {
-    stdin: new PassThrough(),
-    clock: systemClock,
-    onInterrupt(handler: () => void) {
-      interrupts.fire = handler;
-      return () => undefined;
-    },
-  };
-  const done = runCli(['node', 'agentctl', '--socket', daemon.socket, ...args], {
-    env: {},
-    cwd: dir,
-    stdout,
-    stderr,
-    proc,
-  }).then((code) => ({ code, stdout: stdout.text(), stderr: stderr.text() }));
-  return { done, stderr: () => stderr.text() };
+  return runInProcess(['--socket', daemon.socket, ...args], dir, interrupts);
 }
 
 describe('agentctl update --timeout, when agentd does not answer the request in time', () => {

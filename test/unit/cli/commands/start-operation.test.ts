@@ -1,0 +1,116 @@
+/**
+ * `agentctl reset`, `drain` and `uncordon` while agentd has not answered the request that starts
+ * the operation (src/cli/follow/start-operation.ts, shared with `update`: update.test.ts): there
+ * is no operation id yet, and the operation may have started. agentctl runs in this process
+ * against a unix socket that takes the request and never answers.
+ */
+import { mkdtemp, rm } from 'node:fs/promises';
+import os from 'node:os';
+import path from 'node:path';
+import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import {
+  runInProcess,
+  unansweringDaemon,
+  type UnansweringDaemon,
+} from '../../../support/unanswering-daemon.js';
+
+let dir: string;
+let daemon: UnansweringDaemon;
+beforeEach(async () => {
+  dir = await mkdtemp(path.join(os.tmpdir(), 'agentctl-start-'));
+  daemon = await unansweringDaemon(dir);
+});
+afterEach(async () => {
+  await daemon.close();
+  await rm(dir, { recursive: true, force: true });
+});
+
+function agentctl(
+  args: string[],
+  interrupts: { fire?: () => void; onInstalled?: (f: () => void) => void } = {},
+) {
+  return runInProcess(['--socket', daemon.socket, ...args], dir, interrupts);
+}
+
+/** Each command, its arguments, and whether agentd can cancel what it starts (docs/api.md). */
+const COMMANDS = [
+  { kind: 'reset', args: ['reset', '--yes'], cancellable: false },
+  { kind: 'drain', args: ['drain', '--ignore-daemonsets'], cancellable: true },
+  { kind: 'uncordon', args: ['uncordon'], cancellable: false },
+] as const;
+
+describe.each(COMMANDS)('Ctrl-C before agentd answered the $kind request', ({ kind, args, cancellable }) => {
+  it('says at once that it waits for the answer; a second Ctrl-C stops waiting: exit 130', async () => {
+    const ctrlC: { fire?: () => void } = {};
+    const run = agentctl([...args], ctrlC);
+    await daemon.received(kind);
+    ctrlC.fire?.();
+    // Said at once, with no answer from agentd.
+    expect(run.stderr()).toContain(
+      cancellable
+        ? `interrupted: agentd has not answered the ${kind} request yet; waiting for its answer to cancel the ${kind} it may have started (Ctrl-C again to stop waiting`
+        : `interrupted: agentd has not answered the ${kind} request yet; waiting for its answer to name the ${kind} it may have started, which cannot be cancelled (Ctrl-C again to stop waiting)`,
+    );
+    ctrlC.fire?.();
+    const r = await run.done;
+    expect(r.code).toBe(130);
+    expect(r.stderr).toContain(
+      `agentctl: interrupted before agentd answered the ${kind} request; the ${kind} may have started on the daemon and go on: see it with: agentctl --socket ${daemon.socket} ops list, then follow it with: agentctl --socket ${daemon.socket} ops wait <id>`,
+    );
+    // Only what agentd can do is offered.
+    expect(r.stderr.includes('ops cancel <id>')).toBe(cancellable);
+    expect(r.stdout).toBe('');
+  });
+
+  it('--json: one JSON value, mayHaveStarted: true', async () => {
+    const ctrlC: { fire?: () => void } = {};
+    const run = agentctl(['--json', ...args], ctrlC);
+    await daemon.received(kind);
+    ctrlC.fire?.();
+    ctrlC.fire?.();
+    const r = await run.done;
+    expect(r.code).toBe(130);
+    expect(JSON.parse(r.stdout)).toMatchObject({
+      error: { code: 'INTERRUPTED', exitCode: 130, mayHaveStarted: true },
+    });
+  });
+
+  it('Ctrl-C before the request is sent: nothing is requested', async () => {
+    // The Ctrl-C arrives as soon as agentctl takes it over, before the request goes out.
+    const r = await agentctl([...args], { onInstalled: (fire) => fire() }).done;
+    expect(r.code).toBe(130);
+    expect(r.stderr).toContain(`interrupted before the ${kind} was requested; nothing was started`);
+    expect(daemon.seen(kind)).toBe(false);
+  });
+
+  it('--timeout before the answer: the operation may have started; exit 5', async () => {
+    const r = await agentctl(['--json', '--timeout', '200ms', ...args]).done;
+    expect(r.code).toBe(5);
+    expect(r.stderr).toContain(
+      `agentd on ${daemon.socket} did not answer the ${kind} request within --timeout (200ms); the ${kind} may have started on the daemon all the same: see it with: agentctl --socket ${daemon.socket} ops list`,
+    );
+    expect(JSON.parse(r.stdout)).toMatchObject({
+      error: { code: 'TIMEOUT', exitCode: 5, mayHaveStarted: true, socket: daemon.socket },
+    });
+  });
+});
+
+describe('agentctl drain --dry-run before agentd answered', () => {
+  it('changes nothing: the first Ctrl-C ends it', async () => {
+    const ctrlC: { fire?: () => void } = {};
+    const run = agentctl(['drain', '--dry-run'], ctrlC);
+    await daemon.received('drain');
+    ctrlC.fire?.();
+    const r = await run.done;
+    expect(r.code).toBe(130);
+    expect(r.stderr).toContain('interrupted; a dry run changes nothing');
+  });
+
+  it('--timeout: the usual timeout error, nothing may have started', async () => {
+    const r = await agentctl(['--json', '--timeout', '200ms', 'drain', '--dry-run']).done;
+    expect(r.code).toBe(5);
+    const { error } = JSON.parse(r.stdout) as { error: Record<string, unknown> };
+    expect(error).toMatchObject({ code: 'TIMEOUT' });
+    expect(error).not.toHaveProperty('mayHaveStarted');
+  });
+});
