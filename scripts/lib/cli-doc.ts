@@ -13,7 +13,8 @@ export const EXIT_MEANINGS: Record<keyof typeof EXIT, string> = {
   OK: 'success',
   FAILED: 'the operation failed (or the daemon answered an error not listed below)',
   USAGE: 'usage error or invalid parameters (also INVALID_PARAMS, INVALID_CONFIG from the daemon)',
-  UNREACHABLE: 'the daemon is unreachable (no socket, connection refused, permission denied)',
+  UNREACHABLE:
+    'the daemon is unreachable (no socket, connection refused, permission denied) or closed the connection without answering; after the request of `update`, `reset`, `drain` or `uncordon` went out, the operation may then have started (`mayHaveStarted`)',
   BUSY: 'busy: another operation holds the node (BUSY)',
   TIMEOUT: 'timed out: the daemon did not answer within --timeout, or TIMEOUT from the daemon',
   RETRY:

@@ -6,12 +6,21 @@ import net from 'node:net';
 import { BadAnswerError, type RpcTransport } from './client.js';
 import { RPC_BODY_LIMIT } from './limits.js';
 
-/** The daemon could not be reached on its socket. `reason` says why, for the hint. */
+/**
+ * The daemon could not be reached on its socket, or gave no answer. `reason` says why, for the
+ * hint: `closed` when it closed the connection without a byte of answer.
+ */
 export class DaemonUnreachableError extends Error {
   constructor(
     readonly socketPath: string,
-    readonly reason: 'missing' | 'refused' | 'permission' | 'timeout' | 'other',
+    readonly reason: 'missing' | 'refused' | 'permission' | 'timeout' | 'closed' | 'other',
     detail: string,
+    /**
+     * The connection was open and the request written to it when the failure came: the daemon
+     * may have received the request and acted on it. False when the connection failed (no
+     * socket, refused, permission): then nothing was sent.
+     */
+    readonly requestSent = false,
   ) {
     super(detail);
     this.name = 'DaemonUnreachableError';
@@ -41,17 +50,29 @@ export interface HttpRequestOptions {
   headers?: Record<string, string>;
 }
 
-/** Why a connection to the socket failed, as a DaemonUnreachableError (for the hint). */
-export function unreachableError(socketPath: string, err: NodeJS.ErrnoException): DaemonUnreachableError {
-  const reason =
-    err.code === 'ENOENT'
+/** What a connection that closed without a byte of answer says. */
+export const CLOSED_WITHOUT_ANSWER = 'the daemon closed the connection without answering';
+
+/**
+ * Why a connection to the socket failed, as a DaemonUnreachableError (for the hint). With
+ * `requestSent` (it failed after the request was written: a reset or broken connection), it was
+ * closed on the request, whatever the error.
+ */
+export function unreachableError(
+  socketPath: string,
+  err: NodeJS.ErrnoException,
+  requestSent = false,
+): DaemonUnreachableError {
+  const reason = requestSent
+    ? 'closed'
+    : err.code === 'ENOENT'
       ? 'missing'
       : err.code === 'ECONNREFUSED'
         ? 'refused'
         : err.code === 'EACCES'
           ? 'permission'
           : 'other';
-  return new DaemonUnreachableError(socketPath, reason, err.message);
+  return new DaemonUnreachableError(socketPath, reason, err.message, requestSent);
 }
 
 /** An answer from the daemon: status, headers (names in lower case) and body text. */
@@ -99,29 +120,29 @@ export function requestOverSocket(o: HttpRequestOptions): Promise<SocketHttpAnsw
       if (err) reject(err);
       else resolve(answer as SocketHttpAnswer);
     };
+    // Once connected, the request is written: from then on the daemon may have received it.
+    let sent = false;
     const socket = net.createConnection(o.socketPath, () => {
+      sent = true;
       socket.write(body === undefined ? head : Buffer.concat([Buffer.from(head, 'latin1'), body]));
     });
     if (o.timeoutMs !== undefined) {
       socket.setTimeout(o.timeoutMs, () =>
-        settle(new DaemonUnreachableError(o.socketPath, 'timeout', `no answer within ${o.timeoutMs} ms`)),
+        settle(
+          new DaemonUnreachableError(o.socketPath, 'timeout', `no answer within ${o.timeoutMs} ms`, sent),
+        ),
       );
     }
     socket.on('data', (c: Buffer) => chunks.push(c));
-    socket.on('error', (err: NodeJS.ErrnoException) => settle(unreachableError(o.socketPath, err)));
+    socket.on('error', (err: NodeJS.ErrnoException) => settle(unreachableError(o.socketPath, err, sent)));
     // The daemon closes the connection once it has answered; a close without an end (and
     // without an error) is parsed the same way, and a cut answer then fails to parse.
     const onEnd = (): void => {
       // Closed without a byte of answer (a daemon stopping or dying as the call came in):
-      // unreachable, as for a refused connection, so the caller knows nothing was answered.
+      // unreachable, as for a refused connection, so the caller knows nothing was answered;
+      // but the request went out, so a mutating one may have been acted on.
       if (chunks.length === 0) {
-        settle(
-          new DaemonUnreachableError(
-            o.socketPath,
-            'other',
-            'the daemon closed the connection without answering',
-          ),
-        );
+        settle(new DaemonUnreachableError(o.socketPath, 'closed', CLOSED_WITHOUT_ANSWER, sent));
         return;
       }
       try {

@@ -8,6 +8,8 @@
  *   and the node is as it was (update, drain); one agentd cannot cancel (reset) is named, and
  *   agentctl detaches from it.
  * - The daemon dies while agentctl follows: agentctl names the operation and how to check on it.
+ * - The connection closes after the update request went out, before any answer: the update may
+ *   have started, and agentctl says how to find it.
  */
 import { mkdtemp, rm } from 'node:fs/promises';
 import net from 'node:net';
@@ -26,6 +28,7 @@ import {
   expectSingleMachine,
   type Op,
   type SimNode,
+  waitFor,
 } from '../support/sim-node.js';
 import { runInProcess } from '../support/unanswering-daemon.js';
 
@@ -35,8 +38,16 @@ interface Proxy {
   methods: string[];
 }
 
-/** A unix-socket proxy to `target` that calls `onRequest(method)` as each RPC request passes. */
-async function startProxy(target: string, onRequest: (method: string) => void): Promise<Proxy> {
+/**
+ * A unix-socket proxy to `target` that calls `onRequest(method)` as each RPC request passes. A
+ * request naming `cutOn` goes on to the daemon, but the proxy closes agentctl's connection without
+ * a byte of the answer (as a daemon that stops or dies as the request comes in).
+ */
+async function startProxy(
+  target: string,
+  onRequest: (method: string) => void,
+  options: { cutOn?: string } = {},
+): Promise<Proxy> {
   const dir = await mkdtemp(path.join(os.tmpdir(), 'agentctl-proxy-'));
   const socket = path.join(dir, 'proxy.sock');
   const methods: string[] = [];
@@ -44,20 +55,28 @@ async function startProxy(target: string, onRequest: (method: string) => void): 
   const server = net.createServer((client) => {
     const upstream = net.connect(target);
     conns.add(client).add(upstream);
+    let cut = false;
     client.on('data', (chunk: Buffer) => {
       for (const m of chunk.toString('utf8').matchAll(/"method":"([^"]+)"/g)) {
         methods.push(m[1] as string);
         onRequest(m[1] as string);
+        if (m[1] === options.cutOn) cut = true;
       }
       upstream.write(chunk);
+      if (cut) {
+        upstream.unpipe(client);
+        client.end();
+      }
     });
     upstream.pipe(client);
     const close = (): void => {
       client.destroy();
-      upstream.destroy();
+      // A cut request still gets the daemon's answer (into the void): the daemon sees no hang-up.
+      if (!cut) upstream.destroy();
     };
     client.on('error', close).on('close', close);
     upstream.on('error', close).on('close', close);
+    upstream.on('data', () => undefined);
   });
   await new Promise<void>((resolve) => server.listen(socket, resolve));
   onTestFinished(async () => {
@@ -227,5 +246,41 @@ describe('agentctl and Ctrl-C, and a daemon lost while following', () => {
       `interrupted: cancelled drain ${printed.id} as it started; pods it evicted stay evicted, and any cordon it made stays until: agentctl --socket ${proxy.socket} uncordon`,
     );
     expect(kube.getPod('default', 'web-1')).toBeDefined();
+  });
+
+  it('the connection closes after the update request went out, before any answer: the update may have started', async () => {
+    const node = await cloneSimNode(template);
+    await node.start();
+    const before = await node.operations();
+    const proxy = await startProxy(node.socket, () => undefined, { cutOn: 'update' });
+
+    const r = await agentctl([
+      '--socket',
+      proxy.socket,
+      '--json',
+      'update',
+      '--kubernetes-version',
+      '1.35.0',
+    ]);
+    expect(r.code, r.stderr).toBe(3);
+    expect(JSON.parse(r.stdout)).toMatchObject({
+      error: { code: 'UNREACHABLE', exitCode: 3, reason: 'closed', mayHaveStarted: true },
+    });
+    expect(r.stderr).toContain(
+      `closed the connection without answering the update request; the update may have started on the daemon all the same: once agentd answers again, see it with: agentctl --socket ${proxy.socket} ops list`,
+    );
+    // It had started: `ops list` shows it (agentd creates it as it reads the request, so it
+    // may not be there yet), and `ops wait ID` follows it to its end.
+    const known = new Set(before.map((o) => o.id));
+    let newest: Op | undefined;
+    await waitFor('the update in the operations list', async () => {
+      const list = await agentctl(['--socket', node.socket, '--json', 'ops', 'list']);
+      newest = (JSON.parse(list.stdout) as { operations: Op[] }).operations.find((o) => !known.has(o.id));
+      return newest !== undefined;
+    });
+    expect(newest?.kind).toBe('update');
+    const again = await agentctl(['--socket', node.socket, '--json', 'ops', 'wait', newest!.id]);
+    expect(JSON.parse(again.stdout)).toMatchObject({ id: newest!.id, kind: 'update', state: 'succeeded' });
+    await expectSingleMachine(node, { active: 'kube2', version: '1.35.0' });
   });
 });

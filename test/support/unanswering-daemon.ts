@@ -1,6 +1,7 @@
 /**
  * A unix socket that takes agentctl's requests and answers none of them: it keeps the connection
- * open (a daemon that has not answered yet). With `runInProcess`, agentctl runs in this process
+ * open (a daemon that has not answered yet), or closes it once the request has arrived (a daemon
+ * stopping or dying as the request came in). With `runInProcess`, agentctl runs in this process
  * against it with its Ctrl-C handler captured.
  */
 import net from 'node:net';
@@ -19,9 +20,16 @@ export interface UnansweringDaemon {
   close(): Promise<void>;
 }
 
-/** Listen on `dir`/silent.sock. */
-export async function unansweringDaemon(dir: string): Promise<UnansweringDaemon> {
-  const socket = path.join(dir, 'silent.sock');
+/**
+ * Listen on `dir`/silent.sock. `closeOnRequest`: close each connection (without a byte of answer)
+ * as soon as its request has arrived, instead of keeping it open; the socket is then
+ * `dir`/closing.sock.
+ */
+export async function unansweringDaemon(
+  dir: string,
+  options: { closeOnRequest?: boolean } = {},
+): Promise<UnansweringDaemon> {
+  const socket = path.join(dir, options.closeOnRequest ? 'closing.sock' : 'silent.sock');
   const conns = new Set<net.Socket>();
   let seen = '';
   const has = (method: string): boolean => seen.includes(`"method":"${method}"`);
@@ -30,6 +38,8 @@ export async function unansweringDaemon(dir: string): Promise<UnansweringDaemon>
     conns.add(c);
     c.on('data', (chunk: Buffer) => {
       seen += chunk.toString('utf8');
+      // agentctl writes the head and the body of its request at once.
+      if (options.closeOnRequest && /"method":"/.test(chunk.toString('utf8'))) c.end();
       for (const w of waiting.filter((x) => has(x.method))) w.resolve();
     });
     c.on('error', () => undefined);

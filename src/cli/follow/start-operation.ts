@@ -8,12 +8,14 @@
  *   cancel the operation it started (update, drain), or to name it and detach (reset, uncordon,
  *   which agentd cannot cancel); a second Ctrl-C stops waiting (exit 130, `INTERRUPTED`).
  * - --timeout passing before the answer: exit 5, `TIMEOUT`.
+ * - agentd closing the connection after the request went out, before any answer: exit 3,
+ *   `UNREACHABLE` with `reason: closed` (a connection that failed before: nothing was sent).
  *
- * Both carry `mayHaveStarted: true`. A dry run starts nothing: the first Ctrl-C
+ * Each of the three carries `mayHaveStarted: true`. A dry run starts nothing: the first Ctrl-C
  * ends it, and a lost answer is only the usual error.
  */
 import { formatDuration } from '../../config/duration.js';
-import { DaemonUnreachableError } from '../../rpc/http-transport.js';
+import { CLOSED_WITHOUT_ANSWER, DaemonUnreachableError } from '../../rpc/http-transport.js';
 import type { CliContext } from '../context.js';
 import { CliError, CliExit, EXIT } from '../exit-codes.js';
 import { isFinal, type Operation } from '../types.js';
@@ -93,8 +95,10 @@ export async function startOperation(
     }
     op = answer;
   } catch (err) {
-    if (!dryRun && err instanceof DaemonUnreachableError && err.reason === 'timeout')
-      throw unansweredInTime(ctx, kind, err);
+    if (!dryRun && err instanceof DaemonUnreachableError) {
+      if (err.reason === 'timeout') throw unansweredInTime(ctx, kind, err);
+      if (err.requestSent) throw closedWithoutAnswer(ctx, kind, err);
+    }
     throw err;
   } finally {
     interrupt.signal.removeEventListener('abort', onInterrupt);
@@ -131,6 +135,21 @@ function unansweredInTime(ctx: CliContext, kind: StartedKind, err: DaemonUnreach
     EXIT.TIMEOUT,
     `agentd on ${dialled} did not answer the ${kind} request within --timeout${limit}; the ${kind} may have started on the daemon all the same: ${howToCheck(ctx, kind)}`,
     { code: 'TIMEOUT', socket: dialled, reason: err.reason, mayHaveStarted: true },
+  );
+}
+
+/**
+ * agentd closed the connection after the request went out, before answering (it stopped or died
+ * as the request came in): it may have received the request and started the operation.
+ */
+function closedWithoutAnswer(ctx: CliContext, kind: StartedKind, err: DaemonUnreachableError): CliError {
+  const dialled = err.socketPath || ctx.options.socket;
+  // A reset connection names its error; a plain close says no more than the message does.
+  const detail = err.message === CLOSED_WITHOUT_ANSWER ? '' : ` (${err.message})`;
+  return new CliError(
+    EXIT.UNREACHABLE,
+    `agentd on ${dialled} closed the connection without answering the ${kind} request${detail}; the ${kind} may have started on the daemon all the same: once agentd answers again, ${howToCheck(ctx, kind)}`,
+    { code: 'UNREACHABLE', socket: dialled, reason: err.reason, mayHaveStarted: true },
   );
 }
 

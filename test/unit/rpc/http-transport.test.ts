@@ -12,6 +12,7 @@ import {
   createHttpTransport,
   parseAnswer,
   requestOverSocket,
+  unreachableError,
 } from '../../../src/rpc/http-transport.js';
 import { makeTempDir } from '../../support/daemon.js';
 
@@ -123,13 +124,15 @@ describe('requestOverSocket', () => {
     await expect(requestOverSocket({ socketPath, method: 'GET', path: '/' })).rejects.toThrow(message);
   });
 
-  it('a daemon that closes without answering: unreachable, as a refused connection is', async () => {
+  it('a daemon that closes without answering: unreachable, as a refused connection is, but the request went out', async () => {
     const socketPath = await rawServer('');
     const err = await requestOverSocket({ socketPath, method: 'GET', path: '/' }).catch((e) => e);
     expect(err).toBeInstanceOf(DaemonUnreachableError);
     expect(err).toMatchObject({
-      reason: 'other',
+      reason: 'closed',
       message: 'the daemon closed the connection without answering',
+      // The daemon read it (rawServer closes once the request arrived): it may have acted on it.
+      requestSent: true,
     });
   });
 
@@ -139,14 +142,33 @@ describe('requestOverSocket', () => {
       (e) => e,
     );
     expect(err).toBeInstanceOf(DaemonUnreachableError);
-    expect(err).toMatchObject({ reason: 'timeout', message: 'no answer within 100 ms' });
+    expect(err).toMatchObject({ reason: 'timeout', message: 'no answer within 100 ms', requestSent: true });
   });
 
-  it('no socket: an unreachable error that says so', async () => {
+  it('no socket: an unreachable error that says so; nothing was sent', async () => {
     const socketPath = path.join(await makeTempDir('agentd-http-transport-'), 'none.sock');
     const err = await requestOverSocket({ socketPath, method: 'GET', path: '/' }).catch((e) => e);
     expect(err).toBeInstanceOf(DaemonUnreachableError);
-    expect(err).toMatchObject({ reason: 'missing', socketPath });
+    expect(err).toMatchObject({ reason: 'missing', socketPath, requestSent: false });
+  });
+
+  it('a connection that breaks after the request went out: closed on the request, naming the error', () => {
+    const reset = Object.assign(new Error('read ECONNRESET'), { code: 'ECONNRESET' });
+    expect(unreachableError('/s.sock', reset, true)).toMatchObject({
+      reason: 'closed',
+      message: 'read ECONNRESET',
+      requestSent: true,
+    });
+    // The same error before anything was sent: nothing more is known.
+    expect(unreachableError('/s.sock', reset)).toMatchObject({ reason: 'other', requestSent: false });
+  });
+
+  it('a path that is no socket: the connection fails before anything is sent', async () => {
+    const dir = await makeTempDir('agentd-http-transport-');
+    const err = await requestOverSocket({ socketPath: dir, method: 'GET', path: '/' }).catch((e) => e);
+    expect(err).toBeInstanceOf(DaemonUnreachableError);
+    expect(err).toMatchObject({ socketPath: dir, requestSent: false });
+    expect(err.reason).not.toBe('closed');
   });
 });
 

@@ -2,12 +2,19 @@
  * `agentctl reset`, `drain` and `uncordon` while agentd has not answered the request that starts
  * the operation (src/cli/follow/start-operation.ts, shared with `update`: update.test.ts): there
  * is no operation id yet, and the operation may have started. agentctl runs in this process
- * against a unix socket that takes the request and never answers.
+ * against a unix socket that takes the request and never answers, or closes the connection once
+ * the request has arrived (a daemon stopping or dying as the request came in).
  */
 import { mkdtemp, rm } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { createCliContext } from '../../../../src/cli/context.js';
+import { CliError } from '../../../../src/cli/exit-codes.js';
+import { startOperation } from '../../../../src/cli/follow/start-operation.js';
+import { createOutput } from '../../../../src/cli/output.js';
+import { DaemonUnreachableError } from '../../../../src/rpc/http-transport.js';
+import { recordingStream } from '../../../support/cli.js';
 import {
   runInProcess,
   unansweringDaemon,
@@ -112,5 +119,102 @@ describe('agentctl drain --dry-run before agentd answered', () => {
     const { error } = JSON.parse(r.stdout) as { error: Record<string, unknown> };
     expect(error).toMatchObject({ code: 'TIMEOUT' });
     expect(error).not.toHaveProperty('mayHaveStarted');
+  });
+});
+
+describe('agentd closes the connection after the request went out, before answering', () => {
+  let closing: UnansweringDaemon;
+  beforeEach(async () => {
+    closing = await unansweringDaemon(dir, { closeOnRequest: true });
+  });
+  afterEach(async () => {
+    await closing.close();
+  });
+  const run = (args: string[]) => runInProcess(['--socket', closing.socket, ...args], dir).done;
+
+  it.each([{ kind: 'update', args: ['update', '--image', 'r/i:2'], cancellable: true }, ...COMMANDS])(
+    '$kind: the operation may have started, and how to find it; exit 3',
+    async ({ kind, args, cancellable }) => {
+      const r = await run([...args]);
+      expect(r.code).toBe(3);
+      expect(r.stderr).toContain(
+        `agentctl: agentd on ${closing.socket} closed the connection without answering the ${kind} request; the ${kind} may have started on the daemon all the same: once agentd answers again, see it with: agentctl --socket ${closing.socket} ops list, then follow it with: agentctl --socket ${closing.socket} ops wait <id>`,
+      );
+      expect(r.stderr.includes('ops cancel <id>')).toBe(cancellable);
+      expect(r.stderr).not.toContain('is agentd running?');
+
+      const json = await run(['--json', ...args]);
+      expect(json.code).toBe(3);
+      expect(JSON.parse(json.stdout)).toMatchObject({
+        error: {
+          code: 'UNREACHABLE',
+          exitCode: 3,
+          reason: 'closed',
+          mayHaveStarted: true,
+          socket: closing.socket,
+        },
+      });
+    },
+  );
+
+  it.each([{ args: ['update', '--dry-run'] }, { args: ['drain', '--dry-run'] }, { args: ['status'] }])(
+    '$args starts nothing: the usual unreachable error, without mayHaveStarted',
+    async ({ args }) => {
+      const r = await run(['--json', ...args]);
+      expect(r.code).toBe(3);
+      const { error } = JSON.parse(r.stdout) as { error: Record<string, unknown> };
+      expect(error).toMatchObject({ code: 'UNREACHABLE', reason: 'closed' });
+      expect(error).not.toHaveProperty('mayHaveStarted');
+      expect(r.stderr).toContain(
+        `cannot reach agentd on ${closing.socket}: the daemon closed the connection without answering`,
+      );
+    },
+  );
+});
+
+describe('no daemon on the socket: nothing was sent', () => {
+  it.each([{ args: ['update', '--image', 'r/i:2'] }, ...COMMANDS])(
+    '$args: unreachable, exit 3, without mayHaveStarted',
+    async ({ args }) => {
+      const none = path.join(dir, 'none.sock');
+      const r = await runInProcess(['--socket', none, '--json', ...args], dir).done;
+      expect(r.code).toBe(3);
+      const { error } = JSON.parse(r.stdout) as { error: Record<string, unknown> };
+      expect(error).toMatchObject({ code: 'UNREACHABLE', exitCode: 3, reason: 'missing', socket: none });
+      expect(error).not.toHaveProperty('mayHaveStarted');
+      expect(r.stderr).toContain(`cannot reach agentd on ${none}`);
+      expect(r.stderr).not.toContain('may have started');
+    },
+  );
+});
+
+describe('a connection that breaks after the request went out', () => {
+  it('names the error, and says the operation may have started', async () => {
+    const sink = recordingStream();
+    const out = createOutput({ json: false, colorFlag: false, env: {}, stdout: sink, stderr: sink });
+    const ctx = {
+      ...createCliContext(
+        { socket: '/x.sock', json: false, timeoutMs: undefined, color: false },
+        out,
+        {},
+        dir,
+      ),
+      callUntyped: () =>
+        Promise.reject(new DaemonUnreachableError('/x.sock', 'closed', 'read ECONNRESET', true)),
+    };
+    const interrupt = {
+      signal: new AbortController().signal,
+      pressed: () => new Promise<void>(() => undefined),
+      dispose: () => undefined,
+    };
+    const err = await startOperation(ctx, { kind: 'reset', params: {} }, interrupt).catch((e: unknown) => e);
+    expect(err).toBeInstanceOf(CliError);
+    expect(err).toMatchObject({
+      exitCode: 3,
+      message: expect.stringContaining(
+        'agentd on /x.sock closed the connection without answering the reset request (read ECONNRESET); the reset may have started on the daemon all the same',
+      ),
+      details: { code: 'UNREACHABLE', reason: 'closed', mayHaveStarted: true },
+    });
   });
 });
