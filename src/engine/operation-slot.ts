@@ -53,6 +53,8 @@ interface Running {
   done: Promise<Operation>;
   /** False once the operation passed its point of no return (the source is stopping). */
   cancellable: boolean;
+  /** False for kinds that are never cancellable (reset, uncordon): they run to their end. */
+  everCancellable: boolean;
 }
 
 /**
@@ -224,7 +226,13 @@ export class OperationSlot {
     if (this.#closed) throw new DrainingError();
     const rec = this.recorder(op);
     const controller = new AbortController();
-    const running: Running = { rec, controller, done: Promise.resolve(op), cancellable };
+    const running: Running = {
+      rec,
+      controller,
+      done: Promise.resolve(op),
+      cancellable,
+      everCancellable: cancellable,
+    };
     this.#running = running;
     this.#o.onChange?.();
     try {
@@ -298,6 +306,12 @@ export class OperationSlot {
       throw new PreconditionFailedError(`operation ${id} already ended (${op.state})`, {
         data: { state: op.state },
       });
+    }
+    if (!running.everCancellable) {
+      throw new PreconditionFailedError(
+        `operation ${id} (${op.kind}) cannot be cancelled: a ${op.kind} runs to its end; follow it with agentctl ops wait ${id}`,
+        { data: { phase: op.phases.find((p) => p.state === 'running')?.name ?? null } },
+      );
     }
     if (!running.cancellable) {
       throw new PreconditionFailedError(

@@ -49,7 +49,7 @@ export const operationsCancel = defineMethod({
   name: 'operations.cancel',
   summary: 'Cancel a running operation; refused once the switch-over has begun.',
   description:
-    'Before the source machine stops, cancelling undoes what was done (the target is removed) and the operation ends cancelled. After that, PRECONDITION_FAILED.',
+    'Before the source machine stops, cancelling undoes what was done (the target is removed) and the operation ends cancelled. After that, PRECONDITION_FAILED; a reset or an uncordon runs to its end and is never cancellable.',
   mutating: true,
   errors: ['NOT_FOUND', 'PRECONDITION_FAILED'],
   params: z.strictObject({ id }),

@@ -165,3 +165,22 @@ describe('OperationSlot.drain', () => {
     expect(slot.get(op.id).state).toBe('succeeded');
   });
 });
+
+describe('OperationSlot.cancel', () => {
+  it('a kind that is never cancellable (reset) says so, not that it passed a point of no return', async () => {
+    const slot = createSlot(new OperationStore(stateDir));
+    const held = heldBody();
+    const op = await slot.admit(() =>
+      slot.launch(
+        slot.create('reset', { requestedBy: 'test' }, 'kube1', 'kube1', ['stop']),
+        held.body,
+        false,
+      ),
+    );
+    expect(() => slot.cancel(op.id)).toThrow(
+      `operation ${op.id} (reset) cannot be cancelled: a reset runs to its end; follow it with agentctl ops wait ${op.id}`,
+    );
+    held.finish();
+    expect((await slot.wait(op.id, undefined)).state).toBe('succeeded');
+  });
+});
