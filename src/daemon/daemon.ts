@@ -43,7 +43,7 @@ import { createKubeWiring, type KubeWiringOptions } from './kube-wiring.js';
 import { buildOpenApiDocument } from '../server/openapi.js';
 import { createProvisioner } from '../provision/provisioner.js';
 import { CleanupStack } from './cleanup-stack.js';
-import { acquireInstanceLock } from './instance-lock.js';
+import { acquireInstanceLock } from '../host/instance-lock.js';
 import { checkStateDirWritable, prepareStateDir } from './state-dir.js';
 import {
   listenUnix,
