@@ -253,6 +253,7 @@ async function startServing(
     host: config.host,
     root: config.root,
     shutdownGraceMs: config.shutdownGraceMs,
+    pidFile: config.pidFile,
   });
   let openrpc: Record<string, unknown> | null = null;
   let openapi: Record<string, unknown> | null = null;

@@ -15,11 +15,15 @@ describe('agentctl stop and a running operation', () => {
       args: ['--shutdown-grace', '20s'],
     });
     const op = await rpcResult<{ id: string }>(d, 'update', {});
-    const s = await rpcResult<{ daemon: { shutdownGraceMs: number; host: string; root: string } }>(
-      d,
-      'status',
-    );
-    expect(s.daemon).toMatchObject({ shutdownGraceMs: 20_000, host: 'sim', root: d.root });
+    const s = await rpcResult<{
+      daemon: { shutdownGraceMs: number; host: string; root: string; pidFile: string };
+    }>(d, 'status');
+    expect(s.daemon).toMatchObject({
+      shutdownGraceMs: 20_000,
+      host: 'sim',
+      root: d.root,
+      pidFile: d.pidFile,
+    });
     const r = await runAgentctl([
       '--socket',
       d.socket,
