@@ -5,6 +5,7 @@ import { defaultPidFile } from './paths.js';
 import {
   durationArg,
   example,
+  globalValues,
   withGlobals,
   type ContextOf,
   type ProgramIo,
@@ -54,7 +55,10 @@ export function defineAdminCommands(program: Command, ctxOf: ContextOf, io: Prog
         program
           .command('stop')
           .description('stop the daemon through its PID file: SIGTERM, wait, then SIGKILL')
-          .option('--pid-file <path>', PID_FILE_HELP)
+          .option(
+            '--pid-file <path>',
+            'PID file (env AGENTD_PID_FILE; default: the one the daemon on the socket says it writes, else /run/agentd/agentd.pid, or ./.agentd/agentd.pid)',
+          )
           .addOption(grace(" (at least the daemon's --shutdown-grace, unless --force)"))
           .option(
             '--force',
@@ -66,6 +70,8 @@ export function defineAdminCommands(program: Command, ctxOf: ContextOf, io: Prog
       const { runStop } = await import('./commands/stop.js');
       await runStop(ctxOf(cmd), {
         pidFile: opts.pidFile ?? defaultPidFile(io.env, io.cwd),
+        pidFileNamed: opts.pidFile !== undefined || Boolean(io.env.AGENTD_PID_FILE),
+        socketNamed: typeof globalValues(cmd).socket === 'string' || Boolean(io.env.AGENTD_SOCKET),
         graceMs: opts.grace,
         force: Boolean(opts.force),
       });

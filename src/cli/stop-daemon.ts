@@ -68,7 +68,7 @@ function note(state: PidFileState, pidFile: string): string {
 }
 
 /** The PID file could not be read (permissions, a directory): an error naming it and what to do. */
-function unreadable(pidFile: string, err: NodeJS.ErrnoException): CliError {
+export function unreadable(pidFile: string, err: NodeJS.ErrnoException): CliError {
   // Something other than a regular file at the path (a directory, a device, a link): the
   // PID-file check's own message names it.
   if (isAgentError(err)) {
@@ -106,6 +106,11 @@ export async function stopDaemonByPidFile(
     kill?: (pid: number, signal: NodeJS.Signals) => void;
     /** Where command lines are read (tests); /proc by default. */
     procDir?: string;
+    /**
+     * The agentd the caller checked the PID file names (src/cli/pid-file-check.ts): a file that
+     * names another by the time it is read again is not acted on.
+     */
+    expectPid?: number;
   },
 ): Promise<StopReport> {
   const kill = options.kill ?? ((pid, signal) => process.kill(pid, signal));
@@ -137,6 +142,15 @@ export async function stopDaemonByPidFile(
     };
   }
   const { pid } = state;
+  if (options.expectPid !== undefined && pid !== options.expectPid) {
+    return {
+      ...base,
+      pid,
+      signalled: false,
+      forceKilled: false,
+      note: `the PID file ${pidFile} names pid ${pid} now, not pid ${options.expectPid} as it did a moment ago: not signalled; run agentctl stop again`,
+    };
+  }
   try {
     kill(pid, 'SIGTERM');
   } catch (err) {

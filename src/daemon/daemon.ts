@@ -43,7 +43,7 @@ import { createKubeWiring, type KubeWiringOptions } from './kube-wiring.js';
 import { buildOpenApiDocument } from '../server/openapi.js';
 import { createProvisioner } from '../provision/provisioner.js';
 import { CleanupStack } from './cleanup-stack.js';
-import { acquireInstanceLock } from './instance-lock.js';
+import { acquireInstanceLock } from '../host/instance-lock.js';
 import { checkStateDirWritable, prepareStateDir } from './state-dir.js';
 import {
   listenUnix,
@@ -253,6 +253,7 @@ async function startServing(
     host: config.host,
     root: config.root,
     shutdownGraceMs: config.shutdownGraceMs,
+    pidFile: config.pidFile,
   });
   let openrpc: Record<string, unknown> | null = null;
   let openapi: Record<string, unknown> | null = null;

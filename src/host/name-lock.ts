@@ -65,28 +65,47 @@ export async function tryBindNameLock(
   };
 }
 
+/** Whether `name` is held, and what its holder answered (null: nothing, within the time allowed). */
+export type NameLockProbe = { held: false } | { held: true; answer: string | null };
+
 /**
- * What the holder of `name` answers (`tryBindNameLock`'s `answer`), or null when nobody holds it,
- * the holder answers nothing within `timeoutMs` (one that does not answer: an older agentd), or
- * anything fails. Real time: the holder is another process.
+ * Whether a process holds `name`, without taking it (a start at the same moment is never
+ * disturbed), and what it answers (`tryBindNameLock`'s `answer`). Held is the answer whenever
+ * that cannot be ruled out: only a refused connection says that nobody holds the name. Real
+ * time: the holder is another process.
  */
-export async function askNameLockHolder(name: string, timeoutMs = 1000): Promise<string | null> {
+export async function probeNameLock(name: string, timeoutMs = 1000): Promise<NameLockProbe> {
   return new Promise((resolve) => {
     let text = '';
     const socket = net.connect({ path: name });
-    const done = (answer: string | null): void => {
+    const done = (probe: NameLockProbe): void => {
       clearTimeout(timer);
       socket.destroy();
-      resolve(answer);
+      resolve(probe);
     };
-    const timer = setTimeout(() => done(null), timeoutMs);
+    const timer = setTimeout(() => done({ held: true, answer: null }), timeoutMs);
     socket.setEncoding('utf8');
     socket.on('data', (chunk: string) => {
       text += chunk;
       const end = text.indexOf('\n');
-      if (end >= 0) done(text.slice(0, end));
+      if (end >= 0) done({ held: true, answer: text.slice(0, end) });
     });
-    socket.on('error', () => done(null));
-    socket.on('close', () => done(null));
+    socket.on('error', (err: NodeJS.ErrnoException) =>
+      done(
+        err.code === 'ECONNREFUSED' || err.code === 'ENOENT' ? { held: false } : { held: true, answer: null },
+      ),
+    );
+    // Connected, then closed without a line: a holder that answers nothing (an older agentd).
+    socket.on('close', () => done({ held: true, answer: null }));
   });
+}
+
+/**
+ * What the holder of `name` answers (`tryBindNameLock`'s `answer`), or null when nobody holds it,
+ * the holder answers nothing within `timeoutMs` (one that does not answer: an older agentd), or
+ * anything fails.
+ */
+export async function askNameLockHolder(name: string, timeoutMs = 1000): Promise<string | null> {
+  const probe = await probeNameLock(name, timeoutMs);
+  return probe.held ? probe.answer : null;
 }

@@ -16,6 +16,8 @@ export interface DaemonInfo {
   root?: string;
   /** The daemon's --shutdown-grace (ms): how long its shutdown waits for in-flight work. */
   shutdownGraceMs?: number;
+  /** The daemon's --pid-file: where `agentctl stop` finds its PID. */
+  pidFile?: string;
 }
 
 /** Status of the Machine CR watcher (`src/watcher`, supervised by `src/watcher/supervisor.ts`). */

@@ -1,7 +1,8 @@
 /**
  * `agentctl uninstall` against a `--root` tree: the real daemon (`--sim`) with a joined node,
  * the machine commands run by agentctl itself through the sim executables first on PATH, and
- * the PID-file cases: a daemon that ignores SIGTERM, a stale PID file, a PID that is not agentd.
+ * the PID-file cases: a daemon that ignores SIGTERM, a stale PID file, a PID that is not agentd,
+ * and a PID file that does not name the agentd that runs (refused before anything changes).
  */
 import { existsSync } from 'node:fs';
 import { mkdir, readFile, rm, writeFile, chmod } from 'node:fs/promises';
@@ -16,7 +17,7 @@ import {
   spawnForeignProcess,
   type TestDaemon,
 } from '../support/daemon.js';
-import { startSimDaemon } from '../support/provision-fixtures.js';
+import { snapshotTree, startSimDaemon } from '../support/provision-fixtures.js';
 
 interface Step {
   step: string;
@@ -273,21 +274,87 @@ describe('uninstall and the PID file', () => {
     expect(sleeper.alive()).toBe(true);
   });
 
-  it('a PID file that cannot be read: the stop step fails naming it, and nothing is removed (exit 1)', async () => {
+  it('a PID file that cannot be read: refused naming it before any step, nothing changed (exit 1)', async () => {
     const dir = await makeTempDir();
     const root = path.join(dir, 'root');
-    const extra = await addInstallFiles(root);
+    await addInstallFiles(root);
+    const before = await snapshotTree(root);
     const pidFile = path.join(dir, 'agentd.pid');
     await mkdir(pidFile);
     const r = await uninstall({ root, pidFile });
     expect(r.code, r.stderr).toBe(1);
-    const report = JSON.parse(r.stdout) as Report;
-    expect(step(report, 'stop-daemon')).toMatchObject({
-      ok: false,
-      detail: `--pid-file ${pidFile}: the path is a directory; the PID file must be a regular file (or not exist yet); pass the PID file agentd writes with --pid-file`,
+    expect(JSON.parse(r.stdout)).toMatchObject({
+      error: {
+        code: 'PID_FILE_UNREADABLE',
+        message: `--pid-file ${pidFile}: the path is a directory; the PID file must be a regular file (or not exist yet); pass the PID file agentd writes with --pid-file`,
+      },
     });
-    expect(step(report, 'remove-unit')).toMatchObject({ ok: false, skipped: true });
-    for (const kept of extra) expect(existsSync(kept), kept).toBe(true);
+    expect(r.stderr).not.toMatch(/stop-daemon|disable-unit/);
+    expect(await snapshotTree(root)).toEqual(before);
+  });
+});
+
+describe('uninstall and a PID file that does not name the running agentd', () => {
+  /** A joined --sim daemon with the files of an install, and everything under its root and dir. */
+  async function installed(): Promise<{ d: TestDaemon; snapshot: () => Promise<Record<string, string>> }> {
+    const d = await joinedDaemon();
+    await addInstallFiles(d.root);
+    // The daemon's log and its socket are its own business; everything else must stay as it is.
+    return { d, snapshot: () => snapshotTree(d.dir, { ignore: ['agentd.sock'] }) };
+  }
+
+  it('garbage in its PID file: refused (by the socket, and by the instance lock alone), nothing changed', async () => {
+    const { d, snapshot } = await installed();
+    await writeFile(d.pidFile, 'garbage\n');
+    const before = await snapshot();
+    const o = { root: d.root, stateDir: d.stateDir, pidFile: d.pidFile };
+    // The daemon answers on the socket; then no socket answers and only its instance lock tells.
+    for (const socket of [d.socket, path.join(d.dir, 'none.sock')]) {
+      const r = await uninstall({ ...o, socket, host: 'sim' });
+      expect(r.code, r.stderr).toBe(1);
+      expect(JSON.parse(r.stdout)).toMatchObject({
+        error: { code: 'PID_FILE_MISMATCH', pidFile: d.pidFile, found: 'garbage', pid: d.pid },
+      });
+      expect(r.stderr).toContain(
+        `agentd (pid ${d.pid}) runs for this node — it ${socket === d.socket ? `answers on --socket ${d.socket} and ` : ''}holds the instance lock of --pid-file ${d.pidFile}`,
+      );
+      expect(r.stderr).toContain(`but the PID file ${d.pidFile} holds no PID ("garbage")`);
+      expect(r.stderr).toContain('nothing was changed');
+      expect(r.stderr).not.toMatch(/stop-daemon/);
+    }
+    expect(await snapshot()).toEqual(before);
+    expect(d.proc.exitCode, d.logs()).toBeNull();
+    expect(await d.stop()).toBe(0);
+  });
+
+  it('a PID file of another process, or none where the daemon writes another: refused, nothing changed', async () => {
+    const { d, snapshot } = await installed();
+    const sleeper = spawnForeignProcess();
+    const elsewhere = await makeTempDir();
+    const foreign = path.join(elsewhere, 'foreign.pid');
+    await writeFile(foreign, `${sleeper.pid}\n`);
+    const before = await snapshot();
+    const o = { root: d.root, stateDir: d.stateDir, host: 'sim' };
+    const r1 = await uninstall({ ...o, pidFile: foreign, socket: d.socket });
+    expect(r1.code, r1.stderr).toBe(1);
+    expect(JSON.parse(r1.stdout)).toMatchObject({
+      error: { code: 'PID_FILE_MISMATCH', found: 'foreign', pid: d.pid, daemonPidFile: d.pidFile },
+    });
+    expect(r1.stderr).toContain(`pass the PID file it writes: --pid-file ${d.pidFile}`);
+    // No socket answers, and the PID file given does not exist: the state dir's lock tells.
+    const missing = path.join(elsewhere, 'agentd.pid');
+    const r2 = await uninstall({ ...o, pidFile: missing, socket: path.join(elsewhere, 'none.sock') });
+    expect(r2.code, r2.stderr).toBe(1);
+    expect(JSON.parse(r2.stdout)).toMatchObject({
+      error: { code: 'PID_FILE_MISMATCH', pidFile: missing, found: 'absent', pid: d.pid },
+    });
+    expect(r2.stderr).toContain(`holds the instance lock of --state-dir ${d.stateDir}`);
+    expect(await snapshot()).toEqual(before);
+    expect(sleeper.alive()).toBe(true);
+    sleeper.proc.kill('SIGKILL');
+    await sleeper.exited;
+    expect(d.proc.exitCode, d.logs()).toBeNull();
+    expect(await d.stop()).toBe(0);
   });
 });
 

@@ -6,9 +6,11 @@
 import { existsSync } from 'node:fs';
 import path from 'node:path';
 import { confirmOrRefuse } from '../confirm.js';
+import type { MethodTypes } from '../../rpc/methods/index.js';
 import type { CliContext } from '../context.js';
 import { CliError, CliExit, EXIT } from '../exit-codes.js';
 import type { Output } from '../output.js';
+import { checkUninstallPidFile, claimInstanceLock } from '../pid-file-check.js';
 import { stopDaemonByPidFile } from '../stop-daemon.js';
 import type { UninstallStep } from '../uninstall/uninstall.js';
 
@@ -36,8 +38,10 @@ export async function resolveUninstallHost(
   ctx: CliContext,
   flags: Pick<UninstallFlags, 'host'>,
   root: string,
+  /** What the daemon on the socket said (null: none answered); asked when not given. */
+  daemon?: DaemonSays | null,
 ): Promise<'systemd' | 'sim'> {
-  const host = await answeringHost(ctx, flags, root);
+  const host = answeringHost(ctx, flags, root, daemon === undefined ? await askDaemon(ctx) : daemon);
   if (host === 'sim' && root === '/') {
     throw new CliError(
       EXIT.USAGE,
@@ -48,19 +52,25 @@ export async function resolveUninstallHost(
   return host;
 }
 
+type DaemonSays = MethodTypes['status']['result']['daemon'];
+
+/** What the daemon on the socket says of itself (`status`), or null when none answers. */
+async function askDaemon(ctx: CliContext): Promise<DaemonSays | null> {
+  try {
+    return (await ctx.statusCheck()).daemon;
+  } catch {
+    return null;
+  }
+}
+
 /** The host of the daemon on the socket (checked against --host and --root), or --host. */
-async function answeringHost(
+function answeringHost(
   ctx: CliContext,
   flags: Pick<UninstallFlags, 'host'>,
   root: string,
-): Promise<'systemd' | 'sim'> {
+  daemon: DaemonSays | null,
+): 'systemd' | 'sim' {
   const socket = ctx.options.socket;
-  let daemon: { host?: 'systemd' | 'sim'; root?: string } | null = null;
-  try {
-    daemon = (await ctx.statusCheck()).daemon;
-  } catch {
-    daemon = null;
-  }
   if (daemon?.host && daemon.root !== undefined) {
     if (flags.host !== undefined && flags.host !== daemon.host) {
       throw new CliError(
@@ -102,33 +112,43 @@ export function stepLine(s: UninstallStep, paint: Output['paint']): string {
 
 export async function runUninstall(ctx: CliContext, flags: UninstallFlags): Promise<void> {
   const root = path.resolve(ctx.cwd, flags.root);
-  const host = await resolveUninstallHost(ctx, flags, root);
+  const daemon = await askDaemon(ctx);
+  const host = await resolveUninstallHost(ctx, flags, root, daemon);
+  const { createHostPaths } = await import('../../host/paths.js');
+  const paths = createHostPaths(root);
+  const stateDir = flags.stateDir ? path.resolve(ctx.cwd, flags.stateDir) : paths.resolve('/var/lib/agentd');
+  const pidFile = path.resolve(ctx.cwd, flags.pidFile);
+  const socket = ctx.options.socket;
+  // Before anything changes (the question included): the PID file must name the agentd that
+  // runs for this node, if one does, or the stop step would leave it running.
+  const checked = await checkUninstallPidFile({
+    pidFile,
+    socket,
+    stateDir,
+    daemon,
+  });
   await confirmOrRefuse(ctx, {
     yes: Boolean(flags.yes),
     command: 'uninstall',
     question: `Uninstall agentd${root === '/' ? '' : ` under ${root}`}: stop it, remove both machines (kube1, kube2), their files${flags.keepConfig ? '' : ', the configs'}, its state and its unit?`,
     stderr: flags.stderr,
   });
-  const [{ createHostPaths }, { createExecaRunner }, { createMachineManager }, { runUninstallSteps }] =
-    await Promise.all([
-      import('../../host/paths.js'),
-      import('../../host/execa-runner.js'),
-      import('../../host/machines.js'),
-      import('../uninstall/uninstall.js'),
-    ]);
-  const paths = createHostPaths(root);
+  const [{ createExecaRunner }, { createMachineManager }, { runUninstallSteps }] = await Promise.all([
+    import('../../host/execa-runner.js'),
+    import('../../host/machines.js'),
+    import('../uninstall/uninstall.js'),
+  ]);
   // The simulated host's commands act on its model under --root, as the --sim daemon's did.
   const runner =
     host === 'sim'
       ? (await import('../../sim/host/index.js')).createSimHost({ root, clock: ctx.proc.clock })
       : createExecaRunner();
   const machines = createMachineManager({ runner, paths, clock: ctx.proc.clock });
-  const stateDir = flags.stateDir ? path.resolve(ctx.cwd, flags.stateDir) : paths.resolve('/var/lib/agentd');
   const report = await runUninstallSteps({
     paths,
     stateDir,
-    pidFile: path.resolve(ctx.cwd, flags.pidFile),
-    socket: ctx.options.socket,
+    pidFile,
+    socket,
     graceMs: flags.grace,
     keepConfig: Boolean(flags.keepConfig),
     // The simulated host has no agentd unit or daemon-reload of the real systemd to touch.
@@ -143,7 +163,13 @@ export async function runUninstall(ctx: CliContext, flags: UninstallFlags): Prom
             },
     runner,
     machines,
-    stopDaemon: (pidFile, graceMs) => stopDaemonByPidFile(pidFile, { graceMs }),
+    // Only the agentd the check found in the PID file, should the file change meanwhile.
+    stopDaemon: (file, graceMs) =>
+      stopDaemonByPidFile(file, {
+        graceMs,
+        ...(checked.kind === 'agentd' ? { expectPid: checked.pid } : {}),
+      }),
+    claimInstance: () => claimInstanceLock({ pidFile, socket, stateDir }),
     // Each step as it ends, so a slow machine teardown is not silence: the human report itself
     // (stdout), or progress on stderr with --json (whose stdout is the one JSON report).
     onStep: (s) =>

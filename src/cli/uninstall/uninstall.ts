@@ -1,7 +1,9 @@
 /**
  * `agentctl uninstall` (docs/operations.md), in this order, each step reported:
  *   1. `systemctl disable --now agentd.service` (when systemd runs), so it cannot restart agentd;
- *   2. stop the daemon through its PID file (SIGTERM, grace, SIGKILL; never a foreign PID);
+ *   2. stop the daemon through its PID file (SIGTERM, grace, SIGKILL; never a foreign PID), then
+ *      take agentd's instance lock and hold it to the end: no agentd runs for this PID file,
+ *      socket and state dir, and none starts on them while the node is removed;
  *   3. tear down both machines (stop, remove) — the daemon is gone, so this runs the host
  *      commands itself;
  *   4. remove nspawn files, 5. configs (unless --keep-config), 6. state, 7. runtime files,
@@ -50,6 +52,11 @@ export interface UninstallOptions {
   runner: CommandRunner;
   machines: MachineManager;
   stopDaemon(pidFile: string, graceMs: number): Promise<StopReport>;
+  /**
+   * Take agentd's instance lock (src/cli/pid-file-check.ts, `claimInstanceLock`) once the daemon
+   * is stopped; throws naming the agentd that still holds it. Released when the uninstall ends.
+   */
+  claimInstance(): Promise<{ release(): Promise<void> }>;
   /** Called as each step ends (live reporting on stderr). */
   onStep?: (step: UninstallStep) => void;
 }
@@ -119,6 +126,16 @@ function removedDetail(removed: string[]): string {
 }
 
 export async function runUninstallSteps(o: UninstallOptions): Promise<UninstallReport> {
+  // The instance lock taken after the stop, held until every step has run.
+  const held: { release(): Promise<void> }[] = [];
+  try {
+    return await runSteps(o, held);
+  } finally {
+    await Promise.all(held.map((h) => h.release()));
+  }
+}
+
+async function runSteps(o: UninstallOptions, held: { release(): Promise<void> }[]): Promise<UninstallReport> {
   const steps: UninstallStep[] = [];
   const report = (s: Omit<UninstallStep, 'skipped'> & { skipped?: boolean }): UninstallStep => {
     const step = { skipped: false, ...s };
@@ -159,6 +176,12 @@ export async function runUninstallSteps(o: UninstallOptions): Promise<UninstallR
       : r.forceKilled
         ? `agentd (pid ${r.pid}) did not stop within the grace period: force-killed (SIGKILL)`
         : `agentd (pid ${r.pid}) stopped (SIGTERM)`;
+    // The PID file is not the last word: no agentd may hold the instance lock either.
+    try {
+      held.push(await o.claimInstance());
+    } catch (err) {
+      throw new Error(`${detail}; but ${message(err)}`);
+    }
     return { detail, data: { ...r } };
   });
 

@@ -16,6 +16,9 @@ export const statusResult = z
       shutdownGraceMs: z.number().int().optional().meta({
         description: 'The --shutdown-grace: agentctl stop waits at least this long for an operation.',
       }),
+      pidFile: z.string().optional().meta({
+        description: 'The --pid-file: agentctl stop and uninstall check that it names this daemon.',
+      }),
     }),
     node: nodeStatusSchema,
     operation: operationSchema.nullable().meta({ description: 'The running operation, if any.' }),

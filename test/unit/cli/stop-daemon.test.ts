@@ -164,6 +164,31 @@ describe('stopDaemonByPidFile: a live agentd', () => {
     expect(report).toMatchObject({ pid: fake.pid, signalled: false, forceKilled: false });
     expect(report.note).toContain('exited before');
   });
+
+  it('expectPid: a PID file that names another agentd by now is not acted on', async () => {
+    const fake = await spawnFakeAgentd(dir);
+    await writeFile(pidFile, `${fake.pid}\n`);
+    const k = recordingKill();
+    const report = await stopDaemonByPidFile(pidFile, {
+      graceMs: 1000,
+      kill: k.kill,
+      expectPid: fake.pid + 1,
+    });
+    expect(k.sent).toEqual([]);
+    expect(report).toMatchObject({ pid: fake.pid, signalled: false });
+    expect(report.note).toContain(`names pid ${fake.pid} now, not pid ${fake.pid + 1}`);
+    // The one expected: signalled for real (it exits on SIGTERM).
+    const same = await stopDaemonByPidFile(pidFile, {
+      graceMs: 5000,
+      expectPid: fake.pid,
+      kill: (pid, signal) => {
+        k.kill(pid, signal);
+        process.kill(pid, signal);
+      },
+    });
+    expect(k.sent).toEqual([[fake.pid, 'SIGTERM']]);
+    expect(same.signalled).toBe(true);
+  });
 });
 
 describe('stopDaemonByPidFile: errors that say what to do', () => {

@@ -39,7 +39,9 @@ async function populate(): Promise<void> {
 
 const at = (f: string): string => path.join(root, f);
 
-function fakes(o: { failRemove?: MachineName; stopThrows?: boolean; stop?: Partial<StopReport> } = {}) {
+function fakes(
+  o: { failRemove?: MachineName; stopThrows?: boolean; stop?: Partial<StopReport>; lockHeld?: boolean } = {},
+) {
   const log: string[] = [];
   const runner: CommandRunner = {
     async run(file, args) {
@@ -66,7 +68,17 @@ function fakes(o: { failRemove?: MachineName; stopThrows?: boolean; stop?: Parti
     if (o.stopThrows) throw new Error('kill EPERM');
     return { pidFilePresent: true, pidFile, pid: 42, signalled: true, forceKilled: false, ...o.stop };
   };
-  return { log, runner, machines, stopDaemon };
+  const claimInstance = async () => {
+    log.push('claim-lock');
+    if (o.lockHeld)
+      throw new Error('an agentd still runs: pid 7 holds the instance lock of --state-dir /var/lib/agentd');
+    return {
+      async release() {
+        log.push('release-lock');
+      },
+    };
+  };
+  return { log, runner, machines, stopDaemon, claimInstance };
 }
 
 function options(f: ReturnType<typeof fakes>, o: Partial<UninstallOptions> = {}): UninstallOptions {
@@ -82,6 +94,7 @@ function options(f: ReturnType<typeof fakes>, o: Partial<UninstallOptions> = {})
     runner: f.runner,
     machines: f.machines,
     stopDaemon: f.stopDaemon,
+    claimInstance: f.claimInstance,
     ...o,
   };
 }
@@ -108,14 +121,17 @@ describe('runUninstallSteps', () => {
       'daemon-reload',
     ]);
     expect(seen).toEqual(report.steps.map((s) => s.step));
+    // The instance lock is taken once the daemon is stopped and held until the last step.
     expect(f.log).toEqual([
       'systemctl disable --now agentd.service',
       'stop-daemon',
+      'claim-lock',
       'inspect kube1',
       'stop kube1',
       'remove kube1',
       'inspect kube2',
       'systemctl daemon-reload',
+      'release-lock',
     ]);
     for (const file of FILES) expect(existsSync(at(file)), file).toBe(false);
     expect(existsSync(at('/etc/unbounded/agent'))).toBe(false);
@@ -191,6 +207,22 @@ describe('runUninstallSteps', () => {
     });
     expect(report.steps.find((s) => s.step === 'remove-machine-kube1')).toMatchObject({ skipped: true });
     expect(f.log).toEqual(['stop-daemon']);
+    for (const file of FILES) expect(existsSync(at(file)), file).toBe(true);
+  });
+
+  it('an agentd that still holds the instance lock after the stop: the step fails, nothing else is touched', async () => {
+    await populate();
+    const f = fakes({ lockHeld: true });
+    const report = await runUninstallSteps(options(f));
+    expect(report.ok).toBe(false);
+    expect(report.steps.find((s) => s.step === 'stop-daemon')).toMatchObject({
+      ok: false,
+      detail:
+        'agentd (pid 42) stopped (SIGTERM); but an agentd still runs: pid 7 holds the instance lock of --state-dir /var/lib/agentd',
+    });
+    for (const m of ['kube1', 'kube2'])
+      expect(report.steps.find((s) => s.step === `remove-machine-${m}`)).toMatchObject({ skipped: true });
+    expect(f.log).toEqual(['stop-daemon', 'claim-lock']);
     for (const file of FILES) expect(existsSync(at(file)), file).toBe(true);
   });
 
