@@ -11,12 +11,14 @@ import { CLI_ERROR_CODES, EXIT } from '../../src/cli/exit-codes.js';
 /** What each exit code means to a script; keyed like EXIT so a new code cannot go undocumented. */
 export const EXIT_MEANINGS: Record<keyof typeof EXIT, string> = {
   OK: 'success',
-  FAILED: 'the operation failed (or the daemon answered an error not listed below)',
+  FAILED:
+    'the operation failed (or the daemon answered an error not listed below); also an answer that cannot be read (`BAD_ANSWER`), after which the change a command asked for may have been made (`mayHaveStarted`)',
   USAGE: 'usage error or invalid parameters (also INVALID_PARAMS, INVALID_CONFIG from the daemon)',
   UNREACHABLE:
-    'the daemon is unreachable (no socket, connection refused, permission denied) or closed the connection without answering; after the request of `update`, `reset`, `drain` or `uncordon` went out, the operation may then have started (`mayHaveStarted`)',
+    'the daemon is unreachable (no socket, connection refused, permission denied) or closed the connection without answering; after the request of a command that changes something went out (`update`, `reset`, `drain`, `uncordon`, `ops cancel`, `fleet pause`, `fleet resume`, `rpc` of a mutating method), the change may then have been made (`mayHaveStarted`)',
   BUSY: 'busy: another operation holds the node (BUSY)',
-  TIMEOUT: 'timed out: the daemon did not answer within --timeout, or TIMEOUT from the daemon',
+  TIMEOUT:
+    'timed out: the daemon did not answer within --timeout (for a command that changes something, the change may have been made: `mayHaveStarted`), or TIMEOUT from the daemon',
   RETRY:
     'try again: the daemon is still starting (startup recovery has not finished: UNAVAILABLE) or is shutting down (DRAINING); nothing was done',
   DETACHED:

@@ -1,8 +1,9 @@
 /**
  * A unix socket that takes agentctl's requests and answers none of them: it keeps the connection
  * open (a daemon that has not answered yet), or closes it once the request has arrived (a daemon
- * stopping or dying as the request came in). With `runInProcess`, agentctl runs in this process
- * against it with its Ctrl-C handler captured.
+ * stopping or dying as the request came in), or writes an answer that cannot be read (cut short,
+ * garbled) and closes it. With `runInProcess`, agentctl runs in this process against it with its
+ * Ctrl-C handler captured.
  */
 import net from 'node:net';
 import path from 'node:path';
@@ -23,13 +24,21 @@ export interface UnansweringDaemon {
 /**
  * Listen on `dir`/silent.sock. `closeOnRequest`: close each connection (without a byte of answer)
  * as soon as its request has arrived, instead of keeping it open; the socket is then
- * `dir`/closing.sock.
+ * `dir`/closing.sock. `badAnswer`: write it as the answer, then close; the socket is then
+ * `dir`/garbled.sock.
  */
 export async function unansweringDaemon(
   dir: string,
-  options: { closeOnRequest?: boolean } = {},
+  options: { closeOnRequest?: boolean; badAnswer?: string } = {},
 ): Promise<UnansweringDaemon> {
-  const socket = path.join(dir, options.closeOnRequest ? 'closing.sock' : 'silent.sock');
+  const socket = path.join(
+    dir,
+    options.badAnswer !== undefined
+      ? 'garbled.sock'
+      : options.closeOnRequest
+        ? 'closing.sock'
+        : 'silent.sock',
+  );
   const conns = new Set<net.Socket>();
   let seen = '';
   const has = (method: string): boolean => seen.includes(`"method":"${method}"`);
@@ -39,7 +48,10 @@ export async function unansweringDaemon(
     c.on('data', (chunk: Buffer) => {
       seen += chunk.toString('utf8');
       // agentctl writes the head and the body of its request at once.
-      if (options.closeOnRequest && /"method":"/.test(chunk.toString('utf8'))) c.end();
+      if (/"method":"/.test(chunk.toString('utf8'))) {
+        if (options.badAnswer !== undefined) c.end(options.badAnswer);
+        else if (options.closeOnRequest) c.end();
+      }
       for (const w of waiting.filter((x) => has(x.method))) w.resolve();
     });
     c.on('error', () => undefined);

@@ -1,5 +1,7 @@
 /** `agentctl fleet status|pause|resume`: the fleet gate as this node sees it, and the operator's switches. */
 import type { CliContext } from '../context.js';
+import { agentctlCommand } from '../follow/follow-command.js';
+import { answerOf, type Change } from '../lost-answer.js';
 import { table, type Output } from '../output.js';
 import type { MethodTypes } from '../../rpc/methods/index.js';
 
@@ -64,8 +66,17 @@ export async function runFleetStatus(ctx: CliContext): Promise<void> {
   ctx.out.result(s, () => renderFleetStatus(s, ctx.out));
 }
 
+/** `fleet pause` or `fleet resume`, for the messages when its answer is lost. */
+export function fleetChange(ctx: CliContext, action: 'pause' | 'resume'): Change {
+  return {
+    request: `the fleet ${action} request`,
+    effect: `the ${action} may have taken effect`,
+    check: `see whether it did with: ${agentctlCommand(ctx, 'fleet status')}`,
+  };
+}
+
 export async function runFleetPause(ctx: CliContext): Promise<void> {
-  const s = await ctx.call('fleet.pause');
+  const s = await answerOf(ctx, fleetChange(ctx, 'pause'), ctx.call('fleet.pause'));
   ctx.out.result(
     s,
     () => `paused: running updates finish, no new one takes a slot\n${renderFleetStatus(s, ctx.out)}`,
@@ -73,7 +84,7 @@ export async function runFleetPause(ctx: CliContext): Promise<void> {
 }
 
 export async function runFleetResume(ctx: CliContext): Promise<void> {
-  const r = await ctx.call('fleet.resume');
+  const r = await answerOf(ctx, fleetChange(ctx, 'resume'), ctx.call('fleet.resume'));
   ctx.out.result(
     r,
     () =>

@@ -1,6 +1,7 @@
 /** `agentctl ops list|get|wait|cancel`: the operation history and the running operation. */
 import type { CliContext } from '../context.js';
-import { followAndReport } from '../follow/follow-command.js';
+import { agentctlCommand, followAndReport } from '../follow/follow-command.js';
+import { answerOf, type Change } from '../lost-answer.js';
 import { renderOperation, renderOperationList } from '../render/operation.js';
 import type { OperationState } from '../types.js';
 
@@ -26,8 +27,17 @@ export async function runOpsWait(ctx: CliContext, id: string, flags: { timeout?:
   await followAndReport(ctx, op, { timeoutMs: flags.timeout });
 }
 
+/** The request to cancel operation `id`, for the messages when its answer is lost. */
+export function cancelChange(ctx: CliContext, id: string): Change {
+  return {
+    request: `the request to cancel ${id}`,
+    effect: `the cancel of ${id} may have taken effect`,
+    check: `see whether it did with: ${agentctlCommand(ctx, `ops get ${id}`)}`,
+  };
+}
+
 export async function runOpsCancel(ctx: CliContext, id: string): Promise<void> {
-  const op = await ctx.call('operations.cancel', { id });
+  const op = await answerOf(ctx, cancelChange(ctx, id), ctx.call('operations.cancel', { id }));
   ctx.out.result(op, () =>
     [
       `cancel requested: ${op.kind} ${op.id} undoes what it did and ends cancelled`,

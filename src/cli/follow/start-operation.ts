@@ -7,17 +7,17 @@
  * - Ctrl-C while the request is in flight is answered at once: agentctl waits for the answer to
  *   cancel the operation it started (update, drain), or to name it and detach (reset, uncordon,
  *   which agentd cannot cancel); a second Ctrl-C stops waiting (exit 130, `INTERRUPTED`).
- * - --timeout passing before the answer: exit 5, `TIMEOUT`.
- * - agentd closing the connection after the request went out, before any answer: exit 3,
- *   `UNREACHABLE` with `reason: closed` (a connection that failed before: nothing was sent).
+ * - --timeout passing before the answer (exit 5, `TIMEOUT`), agentd closing the connection after
+ *   the request went out (exit 3, `UNREACHABLE` with `reason: closed`; a connection that failed
+ *   before: nothing was sent), or an answer cut short or garbled (exit 1, `BAD_ANSWER`): a lost
+ *   answer, reported as for every call that changes something (src/cli/lost-answer.ts).
  *
- * Each of the three carries `mayHaveStarted: true`. A dry run starts nothing: the first Ctrl-C
- * ends it, and a lost answer is only the usual error.
+ * Each carries `mayHaveStarted: true`. A dry run starts nothing: the first Ctrl-C ends it, and a
+ * lost answer is only the usual error.
  */
-import { formatDuration } from '../../config/duration.js';
-import { CLOSED_WITHOUT_ANSWER, DaemonUnreachableError } from '../../rpc/http-transport.js';
 import type { CliContext } from '../context.js';
 import { CliError, CliExit, EXIT } from '../exit-codes.js';
+import { lostAnswerError, type Change } from '../lost-answer.js';
 import { isFinal, type Operation } from '../types.js';
 import { agentctlCommand, type InterruptGuard } from './follow-command.js';
 
@@ -95,11 +95,7 @@ export async function startOperation(
     }
     op = answer;
   } catch (err) {
-    if (!dryRun && err instanceof DaemonUnreachableError) {
-      if (err.reason === 'timeout') throw unansweredInTime(ctx, kind, err);
-      if (err.requestSent) throw closedWithoutAnswer(ctx, kind, err);
-    }
-    throw err;
+    throw (dryRun ? null : lostAnswerError(ctx, operationChange(ctx, kind), err)) ?? err;
   } finally {
     interrupt.signal.removeEventListener('abort', onInterrupt);
   }
@@ -127,30 +123,13 @@ function howToCheck(ctx: CliContext, kind: StartedKind): string {
   return `see it with: ${agentctlCommand(ctx, 'ops list')}, then follow it with: ${agentctlCommand(ctx, 'ops wait <id>')}${cancel}`;
 }
 
-/** --timeout passed before agentd answered the request: the operation may have started all the same. */
-function unansweredInTime(ctx: CliContext, kind: StartedKind, err: DaemonUnreachableError): CliError {
-  const dialled = err.socketPath || ctx.options.socket;
-  const limit = ctx.options.timeoutMs === undefined ? '' : ` (${formatDuration(ctx.options.timeoutMs)})`;
-  return new CliError(
-    EXIT.TIMEOUT,
-    `agentd on ${dialled} did not answer the ${kind} request within --timeout${limit}; the ${kind} may have started on the daemon all the same: ${howToCheck(ctx, kind)}`,
-    { code: 'TIMEOUT', socket: dialled, reason: err.reason, mayHaveStarted: true },
-  );
-}
-
-/**
- * agentd closed the connection after the request went out, before answering (it stopped or died
- * as the request came in): it may have received the request and started the operation.
- */
-function closedWithoutAnswer(ctx: CliContext, kind: StartedKind, err: DaemonUnreachableError): CliError {
-  const dialled = err.socketPath || ctx.options.socket;
-  // A reset connection names its error; a plain close says no more than the message does.
-  const detail = err.message === CLOSED_WITHOUT_ANSWER ? '' : ` (${err.message})`;
-  return new CliError(
-    EXIT.UNREACHABLE,
-    `agentd on ${dialled} closed the connection without answering the ${kind} request${detail}; the ${kind} may have started on the daemon all the same: once agentd answers again, ${howToCheck(ctx, kind)}`,
-    { code: 'UNREACHABLE', socket: dialled, reason: err.reason, mayHaveStarted: true },
-  );
+/** The request that starts an operation of `kind`, for the messages when its answer is lost. */
+export function operationChange(ctx: CliContext, kind: StartedKind): Change {
+  return {
+    request: `the ${kind} request`,
+    effect: `the ${kind} may have started on the daemon`,
+    check: howToCheck(ctx, kind),
+  };
 }
 
 /** A second Ctrl-C before agentd answered the request: stop waiting for its answer. */

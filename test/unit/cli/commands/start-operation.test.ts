@@ -2,8 +2,9 @@
  * `agentctl reset`, `drain` and `uncordon` while agentd has not answered the request that starts
  * the operation (src/cli/follow/start-operation.ts, shared with `update`: update.test.ts): there
  * is no operation id yet, and the operation may have started. agentctl runs in this process
- * against a unix socket that takes the request and never answers, or closes the connection once
- * the request has arrived (a daemon stopping or dying as the request came in).
+ * against a unix socket that takes the request and never answers, closes the connection once
+ * the request has arrived (a daemon stopping or dying as the request came in), or answers with
+ * something that cannot be read (a daemon dying while answering).
  */
 import { mkdtemp, rm } from 'node:fs/promises';
 import os from 'node:os';
@@ -171,6 +172,65 @@ describe('agentd closes the connection after the request went out, before answer
     },
   );
 });
+
+/** Answers that cannot be read, each with what agentctl says of it (src/rpc/http-transport.ts). */
+const BAD_ANSWERS = [
+  {
+    name: 'cut short',
+    answer:
+      'HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: 80\r\n\r\n{"jsonrpc":"2.0","id":1,"res',
+    says: "the daemon's HTTP answer was cut: 28 of 80 bytes of body",
+  },
+  {
+    name: 'not JSON',
+    answer: 'HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: 5\r\n\r\nhello',
+    says: 'the daemon answered HTTP 200 with a body that is not JSON',
+  },
+];
+
+describe.each(BAD_ANSWERS)(
+  'agentd answers the request with something that cannot be read ($name)',
+  ({ answer, says }) => {
+    let garbled: UnansweringDaemon;
+    beforeEach(async () => {
+      garbled = await unansweringDaemon(dir, { badAnswer: answer });
+    });
+    afterEach(async () => {
+      await garbled.close();
+    });
+    const run = (args: string[]) => runInProcess(['--socket', garbled.socket, ...args], dir).done;
+
+    it.each([{ kind: 'update', args: ['update', '--image', 'r/i:2'], cancellable: true }, ...COMMANDS])(
+      '$kind: agentd had the request, so the operation may have started; exit 1',
+      async ({ kind, args, cancellable }) => {
+        const r = await run([...args]);
+        expect(r.code).toBe(1);
+        expect(r.stderr).toContain(
+          `agentctl: cannot read the answer to the ${kind} request on ${garbled.socket}: ${says}; the ${kind} may have started on the daemon all the same: see it with: agentctl --socket ${garbled.socket} ops list, then follow it with: agentctl --socket ${garbled.socket} ops wait <id>`,
+        );
+        expect(r.stderr.includes('ops cancel <id>')).toBe(cancellable);
+
+        const json = await run(['--json', ...args]);
+        expect(json.code).toBe(1);
+        expect(JSON.parse(json.stdout)).toMatchObject({
+          error: { code: 'BAD_ANSWER', exitCode: 1, mayHaveStarted: true, socket: garbled.socket },
+        });
+      },
+    );
+
+    it.each([{ args: ['update', '--dry-run'] }, { args: ['drain', '--dry-run'] }, { args: ['status'] }])(
+      '$args starts nothing: the usual BAD_ANSWER, without mayHaveStarted',
+      async ({ args }) => {
+        const r = await run(['--json', ...args]);
+        expect(r.code).toBe(1);
+        const { error } = JSON.parse(r.stdout) as { error: Record<string, unknown> };
+        expect(error).toMatchObject({ code: 'BAD_ANSWER', socket: garbled.socket });
+        expect(error).not.toHaveProperty('mayHaveStarted');
+        expect(r.stderr).toContain(`${says} (socket ${garbled.socket}): is agentd what listens there?`);
+      },
+    );
+  },
+);
 
 describe('no daemon on the socket: nothing was sent', () => {
   it.each([{ args: ['update', '--image', 'r/i:2'] }, ...COMMANDS])(
