@@ -3,8 +3,10 @@
  * every relative link of the shipped docs resolves inside each artifact, the man pages name every
  * shipped document, the .deb depends on what the executable links, the executable runs as agentd
  * and (through its symlink) as agentctl with an empty environment, install.sh installs
- * idempotently and restarts only on change (without a running systemd: enables for the next boot
- * only), and the .deb's maintainer scripts behave on install,
+ * idempotently and restarts only on change, enables agentd on the first install only (an upgrade
+ * keeps the operator's disable, a masked unit stays masked and stopped, and no link of the
+ * operator's is replaced; without a running systemd: enables for the next boot only), and the
+ * .deb's maintainer scripts behave on install,
  * upgrade, remove, a new install and purge, with and without a running systemd, under the real
  * dpkg and deb-systemd-helper (into a temp root, with a `systemctl` stand-in that records its
  * calls and keeps agentd's enable and run state). The artifacts are test/support/release.ts's,
@@ -22,6 +24,7 @@ import { randomBytes } from 'node:crypto';
 import {
   chmod,
   copyFile,
+  lstat,
   mkdir,
   readdir,
   readFile,
@@ -66,6 +69,12 @@ const have = async (tool: string): Promise<boolean> =>
 const available =
   (await have('dpkg-deb')) && (await have('dpkg')) && (await have('tar')) && (await have('openssl'));
 const required = process.env.AGENTD_REQUIRE_SYSTEM_TESTS === '1';
+/** Whether a file or a link (dangling or not) is at `p`. */
+const present = (p: string): Promise<boolean> =>
+  lstat(p).then(
+    () => true,
+    () => false,
+  );
 
 // The .deb's maintainer scripts use init-system-helpers (Essential on Debian).
 const debHelpers = (await have('deb-systemd-helper')) && (await have('deb-systemd-invoke'));
@@ -75,6 +84,10 @@ const elfTools = (await have('readelf')) && (await have('ldd'));
 /** The .deb's unit, and the link that enables it (systemctl enable and deb-systemd-helper make it). */
 const UNIT_PATH = '/usr/lib/systemd/system/agentd.service';
 const WANTS_LINK = 'etc/systemd/system/multi-user.target.wants/agentd.service';
+/** Where `systemctl mask --runtime agentd` links the unit to /dev/null. */
+const RUNTIME_MASK = 'run/systemd/system/agentd.service';
+/** install.sh's record of its first install, in agentd's state directory. */
+const INSTALL_MARKER = 'var/lib/agentd/install-sh.state';
 
 interface FakeSystemctl {
   bin: string;
@@ -91,7 +104,8 @@ interface FakeSystemctl {
  * state the scripts act on: agentd runs while `<dir>/active` exists (start and restart make it,
  * stop removes it), and is enabled while its multi-user.target.wants link under `root` exists,
  * where deb-systemd-helper makes it too (enable and disable make and remove it; `--now` also
- * starts or stops).
+ * starts or stops). A link from `<root>/run/systemd/system/agentd.service` to /dev/null masks it
+ * (`mask --runtime`: is-enabled says masked-runtime).
  */
 async function fakeSystemctl(dir: string, root = dir): Promise<FakeSystemctl> {
   const bin = path.join(dir, 'bin');
@@ -111,7 +125,8 @@ async function fakeSystemctl(dir: string, root = dir): Promise<FakeSystemctl> {
       'done',
       'case "$verb" in',
       `  is-active) [ -e '${active}' ]; exit $? ;;`,
-      `  is-enabled) if [ -L '${wants}' ]; then echo enabled; else echo disabled; exit 1; fi ;;`,
+      `  is-enabled) if [ "$(readlink '${path.join(root, RUNTIME_MASK)}')" = /dev/null ]; then echo masked-runtime; exit 1; fi`,
+      `    if [ -L '${wants}' ]; then echo enabled; else echo disabled; exit 1; fi ;;`,
       `  start | restart) touch '${active}' ;;`,
       `  stop) rm -f '${active}' ;;`,
       `  enable) mkdir -p '${path.dirname(wants)}'; ln -sfn ${UNIT_PATH} '${wants}'; [ -z "$now" ] || touch '${active}' ;;`,
@@ -568,12 +583,13 @@ describe.skipIf(!available && !required)('npm run release', () => {
     const work = await makeTempDir('agentd-install-');
     const root = path.join(work, 'root');
     await mkdir(path.join(root, 'run', 'systemd', 'system'), { recursive: true });
-    const sd = await fakeSystemctl(work);
+    const sd = await fakeSystemctl(work, root);
     const install = (): Promise<{ stdout: string }> =>
       run(path.join(dir, 'install.sh'), [], { env: { ...envWith(sd.bin), DESTDIR: root } });
 
     const first = await install();
     expect(first.stdout).toContain(`installed ${root}/usr/local/bin/agentd`);
+    expect(first.stdout).toContain('installed, enabled and running');
     expect(await readlink(path.join(root, 'usr/local/bin/agentctl'))).toBe('agentd');
     expect(await readFile(path.join(root, 'etc/systemd/system/agentd.service'), 'utf8')).toContain(
       'ExecStart=/usr/local/bin/agentd',
@@ -583,25 +599,193 @@ describe.skipIf(!available && !required)('npm run release', () => {
     );
     expect(await sd.calls()).toEqual([
       'daemon-reload',
-      'is-active --quiet agentd.service',
-      'enable --now agentd.service',
+      'is-enabled agentd.service',
+      'enable agentd.service',
+      'start agentd.service',
     ]);
+    expect(sd.active()).toBe(true);
+    // The record of the first install, in a state directory made as agentd makes it.
+    expect(await readFile(path.join(root, INSTALL_MARKER), 'utf8')).toBe('installed\n');
+    expect((await stat(path.join(root, 'var/lib/agentd'))).mode & 0o777).toBe(0o700);
+    const recorded = (await stat(path.join(root, INSTALL_MARKER))).mtimeMs;
 
     const second = await install();
     expect(second.stdout).not.toContain('installed /');
-    expect((await sd.calls()).slice(3)).toEqual(['daemon-reload', 'enable --now agentd.service']);
+    expect(second.stdout).toContain('installed and running');
+    expect((await sd.calls()).slice(4)).toEqual([
+      'daemon-reload',
+      'is-enabled agentd.service',
+      'is-active --quiet agentd.service',
+    ]);
+    expect((await stat(path.join(root, INSTALL_MARKER))).mtimeMs).toBe(recorded);
 
     // An older executable in place while agentd runs: replaced, and agentd restarted on it.
     await writeFile(path.join(root, 'usr/local/bin/agentd'), 'old');
-    await writeFile(path.join(work, 'active'), '');
     const upgrade = await install();
     expect(upgrade.stdout).toContain('agentd restarted');
-    expect((await sd.calls()).slice(5)).toEqual([
+    expect((await sd.calls()).slice(7)).toEqual([
       'daemon-reload',
+      'is-enabled agentd.service',
       'is-active --quiet agentd.service',
-      'enable agentd.service',
       'restart agentd.service',
     ]);
+  });
+
+  it("install.sh enables agentd on the first install only: an upgrade keeps the operator's disable", async () => {
+    const work = await makeTempDir('agentd-install-');
+    const root = path.join(work, 'root');
+    await mkdir(path.join(root, 'run', 'systemd', 'system'), { recursive: true });
+    const sd = await fakeSystemctl(work, root);
+    const env = { ...envWith(sd.bin), DESTDIR: root };
+    const install = (): Promise<{ stdout: string }> => run(path.join(dir, 'install.sh'), [], { env });
+    const systemctl = (...args: string[]) => run(path.join(sd.bin, 'systemctl'), args, { env });
+    const enabled = (): Promise<boolean> => present(path.join(root, WANTS_LINK));
+    const olderExecutable = () => writeFile(path.join(root, 'usr/local/bin/agentd'), 'old');
+
+    await install();
+    expect(await sd.take()).toEqual(['daemon-reload', 'enable agentd.service', 'start agentd.service']);
+    expect([await enabled(), sd.active()]).toEqual([true, true]);
+
+    // The operator's `systemctl disable --now agentd`: neither a rerun nor an upgrade undoes it.
+    await systemctl('disable', '--now', 'agentd.service');
+    await sd.take();
+    const rerun = await install();
+    expect(rerun.stdout).toContain('agentd.service stays disabled and stopped, as it was');
+    await olderExecutable();
+    const upgrade = await install();
+    expect(upgrade.stdout).toContain(`installed ${root}/usr/local/bin/agentd`);
+    expect(upgrade.stdout).toContain('stays disabled and stopped');
+    expect(await sd.take()).toEqual(['daemon-reload', 'daemon-reload']);
+    expect([await enabled(), sd.active()]).toEqual([false, false]);
+
+    // Disabled but running (`systemctl start agentd`): restarted on the new executable only.
+    await systemctl('start', 'agentd.service');
+    await sd.take();
+    await olderExecutable();
+    expect((await install()).stdout).toContain('agentd restarted');
+    expect(await sd.take()).toEqual(['daemon-reload', 'restart agentd.service']);
+    expect(await enabled()).toBe(false);
+
+    // Enabled again and stopped: started, as the .deb's postinst does on an upgrade.
+    await systemctl('enable', 'agentd.service');
+    await systemctl('stop', 'agentd.service');
+    await sd.take();
+    expect((await install()).stdout).toContain('installed and started');
+    expect(await sd.take()).toEqual(['daemon-reload', 'start agentd.service']);
+    expect([await enabled(), sd.active()]).toEqual([true, true]);
+
+    // No record but the unit in place (an install.sh from before the record): an upgrade, the
+    // disable kept, and recorded from then on.
+    await systemctl('disable', '--now', 'agentd.service');
+    await rm(path.join(root, INSTALL_MARKER));
+    await sd.take();
+    expect((await install()).stdout).toContain('stays disabled and stopped');
+    expect(await sd.take()).toEqual(['daemon-reload']);
+    expect(await readFile(path.join(root, INSTALL_MARKER), 'utf8')).toBe('installed\n');
+
+    // A first install that did not get to enabling agentd: the rerun finishes it.
+    await writeFile(path.join(root, INSTALL_MARKER), 'first\n');
+    expect((await install()).stdout).toContain('installed, enabled and running');
+    expect(await sd.take()).toEqual(['daemon-reload', 'enable agentd.service', 'start agentd.service']);
+    expect(await readFile(path.join(root, INSTALL_MARKER), 'utf8')).toBe('installed\n');
+  });
+
+  it('install.sh leaves a masked unit masked and does not start agentd', async () => {
+    const work = await makeTempDir('agentd-install-');
+    const root = path.join(work, 'root');
+    await mkdir(path.join(root, 'run', 'systemd', 'system'), { recursive: true });
+    const sd = await fakeSystemctl(work, root);
+    const install = (): Promise<{ stdout: string }> =>
+      run(path.join(dir, 'install.sh'), [], { env: { ...envWith(sd.bin), DESTDIR: root } });
+    const unit = path.join(root, 'etc/systemd/system/agentd.service');
+    await install();
+    await sd.take();
+
+    // The unit linked to /dev/null, with agentd still running (a mask does not stop it), and a
+    // new release: the link stays, the rest is installed, and agentd is neither started nor
+    // restarted.
+    await rm(unit);
+    await symlink('/dev/null', unit);
+    await rm(path.join(root, WANTS_LINK));
+    await writeFile(path.join(root, 'usr/local/bin/agentd'), 'old');
+    const masked = await install();
+    expect(masked.stdout).toContain(`left ${unit} -> /dev/null as it is: agentd.service is masked`);
+    expect(masked.stdout).toContain('so it was not enabled, started or restarted');
+    expect(masked.stdout).toContain(`installed ${root}/usr/local/bin/agentd`);
+    expect(await readlink(unit)).toBe('/dev/null');
+    expect(await sd.take()).toEqual(['daemon-reload']);
+    expect(await present(path.join(root, WANTS_LINK))).toBe(false);
+    // And stopped: it stays stopped on a rerun.
+    await rm(path.join(work, 'active'));
+    await install();
+    expect(await sd.take()).toEqual(['daemon-reload']);
+    expect(sd.active()).toBe(false);
+    expect(await readlink(unit)).toBe('/dev/null');
+
+    // Masked at runtime on a first install: the unit is installed, agentd neither enabled nor
+    // started; once unmasked, a rerun finishes the first install.
+    const fresh = path.join(work, 'fresh');
+    await mkdir(path.dirname(path.join(fresh, RUNTIME_MASK)), { recursive: true });
+    await symlink('/dev/null', path.join(fresh, RUNTIME_MASK));
+    const sd2 = await fakeSystemctl(path.join(work, 'sd2'), fresh);
+    const env2 = { ...envWith(sd2.bin), DESTDIR: fresh };
+    const runtime = await run(path.join(dir, 'install.sh'), [], { env: env2 });
+    expect(runtime.stdout).toContain('agentd.service is masked (systemctl is-enabled: masked-runtime)');
+    expect(await sd2.take()).toEqual(['daemon-reload']);
+    expect(await readFile(path.join(fresh, INSTALL_MARKER), 'utf8')).toBe('first\n');
+    await rm(path.join(fresh, RUNTIME_MASK));
+    await run(path.join(dir, 'install.sh'), [], { env: env2 });
+    expect(await sd2.take()).toEqual(['daemon-reload', 'enable agentd.service', 'start agentd.service']);
+  });
+
+  it('install.sh neither replaces nor writes through a symlink it did not make', async () => {
+    const work = await makeTempDir('agentd-install-');
+    const root = path.join(work, 'root');
+    const sd = await fakeSystemctl(work, root);
+    const install = () =>
+      run(path.join(dir, 'install.sh'), [], { env: { ...envWith(sd.bin), DESTDIR: root } }).catch(
+        (e: { code: number; stderr: string }) => e,
+      );
+    const bin = path.join(root, 'usr/local/bin');
+    const own = path.join(work, 'own-agentd');
+    await mkdir(bin, { recursive: true });
+    await writeFile(own, "the operator's agentd");
+    await symlink(own, path.join(bin, 'agentd'));
+
+    // The operator's agentd link: refused before anything changes.
+    const refused = await install();
+    expect(refused).toMatchObject({ code: 1 });
+    expect((refused as { stderr: string }).stderr).toContain(
+      `${bin}/agentd is a symlink to ${own}, which install.sh did not make: nothing changed`,
+    );
+    expect(await readlink(path.join(bin, 'agentd'))).toBe(own);
+    expect(await readFile(own, 'utf8')).toBe("the operator's agentd");
+    expect(await present(path.join(root, 'etc/systemd/system/agentd.service'))).toBe(false);
+    expect(await present(path.join(root, INSTALL_MARKER))).toBe(false);
+
+    // Installed, then the unit linked to the operator's own (systemctl link): refused too.
+    await rm(path.join(bin, 'agentd'));
+    await install();
+    const unit = path.join(root, 'etc/systemd/system/agentd.service');
+    const ownUnit = path.join(work, 'own-agentd.service');
+    await writeFile(ownUnit, '[Service]\n');
+    await rm(unit);
+    await symlink(ownUnit, unit);
+    const linked = await install();
+    expect((linked as { stderr: string }).stderr).toContain(`${unit} is a symlink to ${ownUnit}`);
+    expect(await readlink(unit)).toBe(ownUnit);
+    expect(await readFile(ownUnit, 'utf8')).toBe('[Service]\n');
+
+    // A leftover temporary file that is a link is replaced, not written through.
+    await rm(unit);
+    await symlink(own, path.join(bin, 'agentd.install-tmp'));
+    await writeFile(path.join(bin, 'agentd'), 'old');
+    await install();
+    expect(await readFile(own, 'utf8')).toBe("the operator's agentd");
+    // (Buffer.equals: the executable is too large for a readable diff.)
+    expect((await readFile(path.join(bin, 'agentd'))).equals(await readFile(path.join(dir, 'agentd')))).toBe(
+      true,
+    );
   });
 
   it('install.sh without a running systemd enables agentd for the next boot, without starting it or asking systemctl', async () => {
@@ -622,27 +806,35 @@ describe.skipIf(!available && !required)('npm run release', () => {
     expect(unitText).toMatch(/^WantedBy=multi-user\.target$/m);
     expect(await readlink(path.join(root, WANTS_LINK))).toBe(unit);
     expect(unitPaths(createHostPaths(root))).toContain(path.join(root, WANTS_LINK));
+    expect(await readFile(path.join(root, INSTALL_MARKER), 'utf8')).toBe('installed\n');
     expect(await sd.calls()).toEqual([]);
     expect(sd.active()).toBe(false);
 
     const second = await install();
     expect(second.stdout).not.toContain('installed /');
-    expect(second.stdout).toContain('it starts at the next boot');
+    expect(second.stdout).toContain('stays enabled, not started: it starts at the next boot');
     expect(await readlink(path.join(root, WANTS_LINK))).toBe(unit);
 
-    // A link that went away, or points elsewhere (the .deb's unit), is made again.
-    for (const replace of [
-      () => rm(path.join(root, WANTS_LINK)),
-      async () => {
-        await rm(path.join(root, WANTS_LINK));
-        await symlink(UNIT_PATH, path.join(root, WANTS_LINK));
-      },
-    ]) {
-      await replace();
-      const again = await install();
-      expect(again.stdout).toContain(`installed ${path.join(root, WANTS_LINK)} -> ${unit}`);
-      expect(await readlink(path.join(root, WANTS_LINK))).toBe(unit);
-    }
+    // A link that points elsewhere (the .deb's unit, a removed package's) still enables agentd.
+    await rm(path.join(root, WANTS_LINK));
+    await symlink(UNIT_PATH, path.join(root, WANTS_LINK));
+    expect((await install()).stdout).toContain('stays enabled');
+    expect(await readlink(path.join(root, WANTS_LINK))).toBe(UNIT_PATH);
+
+    // The link removed (`systemctl disable` in the image): an upgrade leaves agentd disabled.
+    await rm(path.join(root, WANTS_LINK));
+    await writeFile(path.join(root, 'usr/local/bin/agentd'), 'old');
+    const disabled = await install();
+    expect(disabled.stdout).toContain('agentd.service stays disabled, as it was');
+    expect(await present(path.join(root, WANTS_LINK))).toBe(false);
+
+    // Masked (`systemctl mask` in the image): the link to /dev/null stays, agentd is not enabled.
+    await rm(path.join(root, unit));
+    await symlink('/dev/null', path.join(root, unit));
+    const masked = await install();
+    expect(masked.stdout).toContain('so it was not enabled and does not start at the next boot');
+    expect(await readlink(path.join(root, unit))).toBe('/dev/null');
+    expect(await present(path.join(root, WANTS_LINK))).toBe(false);
     expect(await sd.calls()).toEqual([]);
   });
 
@@ -675,6 +867,8 @@ describe.skipIf(!available && !required)('npm run release', () => {
     expect(failed).toMatchObject({ code: 1 });
     expect((failed as { stderr: string }).stderr).toContain('agentctl uninstall failed (exit 3)');
     await readFile(path.join(bin, 'agentd'));
+    const marker = path.join(root, INSTALL_MARKER);
+    expect(await readFile(marker, 'utf8')).toBe('installed\n');
     // The rerun names the host too: with the daemon stopped, nothing else can say which it is.
     await writeFile(path.join(work, 'exit-code'), '0');
     const done = await uninstall(['--yes', '--keep-config']);
@@ -687,6 +881,11 @@ describe.skipIf(!available && !required)('npm run release', () => {
       await expect(readFile(path.join(bin, f))).rejects.toThrow();
     }
     await expect(readFile(path.join(root, 'usr/local/share/man/man8/agentd.8'))).rejects.toThrow();
+    // The record of the install too (agentctl uninstall, given another --state-dir, or this
+    // stand-in, leaves it), and the state directory it alone was in: the next install is a first.
+    expect(done.stdout).toContain(`removed ${marker}`);
+    expect(await present(marker)).toBe(false);
+    expect(await present(path.dirname(marker))).toBe(false);
 
     // The operator's own --host is passed as given, not overridden.
     await run(path.join(dir, 'install.sh'), [], { env });
