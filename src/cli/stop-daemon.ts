@@ -46,7 +46,8 @@ function staleFileAdvice(pidFile: string): string {
   return `if agentd is running, stop it with systemctl stop agentd (or agentctl stop --pid-file naming its PID file); if not, remove ${pidFile}`;
 }
 
-function note(state: PidFileState, pidFile: string): string {
+function note(state: PidFileState, pidFile: string, advise: boolean): string {
+  const advice = advise ? `; ${staleFileAdvice(pidFile)}` : '';
   switch (state.kind) {
     case 'absent':
       return `no PID file at ${pidFile}: nothing to stop`;
@@ -54,9 +55,9 @@ function note(state: PidFileState, pidFile: string): string {
       // inspectPidFile calls a PID of 0 or 1 garbage: say which of the two it is.
       if (/^\d+$/.test(state.content)) {
         const pid = Number(state.content);
-        return `the PID file ${pidFile} names pid ${pid}${pid === 1 ? ' (init)' : ''}, which agentctl never signals: nothing was signalled; ${staleFileAdvice(pidFile)}`;
+        return `the PID file ${pidFile} names pid ${pid}${pid === 1 ? ' (init)' : ''}, which agentctl never signals: nothing was signalled${advice}`;
       }
-      return `the PID file ${pidFile} does not hold a PID (${JSON.stringify(state.content)}): nothing was signalled; ${staleFileAdvice(pidFile)}`;
+      return `the PID file ${pidFile} does not hold a PID (${JSON.stringify(state.content)}): nothing was signalled${advice}`;
     }
     case 'dead':
       return `pid ${state.pid} (from ${pidFile}) is not running: nothing to stop`;
@@ -80,7 +81,7 @@ export function unreadable(pidFile: string, err: NodeJS.ErrnoException): CliErro
   }
   const why =
     err.code === 'EACCES'
-      ? 'permission denied: run agentctl stop as root (sudo)'
+      ? 'permission denied: run agentctl as root (sudo)'
       : `${err.message}: pass the PID file agentd writes with --pid-file (its --pid-file)`;
   return new CliError(EXIT.FAILED, `cannot read the PID file ${pidFile}: ${why}`, {
     code: 'PID_FILE_UNREADABLE',
@@ -93,7 +94,7 @@ export function unreadable(pidFile: string, err: NodeJS.ErrnoException): CliErro
 function notPermitted(pid: number, pidFile: string): CliError {
   return new CliError(
     EXIT.FAILED,
-    `not allowed to signal agentd (pid ${pid}, from ${pidFile}): it runs as another user; run agentctl stop as root (sudo) or as that user`,
+    `not allowed to signal agentd (pid ${pid}, from ${pidFile}): it runs as another user; run agentctl as root (sudo) or as that user`,
     { code: 'PERMISSION_DENIED', pid, pidFile },
   );
 }
@@ -111,6 +112,12 @@ export async function stopDaemonByPidFile(
      * names another by the time it is read again is not acted on.
      */
     expectPid?: number;
+    /**
+     * Whether a PID file naming no PID gets the advice to stop agentd by other means or remove
+     * the file (default true). uninstall says no: it has made sure no agentd runs, and removes
+     * the file itself.
+     */
+    staleFileAdvice?: boolean;
   },
 ): Promise<StopReport> {
   const kill = options.kill ?? ((pid, signal) => process.kill(pid, signal));
@@ -138,7 +145,7 @@ export async function stopDaemonByPidFile(
       pid: 'pid' in state ? state.pid : null,
       signalled: false,
       forceKilled: false,
-      note: note(state, pidFile),
+      note: note(state, pidFile, options.staleFileAdvice ?? true),
     };
   }
   const { pid } = state;

@@ -118,6 +118,8 @@ describe('ops cancel', () => {
     const cancel = await ctl('ops', 'cancel', id);
     expect(cancel.code, cancel.stderr).toBe(0);
     expect(cancel.stdout).toContain(`cancel requested: update ${id}`);
+    // The command to follow it names the socket it was cancelled on.
+    expect(cancel.stdout).toContain(`follow it with: agentctl --socket ${d.socket} ops wait ${id}`);
     const wait = await ctl('--json', 'ops', 'wait', id);
     expect(wait.code).toBe(1);
     expect(JSON.parse(wait.stdout)).toMatchObject({ id, state: 'cancelled', error: { code: 'CANCELLED' } });

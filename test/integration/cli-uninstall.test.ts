@@ -159,7 +159,7 @@ describe('uninstall with a running daemon', () => {
     );
     expect(r.code, r.stderr).toBe(0);
     expect(r.stdout).toContain(
-      `ok      stop-daemon: no PID file at ${path.join(dir, 'agentd.pid')}: nothing to stop\n`,
+      `ok      stop-daemon: no PID file at ${path.join(dir, 'agentd.pid')}: nothing to stop; no agentd runs (its instance lock is free)\n`,
     );
     expect(r.stdout).toMatch(/^ok {6}remove-machine-kube1: kube1 is absent$/m);
     expect(r.stdout).toMatch(/^skip {4}remove-configs: kept \(--keep-config\)/m);
@@ -256,6 +256,19 @@ describe('uninstall and the PID file', () => {
     expect(step(report, 'stop-daemon')).toMatchObject({ ok: true, data: { pid, signalled: false } });
     expect(step(report, 'stop-daemon')?.detail).toContain('is not running: nothing to stop');
     expect(report.ok).toBe(true);
+  });
+
+  it('garbage in the PID file and no agentd running: no advice to remove a file uninstall removes', async () => {
+    const dir = await makeTempDir();
+    const pidFile = path.join(dir, 'agentd.pid');
+    await writeFile(pidFile, 'garbage\n');
+    const r = await uninstall({ root: path.join(dir, 'root'), pidFile });
+    expect(r.code, r.stderr).toBe(0);
+    const report = JSON.parse(r.stdout) as Report;
+    expect(step(report, 'stop-daemon')?.detail).toBe(
+      `the PID file ${pidFile} does not hold a PID ("garbage"): nothing was signalled; no agentd runs (its instance lock is free)`,
+    );
+    expect(existsSync(pidFile)).toBe(false);
   });
 
   it('a PID file naming a live process that is not agentd: it is not signalled', async () => {

@@ -1,6 +1,6 @@
 /** `agentctl ops list|get|wait|cancel`: the operation history and the running operation. */
 import type { CliContext } from '../context.js';
-import { agentctlCommand, followAndReport } from '../follow/follow-command.js';
+import { agentctlCommand, followAndReport, resumeCommand } from '../follow/follow-command.js';
 import { answerOf, type Change } from '../lost-answer.js';
 import { renderOperation, renderOperationList } from '../render/operation.js';
 import type { OperationState } from '../types.js';
@@ -41,7 +41,7 @@ export async function runOpsCancel(ctx: CliContext, id: string): Promise<void> {
   ctx.out.result(op, () =>
     [
       `cancel requested: ${op.kind} ${op.id} undoes what it did and ends cancelled`,
-      `follow it with: agentctl ops wait ${op.id}`,
+      `follow it with: ${resumeCommand(ctx, op.id)}`,
     ].join('\n'),
   );
 }

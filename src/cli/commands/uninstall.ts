@@ -167,6 +167,7 @@ export async function runUninstall(ctx: CliContext, flags: UninstallFlags): Prom
     stopDaemon: (file, graceMs) =>
       stopDaemonByPidFile(file, {
         graceMs,
+        staleFileAdvice: false,
         ...(checked.kind === 'agentd' ? { expectPid: checked.pid } : {}),
       }),
     claimInstance: () => claimInstanceLock({ pidFile, socket, stateDir }),

@@ -182,7 +182,11 @@ async function runSteps(o: UninstallOptions, held: { release(): Promise<void> }[
     } catch (err) {
       throw new Error(`${detail}; but ${message(err)}`);
     }
-    return { detail, data: { ...r } };
+    // Nothing signalled, and the lock free: no agentd runs; a stale PID file goes in step 7.
+    return {
+      detail: r.signalled ? detail : `${detail}; no agentd runs (its instance lock is free)`,
+      data: { ...r },
+    };
   });
 
   // 3. Both machines. Only once the daemon is gone: it could be starting one right now.

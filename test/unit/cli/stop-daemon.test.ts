@@ -225,7 +225,7 @@ describe('stopDaemonByPidFile: errors that say what to do', () => {
         details: { code: 'PERMISSION_DENIED', pid: fake.pid, pidFile },
       });
       expect((err as Error).message).toBe(
-        `not allowed to signal agentd (pid ${fake.pid}, from ${pidFile}): it runs as another user; run agentctl stop as root (sudo) or as that user`,
+        `not allowed to signal agentd (pid ${fake.pid}, from ${pidFile}): it runs as another user; run agentctl as root (sudo) or as that user`,
       );
     },
   );
