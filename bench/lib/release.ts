@@ -18,6 +18,19 @@ export interface ReleaseExecutable {
   nodeVersion: string;
 }
 
+/**
+ * Drop `files` from the page cache (GNU dd: `iflag=nocache count=0` asks the kernel to drop the
+ * whole file), so that the executables measured are read from disk as on a host after a boot,
+ * the release and its baseline runtime alike. How a file sits in the page cache changes how fast
+ * a program mapped from it starts: the same release executable read 1.31 × `node -e 0` straight
+ * after tar wrote it (1.40–1.50 at another hour), 1.19 straight after `cp` wrote it, and
+ * 1.25–1.28 read back from disk (docs/benchmarks.md, "CLI startup", 2026-11-29). A bench that
+ * measured the file as tar left it measured the unpacking, not the program.
+ */
+export function evictFromPageCache(files: readonly string[]): void {
+  for (const file of files) execFileSync('dd', [`if=${file}`, 'iflag=nocache', 'count=0', 'status=none']);
+}
+
 /** Unpack the release into `dir`; null when there is no release tarball or no cached runtime. */
 export async function unpackRelease(dir: string): Promise<ReleaseExecutable | null> {
   const { version } = JSON.parse(await readFile(path.join(REPO_ROOT, 'package.json'), 'utf8')) as {
@@ -33,6 +46,7 @@ export async function unpackRelease(dir: string): Promise<ReleaseExecutable | nu
   }
   execFileSync('tar', ['-xzf', tarball, '-C', dir]);
   const unpacked = path.join(dir, `agentd-${version}-linux-x64`);
+  evictFromPageCache([path.join(unpacked, 'agentd'), node]);
   return {
     agentd: path.join(unpacked, 'agentd'),
     agentctl: path.join(unpacked, 'agentctl'),
