@@ -21,19 +21,45 @@ export function wallTime(file: string, args: readonly string[], env?: NodeJS.Pro
 }
 
 /**
- * Median wall times of several commands, run interleaved (a, b, a, b, ...) after one warm-up
- * each, so that a machine that speeds up or slows down during the run affects all alike.
+ * Wall times of several commands, `runs` rounds of them run interleaved (a, b, a, b, ...) after
+ * one warm-up each, so that a machine that speeds up or slows down during the run affects all
+ * alike: samples[command][round].
  */
-export async function medianWallTimes(
+export async function wallTimeSamples(
   commands: readonly { file: string; args: readonly string[] }[],
   runs: number,
-): Promise<number[]> {
+): Promise<number[][]> {
   const samples = commands.map(() => [] as number[]);
   for (const c of commands) await wallTime(c.file, c.args);
   for (let i = 0; i < runs; i++) {
     for (const [j, c] of commands.entries()) samples[j]!.push(await wallTime(c.file, c.args));
   }
-  return samples.map(median);
+  return samples;
+}
+
+/** Median wall times of several commands, run as `wallTimeSamples` runs them. */
+export async function medianWallTimes(
+  commands: readonly { file: string; args: readonly string[] }[],
+  runs: number,
+): Promise<number[]> {
+  return (await wallTimeSamples(commands, runs)).map(median);
+}
+
+/**
+ * The median of the per-round ratios `of[i] / to[i]` of two commands' samples from the same
+ * rounds, with the range of the middle half: each round's two runs are a few milliseconds
+ * apart, so the drift of a VM's speed, which moved whole minutes by a third on some machines
+ * (docs/benchmarks.md), cancels in each ratio, where a ratio of two medians keeps what drift
+ * fell unevenly on the two.
+ */
+export function pairedRatio(
+  of: readonly number[],
+  to: readonly number[],
+): { median: number; q1: number; q3: number } {
+  const ratios = of.map((t, i) => t / (to[i] ?? Number.NaN)).sort((a, b) => a - b);
+  const at = (q: number): number =>
+    ratios[Math.min(ratios.length - 1, Math.floor(q * ratios.length))] ?? Number.NaN;
+  return { median: median(ratios), q1: at(0.25), q3: at(0.75) };
 }
 
 /** Resident set size of a process in MiB, from /proc/<pid>/status (VmRSS). */
