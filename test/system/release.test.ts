@@ -159,6 +159,29 @@ async function fakeSystemctl(dir: string, root = dir): Promise<FakeSystemctl> {
   };
 }
 
+/** The environment with `bin` first on PATH (where a stand-in systemctl is). */
+const envWith = (bin: string): NodeJS.ProcessEnv => ({
+  ...process.env,
+  PATH: `${bin}:${process.env.PATH}`,
+});
+
+/**
+ * A temp root for install.sh (its DESTDIR) with the systemctl stand-in on PATH; with `systemd`
+ * (the default) `<root>/run/systemd/system` exists, so install.sh takes systemd for running.
+ */
+async function installRoot(o: { systemd?: boolean } = {}): Promise<{
+  work: string;
+  root: string;
+  sd: FakeSystemctl;
+  env: NodeJS.ProcessEnv;
+}> {
+  const work = await makeTempDir('agentd-install-');
+  const root = path.join(work, 'root');
+  if (o.systemd !== false) await mkdir(path.join(root, 'run', 'systemd', 'system'), { recursive: true });
+  const sd = await fakeSystemctl(work, root);
+  return { work, root, sd, env: { ...envWith(sd.bin), DESTDIR: root } };
+}
+
 /** The relative targets of a Markdown text's inline links and images, outside code. */
 function relativeLinks(markdown: string): string[] {
   const text = markdown.replace(/^(```|~~~)[\s\S]*?^\1/gm, '').replace(/`[^`]*`/g, '');
@@ -193,10 +216,6 @@ describe.skipIf(!available && !required)('npm run release', () => {
   let r: ReleaseResult;
   let unpacked: string;
   let dir: string;
-  const envWith = (bin: string): NodeJS.ProcessEnv => ({
-    ...process.env,
-    PATH: `${bin}:${process.env.PATH}`,
-  });
 
   beforeAll(async () => {
     // `release()` from the bundles as `npm test` built them (bundling again would rewrite dist/
@@ -580,12 +599,8 @@ describe.skipIf(!available && !required)('npm run release', () => {
   });
 
   it('install.sh installs, changes nothing on a second run, and restarts a running agentd on an upgrade', async () => {
-    const work = await makeTempDir('agentd-install-');
-    const root = path.join(work, 'root');
-    await mkdir(path.join(root, 'run', 'systemd', 'system'), { recursive: true });
-    const sd = await fakeSystemctl(work, root);
-    const install = (): Promise<{ stdout: string }> =>
-      run(path.join(dir, 'install.sh'), [], { env: { ...envWith(sd.bin), DESTDIR: root } });
+    const { root, sd, env } = await installRoot();
+    const install = (): Promise<{ stdout: string }> => run(path.join(dir, 'install.sh'), [], { env });
 
     const first = await install();
     expect(first.stdout).toContain(`installed ${root}/usr/local/bin/agentd`);
@@ -632,11 +647,7 @@ describe.skipIf(!available && !required)('npm run release', () => {
   });
 
   it("install.sh enables agentd on the first install only: an upgrade keeps the operator's disable", async () => {
-    const work = await makeTempDir('agentd-install-');
-    const root = path.join(work, 'root');
-    await mkdir(path.join(root, 'run', 'systemd', 'system'), { recursive: true });
-    const sd = await fakeSystemctl(work, root);
-    const env = { ...envWith(sd.bin), DESTDIR: root };
+    const { root, sd, env } = await installRoot();
     const install = (): Promise<{ stdout: string }> => run(path.join(dir, 'install.sh'), [], { env });
     const systemctl = (...args: string[]) => run(path.join(sd.bin, 'systemctl'), args, { env });
     const enabled = (): Promise<boolean> => present(path.join(root, WANTS_LINK));
@@ -691,12 +702,8 @@ describe.skipIf(!available && !required)('npm run release', () => {
   });
 
   it('install.sh leaves a masked unit masked and does not start agentd', async () => {
-    const work = await makeTempDir('agentd-install-');
-    const root = path.join(work, 'root');
-    await mkdir(path.join(root, 'run', 'systemd', 'system'), { recursive: true });
-    const sd = await fakeSystemctl(work, root);
-    const install = (): Promise<{ stdout: string }> =>
-      run(path.join(dir, 'install.sh'), [], { env: { ...envWith(sd.bin), DESTDIR: root } });
+    const { work, root, sd, env } = await installRoot();
+    const install = (): Promise<{ stdout: string }> => run(path.join(dir, 'install.sh'), [], { env });
     const unit = path.join(root, 'etc/systemd/system/agentd.service');
     await install();
     await sd.take();
@@ -739,13 +746,9 @@ describe.skipIf(!available && !required)('npm run release', () => {
   });
 
   it('install.sh neither replaces nor writes through a symlink it did not make', async () => {
-    const work = await makeTempDir('agentd-install-');
-    const root = path.join(work, 'root');
-    const sd = await fakeSystemctl(work, root);
+    const { work, root, env } = await installRoot({ systemd: false });
     const install = () =>
-      run(path.join(dir, 'install.sh'), [], { env: { ...envWith(sd.bin), DESTDIR: root } }).catch(
-        (e: { code: number; stderr: string }) => e,
-      );
+      run(path.join(dir, 'install.sh'), [], { env }).catch((e: { code: number; stderr: string }) => e);
     const bin = path.join(root, 'usr/local/bin');
     const own = path.join(work, 'own-agentd');
     await mkdir(bin, { recursive: true });
@@ -789,12 +792,9 @@ describe.skipIf(!available && !required)('npm run release', () => {
   });
 
   it('install.sh without a running systemd enables agentd for the next boot, without starting it or asking systemctl', async () => {
-    const work = await makeTempDir('agentd-install-');
-    const root = path.join(work, 'root');
     // No <root>/run/systemd/system: a chroot or an image build. The stand-in records any call.
-    const sd = await fakeSystemctl(work, root);
-    const install = (): Promise<{ stdout: string }> =>
-      run(path.join(dir, 'install.sh'), [], { env: { ...envWith(sd.bin), DESTDIR: root } });
+    const { root, sd, env } = await installRoot({ systemd: false });
+    const install = (): Promise<{ stdout: string }> => run(path.join(dir, 'install.sh'), [], { env });
     const unit = '/etc/systemd/system/agentd.service';
 
     const first = await install();
