@@ -101,9 +101,9 @@ version=$("$here/agentd" --version) || die "$here/agentd does not run on this ho
 # before install.sh put a file there): it stays so, and agentd is not started. So is one masked at
 # runtime (systemctl mask --runtime: the link in /run/systemd/system), which systemd honours only
 # while no unit file is in /etc/systemd/system: that one is neither installed nor updated while
-# the mask is there, since it would override the mask. Any other link where install.sh puts a file, or an agentctl link to
-# anything but agentd, is not install.sh's: replacing it (or writing through it) would undo what
-# the operator set up, so nothing is changed.
+# the mask is there, since it would override the mask. Any other link where install.sh puts a
+# file, or an agentctl link to anything but agentd, is not install.sh's: replacing it (or writing
+# through it) would undo what the operator set up, so nothing is changed.
 runtime_mask=$root/run/systemd/system/agentd.service
 masked=
 unmask="systemctl unmask agentd"
