@@ -10,7 +10,7 @@
 #                                remove the files this script installed; rerun it if it failed
 # Idempotent: a second run changes nothing and restarts nothing; a run with a new release
 # replaces what differs and restarts agentd when it runs (that never stops kubelet). A masked
-# unit (a link to /dev/null) stays masked, and agentd is not started.
+# unit (linked to /dev/null, or masked with --runtime) stays masked; agentd is not started.
 # Without a running systemd (a chroot, an image build) agentd is enabled for the next boot only.
 # DESTDIR=DIR installs under DIR instead of / (packaging, tests): no root needed, and systemd is
 # asked only when DIR/run/systemd/system exists. See docs/operations.md.
@@ -97,12 +97,22 @@ fi
 # Fails here, before anything changes, when the executable cannot run on this host.
 version=$("$here/agentd" --version) || die "$here/agentd does not run on this host"
 
-# The operator's symlinks. A unit linked to /dev/null is masked (systemctl mask): it stays so, and
-# agentd is not started. Any other link where install.sh puts a file, or an agentctl link to
-# anything but agentd, is not install.sh's: replacing it (or writing through it) would undo what
-# the operator set up, so nothing is changed.
+# The operator's symlinks. A unit linked to /dev/null is masked (by hand, or by systemctl mask
+# before install.sh put a file there): it stays so, and agentd is not started. So is one masked at
+# runtime (systemctl mask --runtime: the link in /run/systemd/system), which systemd honours only
+# while no unit file is in /etc/systemd/system: that one is neither installed nor updated while
+# the mask is there, since it would override the mask. Any other link where install.sh puts a
+# file, or an agentctl link to anything but agentd, is not install.sh's: replacing it (or writing
+# through it) would undo what the operator set up, so nothing is changed.
+runtime_mask=$root/run/systemd/system/agentd.service
 masked=
-if [ "$(readlink "$unit" 2>/dev/null || true)" = /dev/null ]; then masked="$unit -> /dev/null"; fi
+unmask="systemctl unmask agentd"
+if [ "$(readlink "$unit" 2>/dev/null || true)" = /dev/null ]; then
+  masked="$unit -> /dev/null"
+elif [ "$(readlink "$runtime_mask" 2>/dev/null || true)" = /dev/null ]; then
+  masked="$runtime_mask -> /dev/null"
+  unmask="systemctl unmask --runtime agentd"
+fi
 for f in "$bindir/agentd" "$mandir/agentd.8" "$mandir/agentctl.8" "$unit" "$bindir/agentctl"; do
   [ -L "$f" ] || continue
   target=$(readlink "$f")
@@ -154,8 +164,10 @@ if [ "$(readlink "$bindir/agentctl" 2>/dev/null || true)" != agentd ]; then
 fi
 put "$here/man/agentd.8" "$mandir/agentd.8" 0644
 put "$here/man/agentctl.8" "$mandir/agentctl.8" 0644
-if [ -n "$masked" ]; then
+if [ "$masked" = "$unit -> /dev/null" ]; then
   say "left $masked as it is: agentd.service is masked"
+elif [ -n "$masked" ]; then
+  say "left $masked as it is: agentd.service is masked at runtime, so $unit was not installed (systemd lets a unit file there override the mask)"
 else
   put "$here/systemd/agentd.service" "$unit" 0644
 fi
@@ -166,7 +178,7 @@ if [ "$systemd" = no ]; then
   # no systemd to ask and, with DESTDIR, maybe no systemctl. agentctl uninstall removes it.
   wants=$unitdir/multi-user.target.wants/agentd.service
   if [ -n "$masked" ]; then
-    say "systemd is not running here ($root/run/systemd/system is absent): agentd $version installed; agentd.service is masked ($masked), so it was not enabled and does not start at the next boot (systemctl unmask agentd, then run install.sh again)"
+    say "systemd is not running here ($root/run/systemd/system is absent): agentd $version installed; agentd.service is masked ($masked), so it was not enabled and does not start at the next boot ($unmask, then run install.sh again)"
     if [ "$first" = no ]; then record installed; fi
     exit 0
   fi
@@ -189,12 +201,18 @@ if [ "$systemd" = no ]; then
 fi
 systemctl daemon-reload
 state=$(systemctl is-enabled agentd.service 2>/dev/null || true)
-# Masked at runtime too (systemctl mask --runtime: a link in /run/systemd/system).
-case "$state" in masked | masked-runtime) masked=${masked:-"systemctl is-enabled: $state"} ;; esac
+# And whatever else systemd counts as masked (is-enabled: masked, masked-runtime).
+case "$state" in
+  masked) masked=${masked:-"systemctl is-enabled: $state"} ;;
+  masked-runtime)
+    [ -n "$masked" ] || unmask="systemctl unmask --runtime agentd"
+    masked=${masked:-"systemctl is-enabled: $state"}
+    ;;
+esac
 if [ -n "$masked" ]; then
   # A first install stays to be finished: unmasked, a rerun enables and starts agentd.
   if [ "$first" = no ]; then record installed; fi
-  say "agentd $version installed; agentd.service is masked ($masked), so it was not enabled, started or restarted (systemctl unmask agentd, then run install.sh again)"
+  say "agentd $version installed; agentd.service is masked ($masked), so it was not enabled, started or restarted ($unmask, then run install.sh again)"
   exit 0
 fi
 if [ "$first" = yes ]; then
@@ -207,11 +225,17 @@ if [ "$first" = yes ]; then
 fi
 record installed
 if systemctl is-active --quiet agentd.service; then
+  # Running but not enabled (a `systemctl disable` without --now): kept, and said so.
+  kept=
+  case "$state" in
+    enabled | enabled-runtime) ;;
+    *) kept="; agentd.service stays ${state:-disabled}, as it was (systemctl enable agentd starts it at boot)" ;;
+  esac
   if [ "$changed" = yes ]; then
     systemctl restart agentd.service
-    say "agentd $version installed; agentd restarted"
+    say "agentd $version installed; agentd restarted$kept"
   else
-    say "agentd $version installed and running (systemctl status agentd)"
+    say "agentd $version installed and running (systemctl status agentd)$kept"
   fi
 else
   case "$state" in

@@ -2,11 +2,17 @@
  * agentd keeps systemd's watchdog fed, and its socket group lets a member of it, not root, use
  * agentctl. Its own lifecycle on real systemd never touches kubelet's machine: restarting and
  * stopping agentd.service, or install.sh upgrading it (which restarts agentd), leave the running
- * machine (and its kubelet) as they were. Then the node is torn down the three ways an operator
- * can: `agentctl reset`, `agentctl stop`, and `agentctl uninstall` (unit disabled and gone,
- * machines gone, files gone; a rerun is harmless). Last, the tarball's own way: installed again
- * with its `install.sh`, joined, and removed with `install.sh --uninstall`, a rerun of which (no
- * daemon left to ask) is harmless too.
+ * machine (and its kubelet) as they were. install.sh keeps the operator's choices as real systemd
+ * has them: a `systemctl disable` stays (a running agentd is restarted only on an upgrade), and a
+ * mask (the unit linked to /dev/null, or `systemctl mask --runtime`) stays, agentd neither
+ * restarted nor started; once unmasked, a rerun installs the unit and starts agentd. `agentctl
+ * stop` and `agentctl uninstall`, given a PID file that does not name the running agentd
+ * (garbage, another live process's PID), refuse with PID_FILE_MISMATCH and change nothing. Then
+ * the node is torn down the three ways an operator can: `agentctl reset`, `agentctl stop`, and
+ * `agentctl uninstall` (unit disabled and gone, machines gone, files gone; a rerun is harmless).
+ * Last, the tarball's own way: installed again with its `install.sh` (masked at runtime first,
+ * which it keeps to until unmasked), joined, and removed with `install.sh --uninstall`, a rerun
+ * of which (no daemon left to ask) is harmless too.
  */
 import { mkdir, writeFile } from 'node:fs/promises';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -163,6 +169,164 @@ describe.skipIf(!requireRealHost())('agentd lifecycle on a real systemd host', {
     await expectNode(node, { active: 'kube1', version: '1.34.0' });
   });
 
+  it(
+    "install.sh keeps the operator's disable and mask: it neither enables, starts nor restarts against them",
+    {
+      timeout: 420_000,
+    },
+    async () => {
+      const dir = await releaseDir();
+      const install = async (): Promise<string> =>
+        (await node.host.execOk([`${dir}/install.sh`], { timeoutMs: 120_000 })).stdout;
+      /** The next release, as far as install.sh can tell: its unit differs. */
+      const nextRelease = (line: string) =>
+        node.host.execOk(['sh', '-c', `echo '# ${line}' >> ${dir}/systemd/agentd.service`]);
+      const systemctl = (...args: string[]) => node.host.execOk(['systemctl', ...args]);
+      const enableState = async (): Promise<string> =>
+        (await node.host.exec(['systemctl', 'is-enabled', 'agentd.service'])).stdout.trim();
+      const machine = await unitMainPid(node, 'systemd-nspawn@kube1.service');
+
+      // Disabled, still running: a rerun restarts nothing, an upgrade restarts agentd on it, and
+      // both leave it disabled.
+      await systemctl('disable', 'agentd.service');
+      expect(await enableState()).toBe('disabled');
+      let agentd = await unitMainPid(node, 'agentd.service');
+      const rerun = await install();
+      expect(rerun).not.toContain('installed /');
+      expect(rerun).toContain('agentd.service stays disabled, as it was');
+      expect(await enableState()).toBe('disabled');
+      expect(await unitMainPid(node, 'agentd.service')).toBe(agentd);
+      await nextRelease('a release after a disable');
+      const upgrade = await install();
+      expect(upgrade).toContain('installed /etc/systemd/system/agentd.service');
+      expect(upgrade).toContain('agentd restarted; agentd.service stays disabled, as it was');
+      expect(await enableState()).toBe('disabled');
+      expect(await unitMainPid(node, 'agentd.service')).not.toBe(agentd);
+      await node.waitReady();
+      // Disabled and stopped: it stays stopped.
+      await systemctl('stop', 'agentd.service');
+      expect(await install()).toContain('agentd.service stays disabled and stopped, as it was');
+      expect(await enableState()).toBe('disabled');
+      expect(await unitState(node, 'agentd.service')).toBe('inactive');
+
+      // Masked (a unit linked to /dev/null), running: neither a rerun nor an upgrade restarts it
+      // or replaces the link; stopped, it is not started. `systemctl mask` itself refuses while
+      // the unit is a file in /etc/systemd/system (docs/operations.md), so the operator links it.
+      await systemctl('enable', '--now', 'agentd.service');
+      await node.waitReady();
+      const unit = '/etc/systemd/system/agentd.service';
+      expect((await node.host.exec(['systemctl', 'mask', 'agentd.service'])).exitCode).not.toBe(0);
+      await node.host.execOk(['ln', '-sf', '/dev/null', unit]);
+      await systemctl('daemon-reload');
+      expect(await enableState()).toBe('masked');
+      agentd = await unitMainPid(node, 'agentd.service');
+      await nextRelease('a release while masked');
+      const masked = await install();
+      expect(masked).toContain(`left ${unit} -> /dev/null as it is: agentd.service is masked`);
+      expect(masked).toContain('so it was not enabled, started or restarted (systemctl unmask agentd');
+      expect(masked).not.toContain(`installed ${unit}`);
+      expect((await node.host.execOk(['readlink', unit])).stdout.trim()).toBe('/dev/null');
+      expect(await unitMainPid(node, 'agentd.service')).toBe(agentd);
+      await systemctl('stop', 'agentd.service');
+      expect(await install()).toContain('agentd.service is masked');
+      expect(await unitState(node, 'agentd.service')).toBe('inactive');
+      expect(await enableState()).toBe('masked');
+
+      // Unmasked: systemd's unmask removes every link to the unit's path, the enable link too, so
+      // a rerun installs the unit and leaves agentd disabled and stopped; enabled, it runs again.
+      await systemctl('unmask', 'agentd.service');
+      const wants = '/etc/systemd/system/multi-user.target.wants/agentd.service';
+      expect((await node.host.exec(['test', '-L', wants])).exitCode).not.toBe(0);
+      const unmasked = await install();
+      expect(unmasked).toContain(`installed ${unit}`);
+      expect(unmasked).toContain('agentd.service stays disabled and stopped, as it was');
+      await systemctl('enable', '--now', 'agentd.service');
+      expect(await enableState()).toBe('enabled');
+
+      // Masked at runtime once the unit is in /etc/systemd/system: systemd ignores that mask (the
+      // file there overrides the link in /run), install.sh keeps to it: an upgrade neither
+      // updates the unit nor restarts agentd. (A runtime mask before the first install: below.)
+      await node.waitReady();
+      await systemctl('mask', '--runtime', 'agentd.service');
+      expect(await enableState()).toBe('enabled');
+      agentd = await unitMainPid(node, 'agentd.service');
+      await nextRelease('a release while masked at runtime');
+      const runtime = await install();
+      expect(runtime).toContain(
+        'left /run/systemd/system/agentd.service -> /dev/null as it is: agentd.service is masked at runtime',
+      );
+      expect(runtime).toContain(
+        'so it was not enabled, started or restarted (systemctl unmask --runtime agentd',
+      );
+      expect(runtime).not.toContain(`installed ${unit}`);
+      expect(await unitMainPid(node, 'agentd.service')).toBe(agentd);
+      await systemctl('unmask', '--runtime', 'agentd.service');
+      const after = await install();
+      expect(after).toContain(`installed ${unit}`);
+      expect(after).toContain('agentd restarted');
+      expect(await unitMainPid(node, 'agentd.service')).not.toBe(agentd);
+      await node.waitReady();
+      expect(await unitMainPid(node, 'systemd-nspawn@kube1.service')).toBe(machine);
+      await expectNode(node, { active: 'kube1', version: '1.34.0' });
+    },
+  );
+
+  it('agentctl stop and uninstall refuse a PID file that does not name the running agentd, and change nothing', async () => {
+    const agentd = await unitMainPid(node, 'agentd.service');
+    const garbage = (await node.host.execOk(['mktemp'])).stdout.trim();
+    // A live process that is not agentd, in a unit of its own so that it is stopped by name.
+    const sleeper = 'agentd-test-sleeper';
+    await node.host.execOk(['systemd-run', `--unit=${sleeper}`, 'sleep', '600']);
+    const foreign = (await node.host.execOk(['mktemp'])).stdout.trim();
+    try {
+      await node.host.execOk(['sh', '-c', `echo garbage > ${garbage}`]);
+      const sleeperPid = await unitMainPid(node, `${sleeper}.service`);
+      await node.host.execOk(['sh', '-c', `echo ${sleeperPid} > ${foreign}`]);
+
+      const stop = await node.host.exec([
+        'agentctl',
+        '--json',
+        '--socket',
+        '/run/agentd/agentd.sock',
+        'stop',
+        '--pid-file',
+        garbage,
+      ]);
+      expect(stop.exitCode, `${stop.stdout}${stop.stderr}`).toBe(1);
+      expect(JSON.parse(stop.stdout)).toMatchObject({
+        error: { code: 'PID_FILE_MISMATCH', pidFile: garbage, found: 'garbage', pid: Number(agentd) },
+      });
+      expect(await unitMainPid(node, 'agentd.service')).toBe(agentd);
+
+      for (const [pidFile, found] of [
+        [garbage, 'garbage'],
+        [foreign, 'foreign'],
+      ] as const) {
+        const res = await node.host.exec(['agentctl', '--json', 'uninstall', '--yes', '--pid-file', pidFile]);
+        expect(res.exitCode, `${res.stdout}${res.stderr}`).toBe(1);
+        expect(JSON.parse(res.stdout)).toMatchObject({
+          error: { code: 'PID_FILE_MISMATCH', pidFile, found, pid: Number(agentd) },
+        });
+        expect(res.stderr).toContain('nothing was changed');
+      }
+      // Nothing changed: agentd enabled and running as before, the machine and the files in place.
+      expect(await unitMainPid(node, 'agentd.service')).toBe(agentd);
+      expect((await node.host.exec(['systemctl', 'is-enabled', 'agentd.service'])).stdout.trim()).toBe(
+        'enabled',
+      );
+      expect(await unitState(node, 'agentd.service')).toBe('active');
+      expect(await runningMachines(node)).toEqual(['kube1']);
+      for (const p of ['/var/lib/agentd', '/etc/systemd/system/agentd.service', '/etc/agentd/config.yaml']) {
+        expect((await node.host.exec(['test', '-e', p])).exitCode, `${p} is gone`).toBe(0);
+      }
+      expect(await unitMainPid(node, `${sleeper}.service`)).toBe(sleeperPid);
+      await expectNode(node, { active: 'kube1', version: '1.34.0' });
+    } finally {
+      await node.host.exec(['systemctl', 'stop', `${sleeper}.service`]);
+      await node.host.exec(['rm', '-f', garbage, foreign]);
+    }
+  });
+
   it('agentctl reset removes both machines and their files', async () => {
     const op = await node.agentctlJson<OperationJson>(['reset', '--yes']);
     expect(op.state).toBe('succeeded');
@@ -208,7 +372,22 @@ describe.skipIf(!requireRealHost())('agentd lifecycle on a real systemd host', {
     // The daemon config, as an operator would have kept it (the uninstall above removed it).
     await mkdir(node.host.outside('/etc/agentd'), { recursive: true });
     await writeFile(node.host.outside('/etc/agentd/config.yaml'), REAL_NODE_CONFIG);
-    await node.host.execOk([`${dir}/install.sh`], { timeoutMs: 120_000 });
+    // Masked at runtime first: systemd honours that mask while no unit file is in
+    // /etc/systemd/system, so install.sh installs none there, and neither enables nor starts
+    // agentd; unmasked, a rerun finishes the first install.
+    await node.host.execOk(['systemctl', 'mask', '--runtime', 'agentd.service']);
+    const masked = await node.host.execOk([`${dir}/install.sh`], { timeoutMs: 120_000 });
+    expect(masked.stdout).toContain(
+      'left /run/systemd/system/agentd.service -> /dev/null as it is: agentd.service is masked at runtime',
+    );
+    expect((await node.host.exec(['systemctl', 'is-enabled', 'agentd.service'])).stdout.trim()).toBe(
+      'masked-runtime',
+    );
+    expect(await unitState(node, 'agentd.service')).not.toBe('active');
+    expect((await node.host.exec(['test', '-e', '/etc/systemd/system/agentd.service'])).exitCode).not.toBe(0);
+    await node.host.execOk(['systemctl', 'unmask', '--runtime', 'agentd.service']);
+    const unmasked = await node.host.execOk([`${dir}/install.sh`], { timeoutMs: 120_000 });
+    expect(unmasked.stdout).toContain('installed, enabled and running');
     await node.waitReady();
     await join();
 

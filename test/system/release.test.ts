@@ -86,6 +86,8 @@ const UNIT_PATH = '/usr/lib/systemd/system/agentd.service';
 const WANTS_LINK = 'etc/systemd/system/multi-user.target.wants/agentd.service';
 /** Where `systemctl mask --runtime agentd` links the unit to /dev/null. */
 const RUNTIME_MASK = 'run/systemd/system/agentd.service';
+/** Where install.sh installs the unit; a file there overrides a runtime mask. */
+const TARBALL_UNIT = 'etc/systemd/system/agentd.service';
 /** install.sh's record of its first install, in agentd's state directory. */
 const INSTALL_MARKER = 'var/lib/agentd/install-sh.state';
 
@@ -105,7 +107,8 @@ interface FakeSystemctl {
  * stop removes it), and is enabled while its multi-user.target.wants link under `root` exists,
  * where deb-systemd-helper makes it too (enable and disable make and remove it; `--now` also
  * starts or stops). A link from `<root>/run/systemd/system/agentd.service` to /dev/null masks it
- * (`mask --runtime`: is-enabled says masked-runtime).
+ * (`mask --runtime`: is-enabled says masked-runtime) while, as with real systemd, no unit file in
+ * `<root>/etc/systemd/system` overrides it.
  */
 async function fakeSystemctl(dir: string, root = dir): Promise<FakeSystemctl> {
   const bin = path.join(dir, 'bin');
@@ -125,7 +128,7 @@ async function fakeSystemctl(dir: string, root = dir): Promise<FakeSystemctl> {
       'done',
       'case "$verb" in',
       `  is-active) [ -e '${active}' ]; exit $? ;;`,
-      `  is-enabled) if [ "$(readlink '${path.join(root, RUNTIME_MASK)}')" = /dev/null ]; then echo masked-runtime; exit 1; fi`,
+      `  is-enabled) if [ ! -e '${path.join(root, TARBALL_UNIT)}' ] && [ "$(readlink '${path.join(root, RUNTIME_MASK)}')" = /dev/null ]; then echo masked-runtime; exit 1; fi`,
       `    if [ -L '${wants}' ]; then echo enabled; else echo disabled; exit 1; fi ;;`,
       `  start | restart) touch '${active}' ;;`,
       `  stop) rm -f '${active}' ;;`,
@@ -638,6 +641,7 @@ describe.skipIf(!available && !required)('npm run release', () => {
     await writeFile(path.join(root, 'usr/local/bin/agentd'), 'old');
     const upgrade = await install();
     expect(upgrade.stdout).toContain('agentd restarted');
+    expect(upgrade.stdout).not.toContain('stays');
     expect((await sd.calls()).slice(7)).toEqual([
       'daemon-reload',
       'is-enabled agentd.service',
@@ -672,8 +676,12 @@ describe.skipIf(!available && !required)('npm run release', () => {
     // Disabled but running (`systemctl start agentd`): restarted on the new executable only.
     await systemctl('start', 'agentd.service');
     await sd.take();
+    expect((await install()).stdout).toContain(
+      'installed and running (systemctl status agentd); agentd.service stays disabled, as it was',
+    );
+    expect(await sd.take()).toEqual(['daemon-reload']);
     await olderExecutable();
-    expect((await install()).stdout).toContain('agentd restarted');
+    expect((await install()).stdout).toContain('agentd restarted; agentd.service stays disabled, as it was');
     expect(await sd.take()).toEqual(['daemon-reload', 'restart agentd.service']);
     expect(await enabled()).toBe(false);
 
@@ -737,7 +745,12 @@ describe.skipIf(!available && !required)('npm run release', () => {
     const sd2 = await fakeSystemctl(path.join(work, 'sd2'), fresh);
     const env2 = { ...envWith(sd2.bin), DESTDIR: fresh };
     const runtime = await run(path.join(dir, 'install.sh'), [], { env: env2 });
-    expect(runtime.stdout).toContain('agentd.service is masked (systemctl is-enabled: masked-runtime)');
+    expect(runtime.stdout).toContain(
+      `left ${path.join(fresh, RUNTIME_MASK)} -> /dev/null as it is: agentd.service is masked at runtime`,
+    );
+    expect(runtime.stdout).toContain('(systemctl unmask --runtime agentd, then run install.sh again)');
+    // A unit file in /etc/systemd/system would override the runtime mask: none is installed.
+    expect(await present(path.join(fresh, TARBALL_UNIT))).toBe(false);
     expect(await sd2.take()).toEqual(['daemon-reload']);
     expect(await readFile(path.join(fresh, INSTALL_MARKER), 'utf8')).toBe('first\n');
     await rm(path.join(fresh, RUNTIME_MASK));
