@@ -198,17 +198,25 @@ describe('status: every input changes the answer', () => {
     // The watcher: its reason while off, then its connection.
     h.wiring.start(h.dispatcher);
     await until('the watcher', () => h.wiring.watcherStatus().connected);
-    await expectChange(
-      h,
-      'watcher connection',
-      () => {
-        // Its first two tries to watch again fail, so the lost connection lasts long enough to
-        // be seen (a reconnect in a few ms could pass between two looks, as seen on a busy run).
-        h.kube.failNext(2, { match: (r) => r.resource === 'machines' && r.method === 'GET' });
-        h.kube.cutWatches({ abrupt: true });
-      },
-      () => !h.wiring.watcherStatus().connected,
+    // Its next request for the Machine waits at a gate until the lost connection has been seen:
+    // a reconnect between two looks (seen on a busy run), or a window shorter than the test's
+    // timer on a loaded machine (CI, Node 26), would leave nothing to see.
+    let reopen!: () => void;
+    const gate = new Promise<void>((resolve) => (reopen = resolve));
+    h.kube.beforeNext(
+      (r) => r.resource === 'machines' && r.method === 'GET',
+      () => gate,
     );
+    try {
+      await expectChange(
+        h,
+        'watcher connection',
+        () => h.kube.cutWatches({ abrupt: true }),
+        () => !h.wiring.watcherStatus().connected,
+      );
+    } finally {
+      reopen();
+    }
     await until('the watch again', () => h.wiring.watcherStatus().connected);
     expect(await served(h)).toBe(await fresh(h));
 
