@@ -36,6 +36,7 @@ describe('runWatchLoop against a failing API server', () => {
     clock: ReturnType<typeof createTestClock>;
     state: WatcherState;
     kube: FakeKube;
+    metrics: ReturnType<typeof createMetrics>;
   }> {
     const k = await startFakeKube();
     kube = k;
@@ -44,6 +45,7 @@ describe('runWatchLoop against a failing API server', () => {
     const state = new WatcherState(NAME, clock);
     const kc = k.kubeConfig();
     const controller = new AbortController();
+    const metrics = createMetrics({ version: 't', collectDefaults: false });
     const done = runWatchLoop(
       {
         name: NAME,
@@ -54,7 +56,7 @@ describe('runWatchLoop against a failing API server', () => {
         clock,
         backoff: { baseMs: 100, maxMs: 1000, random: () => 1 },
         logger: silentLogger,
-        metrics: createMetrics({ version: 't', collectDefaults: false }),
+        metrics,
         state,
       },
       controller.signal,
@@ -63,7 +65,7 @@ describe('runWatchLoop against a failing API server', () => {
       controller.abort();
       await done;
     };
-    return { clock, state, kube: k };
+    return { clock, state, kube: k, metrics };
   }
 
   it('backs off (growing, capped) while watch requests answer 500, and reports the API error', async () => {
@@ -79,7 +81,7 @@ describe('runWatchLoop against a failing API server', () => {
   });
 
   it('resets the backoff only once a watch is established (an event or bookmark arrived)', async () => {
-    const { clock, kube: k } = await start();
+    const { clock, kube: k, metrics } = await start();
     k.failNext(3, { status: 500, match: isWatch });
     await until(() => clock.sleeps.length === 3 && k.openWatches === 1);
     expect(clock.sleeps).toEqual([100, 200, 400]);
@@ -88,8 +90,12 @@ describe('runWatchLoop against a failing API server', () => {
     await until(() => clock.sleeps.length === 4 && k.openWatches === 1);
     expect(clock.sleeps[3]).toBe(800);
     // A bookmark proves the watch works: the next failure starts the backoff from the beginning.
+    // Seen by the loop (it counts it), however long a loaded machine takes to deliver it.
+    const bookmarks = async (): Promise<number> =>
+      (await metrics.watchEvents.get()).values.find((v) => v.labels.type === 'BOOKMARK')?.value ?? 0;
     k.sendBookmarks();
-    await new Promise((r) => setTimeout(r, 50));
+    for (let i = 0; i < 2000 && (await bookmarks()) < 1; i += 1) await new Promise((r) => setTimeout(r, 5));
+    expect(await bookmarks()).toBe(1);
     k.failNext(1, { status: 500, match: isWatch });
     k.cutWatches({ abrupt: true });
     await until(() => clock.sleeps.length === 6 && k.openWatches === 1);
