@@ -54,7 +54,9 @@ export function lostAnswerError(ctx: CliContext, change: Change, err: unknown): 
   if (!(err instanceof DaemonUnreachableError) || !err.requestSent) return null;
   const dialled = err.socketPath || ctx.options.socket;
   if (err.reason === 'timeout') {
-    const limit = ctx.options.timeoutMs === undefined ? '' : ` (${formatDuration(ctx.options.timeoutMs)})`;
+    // The limit that passed: --timeout, its default, or a longer one for a call that waits.
+    const ms = err.timeoutMs ?? ctx.options.timeoutMs;
+    const limit = ms === undefined ? '' : ` (${formatDuration(ms)})`;
     return new CliError(
       EXIT.TIMEOUT,
       `agentd on ${dialled} did not answer ${request} within --timeout${limit}; ${effect} all the same: ${check}`,

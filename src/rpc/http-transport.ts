@@ -21,6 +21,8 @@ export class DaemonUnreachableError extends Error {
      * socket, refused, permission): then nothing was sent.
      */
     readonly requestSent = false,
+    /** For a timeout: the limit that passed. */
+    readonly timeoutMs?: number,
   ) {
     super(detail);
     this.name = 'DaemonUnreachableError';
@@ -129,7 +131,13 @@ export function requestOverSocket(o: HttpRequestOptions): Promise<SocketHttpAnsw
     if (o.timeoutMs !== undefined) {
       socket.setTimeout(o.timeoutMs, () =>
         settle(
-          new DaemonUnreachableError(o.socketPath, 'timeout', `no answer within ${o.timeoutMs} ms`, sent),
+          new DaemonUnreachableError(
+            o.socketPath,
+            'timeout',
+            `no answer within ${o.timeoutMs} ms`,
+            sent,
+            o.timeoutMs,
+          ),
         ),
       );
     }

@@ -196,3 +196,18 @@ describe('agentd answers with something that cannot be read', () => {
     }
   });
 });
+
+describe('the limit a timeout names', () => {
+  it('is the one that passed, also without --timeout (its default, or a longer one for a call that waits)', async () => {
+    const { lostAnswerError } = await import('../../../../src/cli/lost-answer.js');
+    const { DaemonUnreachableError } = await import('../../../../src/rpc/http-transport.js');
+    const ctx = { options: { socket: '/run/agentd/agentd.sock' } } as Parameters<typeof lostAnswerError>[0];
+    const change = { request: 'the update request', effect: 'the update may have started', check: 'see it' };
+    const timedOut = (ms: number) =>
+      new DaemonUnreachableError('/run/agentd/agentd.sock', 'timeout', `no answer within ${ms} ms`, true, ms);
+    expect(lostAnswerError(ctx, change, timedOut(90_000))?.message).toContain(
+      'did not answer the update request within --timeout (90s)',
+    );
+    expect(lostAnswerError(ctx, change, timedOut(95_000))?.message).toContain('within --timeout (95s)');
+  });
+});
