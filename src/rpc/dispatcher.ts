@@ -1,8 +1,9 @@
 /**
  * JSON-RPC 2.0 dispatch (https://www.jsonrpc.org/specification), owned here rather than layered
- * on a generic library: the endpoint needs what such a library does not give — a synchronous
- * answer from the `status` cache, limits on batch and answer size, and one place that validates,
- * gates, counts and logs each call. The rules are in docs/api.md:
+ * on a generic library: the usual npm one answers a batch of one answer with a bare object,
+ * against section 6 of the specification, and none gives the limits on batch and answer size
+ * or one place that validates, gates, counts and logs each call (docs/architecture.md, "Why the
+ * dispatcher is the project's own"). The rules are in docs/api.md:
  *
  * - requests are screened (jsonrpc "2.0", a string method, a valid id, named params), params are
  *   validated with the method's zod schema, and mutating methods are refused while draining
@@ -15,8 +16,6 @@
  * - every call is counted and timed; read-only calls log at debug, mutating calls and errors at
  *   info. Requests the HTTP route refuses before they reach here (405, 413, 415) are counted
  *   and logged here too (`refused`), under the method label `(invalid)`.
- *
- * Why not a library: docs/architecture.md, "The dispatcher".
  */
 import type { Logger } from 'pino';
 import type * as z from 'zod';

@@ -136,18 +136,20 @@ function baseApp(
     instance.server.close(() => done());
     instance.server.closeAllConnections();
   });
-  app.addHook('onRequest', async (req, reply) => {
+  // A callback hook, not an async one: it runs on every request, and an answer from it ends the
+  // request without `done` (fastify's hooks reference, "Respond to a request from a hook").
+  app.addHook('onRequest', (req, reply, done) => {
     if (closing) {
-      return sendWireError(
+      sendWireError(
         reply,
         503,
         makeWireError('DRAINING', 'agentd is shutting down and accepts no new requests'),
       );
+    } else if (guard?.isReserved(req.raw.socket) === true && !reserveRoute(req)) {
+      refuseReserved(reply, limits, guard);
+    } else {
+      done();
     }
-    if (guard?.isReserved(req.raw.socket) === true && !reserveRoute(req)) {
-      return refuseReserved(reply, limits, guard);
-    }
-    return undefined;
   });
   app.setErrorHandler((err: FastifyError, _req, reply) => {
     if (err.statusCode !== undefined && err.statusCode < 500) {
