@@ -104,7 +104,7 @@ function baseApp(
   o: ProbeRoutesOptions,
   listener: Listener,
   limits: ConnectionLimits,
-): { app: FastifyInstance; guard: () => ConnectionGuard; closing: () => boolean } {
+): { app: FastifyInstance; guard: () => ConnectionGuard } {
   const { logger, metrics } = o;
   let guard: ConnectionGuard | undefined;
   let closing = false;
@@ -181,7 +181,7 @@ function baseApp(
     if (guard === undefined) throw new Error('the HTTP server is not built yet');
     return guard;
   };
-  return { app, guard: guardOf, closing: () => closing };
+  return { app, guard: guardOf };
 }
 
 /** The routes a connection from the reserve may use: the probes, and /rpc (for `status` only). */
