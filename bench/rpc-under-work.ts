@@ -11,8 +11,12 @@
  * The polls come at a fixed rate (h2load --rps), as monitoring polls, not as fast as the daemon
  * answers: what is measured is how long a poll waits behind the daemon's own work.
  */
+import { randomBytes } from 'node:crypto';
 import http from 'node:http';
+import type { AddressInfo } from 'node:net';
 import os from 'node:os';
+import { createOciImage } from '../src/sim/mirror/oci-image.js';
+import { createRegistryHandler } from '../src/sim/mirror/registry.js';
 import { pinServer, runLoad, type LoadResult } from './lib/load.js';
 import { median } from './lib/measure.js';
 import { makeTempDir, startDaemon, type Child } from './lib/processes.js';
@@ -26,6 +30,44 @@ const POLLERS = 4;
 const RPS_EACH = 25;
 const TARGET = 5;
 const BODY = JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'status' });
+/** What the image adds to the sim's: files of a rootfs's sizes, some of them incompressible. */
+const IMAGE_MIB = Number(process.env.BENCH_IMAGE_MIB ?? 64);
+
+/**
+ * A registry serving the sim's image with IMAGE_MIB more in its base layer (many small files and
+ * a few large ones, half random bytes), so that each update unpacks and hashes real amounts.
+ */
+async function startImageRegistry(): Promise<{ hostPort: string; close: () => void }> {
+  const extraFiles = [];
+  const small = 4096;
+  let left = IMAGE_MIB * 1024 * 1024;
+  for (let i = 0; left > 0; i++) {
+    const size = i % 64 === 0 ? Math.min(left, 4 * 1024 * 1024) : Math.min(left, small);
+    const bytes = i % 2 === 0 ? randomBytes(size) : Buffer.alloc(size, `file ${i} of the bench image\n`);
+    extraFiles.push({ path: `usr/lib/bench/${Math.floor(i / 256)}/f${i}`, content: bytes });
+    left -= size;
+  }
+  const image = createOciImage({ extraFiles });
+  const handler = createRegistryHandler({ image: () => image });
+  const server = http.createServer((req, res) => {
+    const url = new URL(req.url ?? '/', 'http://127.0.0.1');
+    handler(req, res, url).then(
+      (handled) => {
+        if (!handled) res.writeHead(404, { 'content-length': 0 }).end();
+      },
+      (err: unknown) => res.destroy(err instanceof Error ? err : new Error(String(err))),
+    );
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  const { port } = server.address() as AddressInfo;
+  return {
+    hostPort: `127.0.0.1:${port}`,
+    close: () => {
+      server.closeAllConnections();
+      server.close();
+    },
+  };
+}
 
 /** One JSON-RPC call over the socket, with no time limit of its own (an update with wait takes seconds). */
 function call(socketPath: string, method: string, params: unknown): Promise<Record<string, unknown>> {
@@ -49,14 +91,14 @@ function call(socketPath: string, method: string, params: unknown): Promise<Reco
   });
 }
 
-/** Updates back to back, each to a new Kubernetes version, until `stop` is set. */
-function updateLoop(daemon: Child): { stop: () => Promise<number> } {
+/** Updates back to back, each to a new Kubernetes version and image tag, until `stop` is set. */
+function updateLoop(daemon: Child, registry: string): { stop: () => Promise<number> } {
   let stopping = false;
   let done = 0;
   const loop = (async () => {
     for (let minor = 1; !stopping; minor++) {
       const op = await call(daemon.socket, 'update', {
-        set: { kubernetesVersion: `1.34.${minor}` },
+        set: { kubernetesVersion: `1.34.${minor}`, image: `${registry}/bench/rootfs:v${minor}` },
         wait: true,
         reason: 'bench',
       });
@@ -94,11 +136,12 @@ async function main(): Promise<void> {
     [
       `agentd status under work, ${new Date().toISOString()}`,
       `node ${process.version}, ${os.cpus().length} × ${os.cpus()[0]?.model.trim() ?? 'unknown cpu'}; load average ${load} at start`,
-      `${POLLERS} pollers × ${RPS_EACH} status/s, ${ROUNDS} rounds of ${SECONDS} s idle, then ${ROUNDS} while updates run back to back, then ${ROUNDS} idle again`,
+      `${POLLERS} pollers × ${RPS_EACH} status/s; updates with an image of the sim's + ${IMAGE_MIB} MiB; ${ROUNDS} rounds of ${SECONDS} s idle, then ${ROUNDS} while updates run back to back, then ${ROUNDS} idle again`,
     ].join('\n'),
   );
   const tmp = await makeTempDir('agentd-bench-under-work-');
   let daemon: Child | undefined;
+  const registry = await startImageRegistry();
   try {
     // --sim: the local mirror serves the artifacts of any version and the image.
     daemon = await startDaemon(tmp.dir, { nodeArgs: [...RUNTIME_FLAGS], args: ['--sim'] });
@@ -117,7 +160,7 @@ async function main(): Promise<void> {
 
     const idle: LoadResult[] = [];
     for (let i = 0; i < ROUNDS; i++) idle.push(await poll(daemon));
-    const updates = updateLoop(daemon);
+    const updates = updateLoop(daemon, registry.hostPort);
     const busy: LoadResult[] = [];
     for (let i = 0; i < ROUNDS; i++) busy.push(await poll(daemon));
     const updated = await updates.stop();
@@ -144,6 +187,7 @@ async function main(): Promise<void> {
     );
   } finally {
     await daemon?.stop();
+    registry.close();
     await tmp.cleanup();
   }
 }
