@@ -1,5 +1,6 @@
 import { afterEach, describe, expect, it, vi } from 'vitest';
 import type { EngineEvent } from '../../../src/engine/events.js';
+import { DEFAULT_TIMEOUTS } from '../../../src/server/connection-guard.js';
 import { rawConnection, serveAdmin, type Harness } from './admin-app-harness.js';
 
 const BUFFER = 16 * 1024;
@@ -62,6 +63,33 @@ describe('/v1/events: a bounded buffer per client', () => {
     await vi.waitFor(() => expect(client.received().split('event: progress').length - 1).toBe(events));
     expect(await harness.closed('slow_reader')).toBe(0);
     expect(harness.events.listenerCount).toBe(1);
+    client.sock.destroy();
+  });
+
+  it('an open stream outlives the request and headers timeouts: they bound a request, not its answer', async () => {
+    const harness = await serveAdmin(() => null, {
+      sseHeartbeatMs: 20,
+      connectionLimits: {
+        maxConnections: 4,
+        reserve: 1,
+        ...DEFAULT_TIMEOUTS,
+        headersTimeoutMs: 50,
+        requestTimeoutMs: 100,
+        timeoutCheckMs: 10,
+      },
+    });
+    h = harness;
+    const client = await rawConnection(harness.socket);
+    client.sock.write(GET);
+    // 25 keep-alives at 20 ms: the stream has been open for 5 request timeouts, checked 50 times.
+    await vi.waitFor(
+      () => expect(client.received().split(': keep-alive').length - 1).toBeGreaterThanOrEqual(25),
+      {
+        timeout: 5000,
+      },
+    );
+    expect(client.sock.destroyed).toBe(false);
+    expect(client.received()).not.toContain('408');
     client.sock.destroy();
   });
 });
