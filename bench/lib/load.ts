@@ -35,6 +35,8 @@ export interface LoadOptions {
   body: string;
   connections: number;
   durationSeconds: number;
+  /** Requests per second per connection (h2load --rps); unset: as fast as the server answers. */
+  rps?: number;
 }
 
 const INSTALL_HINT = 'h2load is missing: install it (Debian: apt-get install nghttp2-client)';
@@ -122,6 +124,7 @@ export async function runLoad(o: LoadOptions): Promise<LoadResult> {
       `--data=${bodyFile}`,
       '--header=content-type: application/json',
       `--log-file=${logFile}`,
+      ...(o.rps !== undefined ? [`--rps=${o.rps}`] : []),
       `http://localhost${o.path}`,
     ];
     const plan = cpuPlan();

@@ -4,7 +4,6 @@
  */
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
 import { EVENT_LOOP_DELAY_METRICS, registerEventLoopDelay } from './event-loop.js';
-import { RpcCallMetrics } from './rpc-calls.js';
 
 /** The period of prom-client's own delay monitor, which nothing reads (see createMetrics): the longest a timer takes. */
 const IDLE_MONITOR_PERIOD_MS = 2 ** 31 - 1;
@@ -56,10 +55,31 @@ export function createMetrics(options: { version: string; collectDefaults?: bool
       help: '1 once startup recovery is done and the daemon serves.',
       registers: r,
     }),
-    // agentd_rpc_requests_total and agentd_rpc_request_duration_seconds: prom-client metrics
-    // fed from per-method tallies, since prom-client's own inc/observe cost a sixth of a
-    // status poll (see rpc-calls.ts).
-    rpcCalls: new RpcCallMetrics(registry, RPC_BUCKETS),
+    rpcRequests: new Counter({
+      name: 'agentd_rpc_requests_total',
+      help: 'JSON-RPC calls by method and result code (ok, or the error code).',
+      labelNames: ['method', 'code'],
+      registers: r,
+    }),
+    rpcDuration: new Histogram({
+      name: 'agentd_rpc_request_duration_seconds',
+      help: 'JSON-RPC call latency by method.',
+      labelNames: ['method'],
+      buckets: RPC_BUCKETS,
+      registers: r,
+    }),
+    httpConnections: new Gauge({
+      name: 'agentd_http_connections',
+      help: 'Open HTTP connections by listener (socket: the admin socket; metrics: the TCP metrics listener).',
+      labelNames: ['listener'],
+      registers: r,
+    }),
+    httpConnectionsClosed: new Counter({
+      name: 'agentd_http_connections_closed_total',
+      help: 'HTTP connections agentd closed to bound its clients, by listener and reason (evicted, refused, reserve_only, slow_reader).',
+      labelNames: ['listener', 'reason'],
+      registers: r,
+    }),
     operations: new Counter({
       name: 'agentd_operations_total',
       help: 'Finished operations by kind and result state.',

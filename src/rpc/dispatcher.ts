@@ -1,8 +1,9 @@
 /**
  * JSON-RPC 2.0 dispatch (https://www.jsonrpc.org/specification), owned here rather than layered
- * on a generic library: the endpoint needs what such a library does not give — a synchronous
- * answer from the `status` cache, limits on batch and answer size, and one place that validates,
- * gates, counts and logs each call. The rules are in docs/api.md:
+ * on a generic library: the usual npm one answers a batch of one answer with a bare object,
+ * against section 6 of the specification, and none gives the limits on batch and answer size
+ * or one place that validates, gates, counts and logs each call (docs/architecture.md, "Why the
+ * dispatcher is the project's own"). The rules are in docs/api.md:
  *
  * - requests are screened (jsonrpc "2.0", a string method, a valid id, named params), params are
  *   validated with the method's zod schema, and mutating methods are refused while draining
@@ -10,9 +11,10 @@
  * - a batch holds at most `MAX_BATCH_CALLS` calls (else BATCH_TOO_LARGE, and nothing runs), and
  *   an answer at most `MAX_ANSWER_BYTES` (a read whose answer would pass it gets
  *   RESPONSE_TOO_LARGE instead; the answer of a mutating call is always given: it has happened);
- * - a method that declares a `version` (status) is serialized once per version;
+ * - a method that declares a `version` (status) is serialized once per version: its result's
+ *   JSON is kept with the version it was made at and reused while the version holds;
  * - every call is counted and timed; read-only calls log at debug, mutating calls and errors at
- *   info. Requests the HTTP endpoint refuses before they reach here (405, 413, 415) are counted
+ *   info. Requests the HTTP route refuses before they reach here (405, 413, 415) are counted
  *   and logged here too (`refused`), under the method label `(invalid)`.
  */
 import type { Logger } from 'pino';
@@ -52,63 +54,33 @@ export interface Dispatcher {
   /** In-process callers (the watcher): a parsed body in, the answer as plain data out. */
   handle(body: unknown, caller: string): Promise<RpcAnswer>;
   /**
-   * The HTTP endpoint: the request text in, the answer's JSON (text, or UTF-8 bytes when it is
-   * built from a cached result) out, or null when there is nothing to answer (notifications).
-   * Synchronous when the answer is known at once (an invalid request, a current `status`), so a
-   * status poll costs no promise.
+   * The HTTP route: the request text in, the answer's JSON text out, or null when there is
+   * nothing to answer (notifications). Synchronous when the answer is known at once (an invalid
+   * request, a current `status`).
    */
   handleText(text: string, caller: string): WireAnswer | Promise<WireAnswer>;
   /**
-   * Count and log a request the HTTP endpoint refused before reading it as JSON-RPC (a wrong
+   * Count and log a request the HTTP route refused before reading it as JSON-RPC (a wrong
    * HTTP method, a body too large, a wrong content type): under the method label `(invalid)`
    * with its error code, logged at info with `reason` (docs/metrics.md).
    */
   refused(code: ErrorCode, reason: string, caller: string): void;
 }
 
-/** JSON text or its UTF-8 bytes; null for no answer. */
-export type WireAnswer = string | Buffer | null;
+/** JSON text; null for no answer. */
+export type WireAnswer = string | null;
 
-/**
- * One call's answer: an error's text (null for a notification), or a result's JSON and the
- * request's id, made into text only when it is needed (a single answer from a cached result is
- * sent as the cached bytes instead).
- */
-type Answered =
-  | { text: string | null; mutating: boolean }
-  | {
-      /** Answers of mutating calls are never replaced by RESPONSE_TOO_LARGE. */
-      mutating: boolean;
-      json: string;
-      idJson: string;
-      /** The cached result it was made of, if any. */
-      cached: Cached | undefined;
-    };
+/** One call's answer text (null for a notification). */
+interface Answered {
+  text: string | null;
+  /** Answers of mutating calls are never replaced by RESPONSE_TOO_LARGE. */
+  mutating: boolean;
+}
 
-const textOf = (a: Answered): string | null =>
-  'json' in a ? `{"jsonrpc":"2.0","id":${a.idJson},"result":${a.json}}` : a.text;
-
-/** A serialized result, as text and as UTF-8 bytes, and the version it was made at. */
+/** A serialized result and the version it was made at. */
 interface Cached {
   version: number;
   json: string;
-  bytes: Buffer;
-  /** The last whole answer built from it, and the id it answered. */
-  answer: { idJson: string; bytes: Buffer } | null;
-}
-
-const CLOSE = Buffer.from('}');
-
-/** Longest request text whose parse is kept for the next call (a poll is ~50 characters). */
-const PARSE_MEMO_MAX_CHARS = 512;
-
-/** `value`, frozen all the way down (a parsed request is shared by the calls that repeat it). */
-function deepFreeze<T>(value: T): T {
-  if (typeof value === 'object' && value !== null && !Object.isFrozen(value)) {
-    Object.freeze(value);
-    for (const v of Object.values(value)) deepFreeze(v);
-  }
-  return value;
 }
 
 type MaybePromise<T> = T | Promise<T>;
@@ -201,8 +173,7 @@ interface Call {
 
 /**
  * What one request object turns into before anything runs: a refusal with its answer, or a call
- * of a known method. It depends only on the request (and the fixed method table), so the one made
- * from the last request text is kept with that text's parse.
+ * of a known method.
  */
 type Prepared =
   | { kind: 'refused'; label: '(invalid)' | '(unknown)'; code: string; text: string | null }
@@ -251,7 +222,8 @@ export function createDispatcher(options: DispatcherOptions): Dispatcher {
     reason?: string,
   ): void {
     const seconds = (now() - started) / 1000;
-    metrics.rpcCalls.method(label).record(code, seconds);
+    metrics.rpcRequests.inc({ method: label, code });
+    metrics.rpcDuration.observe({ method: label }, seconds);
     // Polls are debug; what changes the node, and every failure, is info.
     const level = mutating || code !== 'ok' ? 'info' : 'debug';
     if (level === 'info' ? infoOn : debugOn) {
@@ -291,7 +263,7 @@ export function createDispatcher(options: DispatcherOptions): Dispatcher {
     if (cached !== null && cached.version === version) return cached.json;
     return method.handler(params, ctx).then((result) => {
       const json = JSON.stringify(result) ?? 'null';
-      entry.cached = { version, json, bytes: Buffer.from(json), answer: null };
+      entry.cached = { version, json };
       return json;
     });
   }
@@ -381,25 +353,12 @@ export function createDispatcher(options: DispatcherOptions): Dispatcher {
     const { method } = c.entry;
     record(method.name, method.mutating, 'ok', c.caller, c.started);
     if (c.notification) return { text: null, mutating: method.mutating };
-    const cached = c.entry.cached?.json === json ? c.entry.cached : undefined;
-    return { json, idJson: c.idJson, mutating: method.mutating, cached };
+    return { text: `{"jsonrpc":"2.0","id":${c.idJson},"result":${json}}`, mutating: method.mutating };
   }
 
   /** A single answer within the answer limit (a read's answer past it becomes an error). */
   function single(answered: Answered, member: unknown): WireAnswer {
-    const cached = 'json' in answered ? answered.cached : undefined;
-    if (cached !== undefined && cached.bytes.length < MAX_ANSWER_BYTES - 64) {
-      // The polled read: its whole answer is made once per version and id (a poller reuses
-      // its id), not per call.
-      const { idJson } = answered as { idJson: string };
-      const last = cached.answer;
-      if (last !== null && last.idJson === idJson) return last.bytes;
-      const head = Buffer.from(`{"jsonrpc":"2.0","id":${idJson},"result":`);
-      const bytes = Buffer.concat([head, cached.bytes, CLOSE]);
-      cached.answer = { idJson, bytes };
-      return bytes;
-    }
-    const text = textOf(answered);
+    const { text } = answered;
     if (text === null || answered.mutating || !exceeds(text, MAX_ANSWER_BYTES)) return text;
     return errorText((member as { id: RpcId }).id, tooLarge());
   }
@@ -420,7 +379,7 @@ export function createDispatcher(options: DispatcherOptions): Dispatcher {
     const parts: string[] = [];
     let size = 2;
     answers.forEach((a, i) => {
-      let text = textOf(a);
+      let text = a.text;
       if (text === null) return;
       const bytes = Buffer.byteLength(text) + 1;
       if (!a.mutating && size + bytes > MAX_ANSWER_BYTES) {
@@ -454,11 +413,11 @@ export function createDispatcher(options: DispatcherOptions): Dispatcher {
     return Promise.all(answers).then((all) => joinBatch(all, members));
   }
 
-  /** Answer a parsed body; `prepared` is the single request's, when already made. */
-  function dispatch(body: unknown, caller: string, prepared?: Prepared): MaybePromise<WireAnswer> {
+  /** Answer a parsed body. */
+  function dispatch(body: unknown, caller: string): MaybePromise<WireAnswer> {
     const ctx: CallContext = { caller, services };
     if (Array.isArray(body)) return batch(body, ctx);
-    const answered = perform(prepared ?? prepare(body), ctx);
+    const answered = perform(prepare(body), ctx);
     return answered instanceof Promise ? answered.then((a) => single(a, body)) : single(answered, body);
   }
 
@@ -467,30 +426,13 @@ export function createDispatcher(options: DispatcherOptions): Dispatcher {
     return errorText(null, makeWireError('PARSE_ERROR', `parse error: ${(err as Error).message}`));
   };
 
-  // The last request text, its parse and what it prepared to. A poller sends the same bytes
-  // every time, and in a process of agentd's size JSON.parse of even a tiny request costs more
-  // than the rest of a cached `status` call: its keys are looked up in V8's large string table
-  // and shape tree (bench/rpc.ts; docs/benchmarks.md). Parsing and preparing are pure and the
-  // parse is frozen, so the memo only skips work: every call is still gated, run and counted,
-  // and params other than a method's empty ones are validated on every call.
-  let lastText: string | null = null;
-  let lastBody: unknown = null;
-  let lastPrepared: Prepared | undefined;
-
   return {
     handleText(text, caller) {
-      if (text === lastText) return dispatch(lastBody, caller, lastPrepared);
       let body: unknown;
       try {
         body = JSON.parse(text);
       } catch (err) {
         return parseError(err, caller);
-      }
-      if (text.length <= PARSE_MEMO_MAX_CHARS) {
-        lastText = text;
-        lastBody = deepFreeze(body);
-        lastPrepared = Array.isArray(body) ? undefined : prepare(body);
-        return dispatch(body, caller, lastPrepared);
       }
       return dispatch(body, caller);
     },
@@ -500,7 +442,7 @@ export function createDispatcher(options: DispatcherOptions): Dispatcher {
     async handle(body, caller) {
       // The same path as the wire, so in-process callers get exactly what a client would.
       const answer = await dispatch(body, caller);
-      return answer === null ? null : (JSON.parse(answer.toString()) as RpcAnswer);
+      return answer === null ? null : (JSON.parse(answer) as RpcAnswer);
     },
   };
 }

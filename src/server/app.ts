@@ -1,26 +1,34 @@
 /**
- * The HTTP surface (docs/api.md). The admin socket gets every route: `/rpc` (any method) from the
- * bare handler of rpc-endpoint.ts, everything else from fastify. The optional TCP metrics listener
- * gets only /metrics, /healthz and /readyz (never /rpc).
+ * The HTTP surface (docs/api.md), all of it on fastify. The admin socket gets every route
+ * (`/rpc`: rpc-route.ts; `/v1/events`: event-stream.ts; the probes, `/metrics`,
+ * `/openapi.json`); the optional TCP metrics listener gets only /metrics, /healthz and /readyz
+ * (never /rpc). Both run on a node:http server with the bounds of connection-guard.ts.
  */
 import Fastify, {
   type FastifyError,
   type FastifyInstance,
-  type FastifyServerFactory,
+  type FastifyReply,
+  type FastifyRequest,
   type FastifyServerOptions,
 } from 'fastify';
-import http, { type ServerResponse } from 'node:http';
+import type { ServerResponse } from 'node:http';
 import type { Logger } from 'pino';
 import type { EngineEvent, EventBus } from '../engine/events.js';
 import type { Metrics } from '../metrics/metrics.js';
 import type { Dispatcher } from '../rpc/dispatcher.js';
 import { makeWireError } from '../rpc/error-map.js';
-import { createRpcEndpoint, isRpcRoute, RPC_BODY_LIMIT } from './rpc-endpoint.js';
+import {
+  connectionLimitsFor,
+  createGuardedServer,
+  METRICS_LISTENER_LIMITS,
+  readDescriptorLimit,
+  type ConnectionGuard,
+  type ConnectionLimits,
+} from './connection-guard.js';
+import { registerEventStream } from './event-stream.js';
+import { RPC_BODY_LIMIT, registerRpcRoute, sendWireError } from './rpc-route.js';
 
 export { RPC_BODY_LIMIT };
-
-/** fastify's default keep-alive timeout, kept for the server the admin app builds itself. */
-const KEEP_ALIVE_TIMEOUT_MS = 72_000;
 
 export interface Readiness {
   ready: boolean;
@@ -33,6 +41,8 @@ export interface ProbeRoutesOptions {
   logger: Logger;
   /** Brings what /metrics shows of the node up to date before a scrape is rendered (the engine's `freshen`). */
   beforeScrape?: () => Promise<unknown>;
+  /** The listener's bounds (connection-guard.ts); by default derived from the descriptor limit. */
+  connectionLimits?: ConnectionLimits;
 }
 
 export interface AppOptions extends ProbeRoutesOptions {
@@ -42,6 +52,8 @@ export interface AppOptions extends ProbeRoutesOptions {
   /** Snapshot sent first on every event stream, so a follower starts from the current state. */
   currentOperationEvents: (operationId: string | null) => EngineEvent[];
   sseHeartbeatMs?: number;
+  /** What an event-stream client may leave unread before it is disconnected (event-stream.ts). */
+  sseBufferBytes?: number;
 }
 
 type CompilersFactory = NonNullable<
@@ -80,14 +92,74 @@ export const NO_SCHEMA_COMPILERS: Required<CompilersFactory> = {
     },
 };
 
-function baseApp(logger: Logger, serverFactory?: FastifyServerFactory): FastifyInstance {
+/** Which listener an app serves: the `listener` label of the connection metrics. */
+type Listener = 'socket' | 'metrics';
+
+/**
+ * The fastify app on a guarded node:http server. fastify closes (and force-closes the
+ * connections of) a server from a factory only when it did the listening itself; the daemon
+ * binds the socket on its own (for the socket's mode), so the onClose hook does both.
+ */
+function baseApp(
+  o: ProbeRoutesOptions,
+  listener: Listener,
+  limits: ConnectionLimits,
+): { app: FastifyInstance; guard: () => ConnectionGuard } {
+  const { logger, metrics } = o;
+  let guard: ConnectionGuard | undefined;
+  let closing = false;
   const app = Fastify({
     logger: false,
     bodyLimit: RPC_BODY_LIMIT,
-    return503OnClosing: true,
+    // Answered by the onRequest hook below, as a JSON-RPC error like every other refusal.
+    return503OnClosing: false,
     forceCloseConnections: true,
     schemaController: { compilersFactory: NO_SCHEMA_COMPILERS },
-    ...(serverFactory ? { serverFactory } : {}),
+    serverFactory: (handler) => {
+      const guarded = createGuardedServer(limits, handler, {
+        onSize: (n) => metrics.httpConnections.set({ listener }, n),
+        onClose: (reason) => metrics.httpConnectionsClosed.inc({ listener, reason }),
+      });
+      guard = guarded.guard;
+      return guarded.server;
+    },
+  });
+  metrics.httpConnections.set({ listener }, 0);
+  // No route but /rpc takes a body (its scope has its own parser: rpc-route.ts).
+  app.removeAllContentTypeParsers();
+  app.addHook('preClose', (done) => {
+    closing = true;
+    done();
+  });
+  app.addHook('onClose', (instance, done) => {
+    if (!instance.server.listening) return done();
+    instance.server.close(() => done());
+    instance.server.closeAllConnections();
+  });
+  // A callback hook, not an async one: it runs on every request, and an answer from it ends the
+  // request without `done` (fastify's hooks reference, "Respond to a request from a hook").
+  app.addHook('onRequest', (req, reply, done) => {
+    if (closing) {
+      sendWireError(
+        reply,
+        503,
+        makeWireError('DRAINING', 'agentd is shutting down and accepts no new requests'),
+      );
+    } else if (guard?.isReserved(req.raw.socket) === true && !reserveRoute(req)) {
+      refuseReserved(reply, limits, guard);
+    } else {
+      done();
+    }
+  });
+  app.setErrorHandler((err: FastifyError, _req, reply) => {
+    if (err.statusCode !== undefined && err.statusCode < 500) {
+      const e = makeWireError('INVALID_REQUEST', err.message);
+      return reply.code(err.statusCode).send({ jsonrpc: '2.0', id: null, error: e });
+    }
+    logger.error({ err }, 'unhandled HTTP error');
+    return reply
+      .code(500)
+      .send({ jsonrpc: '2.0', id: null, error: makeWireError('INTERNAL', 'internal error') });
   });
   // HTTP-level lines are debug detail (each RPC call already logs one line at info); the hook
   // is only installed when debug is on, so it costs nothing on the hot path otherwise.
@@ -105,7 +177,31 @@ function baseApp(logger: Logger, serverFactory?: FastifyServerFactory): FastifyI
       done();
     });
   }
-  return app;
+  const guardOf = (): ConnectionGuard => {
+    if (guard === undefined) throw new Error('the HTTP server is not built yet');
+    return guard;
+  };
+  return { app, guard: guardOf };
+}
+
+/** The routes a connection from the reserve may use: the probes, and /rpc (for `status` only). */
+function reserveRoute(req: FastifyRequest): boolean {
+  const path = req.url.split('?')[0];
+  if (req.method === 'GET') return path === '/readyz' || path === '/healthz';
+  return req.method === 'POST' && path === '/rpc';
+}
+
+/** Answer 503 on a reserve connection, which is then closed (counted `reserve_only`). */
+function refuseReserved(reply: FastifyReply, limits: ConnectionLimits, guard: ConnectionGuard): FastifyReply {
+  guard.closed('reserve_only');
+  return sendWireError(
+    reply,
+    503,
+    makeWireError(
+      'UNAVAILABLE',
+      `agentd holds its limit of ${limits.maxConnections} connections, all busy; this connection may ask only for status, /readyz or /healthz (docs/operations.md, "Limits")`,
+    ),
+  );
 }
 
 function registerProbeRoutes(app: FastifyInstance, o: ProbeRoutesOptions): void {
@@ -123,130 +219,41 @@ function registerProbeRoutes(app: FastifyInstance, o: ProbeRoutesOptions): void 
   });
 }
 
-function sseFrame(seq: number, event: EngineEvent): string {
-  return `id: ${seq}\nevent: ${event.type}\ndata: ${JSON.stringify(event)}\n\n`;
-}
-
-/**
- * The query of `/v1/events`: `operation=ID`, or nothing. A filter that would silently match
- * nothing or everything — `?operation=` empty, given twice, or a parameter the stream does not
- * take (a typo) — is refused naming the parameter (docs/api.md).
- */
-function eventsQuery(
-  query: Record<string, unknown>,
-): { operation: string | null } | { error: string; parameter: string } {
-  for (const name of Object.keys(query)) {
-    if (name !== 'operation') {
-      const shown = name.slice(0, 64);
-      return {
-        error: `/v1/events takes no query parameter ${JSON.stringify(shown)}; only operation=ID`,
-        parameter: shown,
-      };
-    }
-  }
-  const operation = query.operation;
-  if (operation === undefined) return { operation: null };
-  if (typeof operation !== 'string') {
-    return { error: 'operation: give one operation id, not several', parameter: 'operation' };
-  }
-  if (operation === '') {
-    return {
-      error: 'operation: empty; give an operation id, or leave operation out to follow every operation',
-      parameter: 'operation',
-    };
-  }
-  return { operation };
-}
-
-function eventOperationId(event: EngineEvent): string {
-  return event.type === 'operation' ? event.operation.id : event.operationId;
-}
-
-/**
- * The admin app. Its node:http server sends every request for `/rpc` (POST, or 405 for another
- * method) to the bare endpoint and every other request to fastify (so `inject`, which bypasses
- * the server, never reaches /rpc).
- */
+/** The admin app: every route, on the unix socket. */
 export function createAdminApp(o: AppOptions): FastifyInstance {
-  let closing = false;
-  const rpc = createRpcEndpoint({ dispatcher: o.dispatcher, logger: o.logger, isClosing: () => closing });
-  const app = baseApp(o.logger, (fastifyHandler) => {
-    const server = http.createServer((req, res) =>
-      isRpcRoute(req) ? rpc(req, res) : fastifyHandler(req, res),
-    );
-    server.keepAliveTimeout = KEEP_ALIVE_TIMEOUT_MS;
-    return server;
-  });
-  // No POST route is left on fastify: no body is ever parsed by it.
-  app.removeAllContentTypeParsers();
-  app.setErrorHandler((err: FastifyError, _req, reply) => {
-    if (err.statusCode !== undefined && err.statusCode < 500) {
-      const e = makeWireError('INVALID_REQUEST', err.message);
-      return reply.code(err.statusCode).send({ jsonrpc: '2.0', id: null, error: e });
-    }
-    o.logger.error({ err }, 'unhandled HTTP error');
-    return reply
-      .code(500)
-      .send({ jsonrpc: '2.0', id: null, error: makeWireError('INTERNAL', 'internal error') });
-  });
-
-  registerProbeRoutes(app, o);
-  app.get('/openapi.json', async () => o.openapi());
-
-  // Event streams never end by themselves, and fastify force-closes connections only when it
-  // did the listening (the daemon binds the socket itself, for its mode): end them on close, or
-  // one `agentctl` following an operation would keep the daemon from ever exiting.
+  const limits = o.connectionLimits ?? connectionLimitsFor(readDescriptorLimit());
+  const { app, guard } = baseApp(o, 'socket', limits);
+  // Event streams never end by themselves: end them on close, or one `agentctl` following an
+  // operation would keep the daemon from ever exiting.
   const streams = new Set<ServerResponse>();
   app.addHook('preClose', (done) => {
-    closing = true;
     for (const res of streams) res.end();
     streams.clear();
     done();
   });
-  // fastify closes (and force-closes the connections of) a server from a factory only when it
-  // did the listening itself; the daemon binds the socket on its own (for the socket's mode), so
-  // do both here too: requests still open at close, as `forceCloseConnections` says, are cut.
-  app.addHook('onClose', (instance, done) => {
-    if (!instance.server.listening) return done();
-    instance.server.close(() => done());
-    instance.server.closeAllConnections();
+  registerRpcRoute(app, {
+    dispatcher: o.dispatcher,
+    logger: o.logger,
+    statusOnly: (req) => guard().isReserved(req.raw.socket),
+    refuseReserved: (reply) => refuseReserved(reply, limits, guard()),
   });
-
-  app.get('/v1/events', (req, reply) => {
-    const query = eventsQuery(req.query as Record<string, unknown>);
-    if ('error' in query) {
-      const error = makeWireError('INVALID_REQUEST', query.error, { parameter: query.parameter });
-      return reply.code(400).send({ jsonrpc: '2.0', id: null, error });
-    }
-    const filter = query.operation;
-    reply.hijack();
-    const res = reply.raw;
-    res.writeHead(200, {
-      'content-type': 'text/event-stream; charset=utf-8',
-      'cache-control': 'no-cache',
-      connection: 'keep-alive',
-    });
-    res.write(': agentd event stream\n\n');
-    for (const event of o.currentOperationEvents(filter)) res.write(sseFrame(0, event));
-    const unsubscribe = o.events.subscribe((seq, event) => {
-      if (filter === null || eventOperationId(event) === filter) res.write(sseFrame(seq, event));
-    });
-    const heartbeat = setInterval(() => res.write(': keep-alive\n\n'), o.sseHeartbeatMs ?? 15_000);
-    streams.add(res);
-    const close = (): void => {
-      clearInterval(heartbeat);
-      unsubscribe();
-      streams.delete(res);
-    };
-    req.raw.once('close', close);
-    res.once('close', close);
+  registerProbeRoutes(app, o);
+  app.get('/openapi.json', async () => o.openapi());
+  registerEventStream(app, {
+    events: o.events,
+    currentOperationEvents: o.currentOperationEvents,
+    logger: o.logger,
+    streams,
+    guard: guard(),
+    ...(o.sseHeartbeatMs !== undefined ? { heartbeatMs: o.sseHeartbeatMs } : {}),
+    ...(o.sseBufferBytes !== undefined ? { bufferBytes: o.sseBufferBytes } : {}),
   });
   return app;
 }
 
 /** The TCP metrics listener: probes and metrics only. */
 export function createMetricsApp(o: ProbeRoutesOptions): FastifyInstance {
-  const app = baseApp(o.logger);
+  const { app } = baseApp(o, 'metrics', o.connectionLimits ?? METRICS_LISTENER_LIMITS);
   registerProbeRoutes(app, o);
   return app;
 }

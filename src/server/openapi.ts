@@ -84,7 +84,7 @@ export function buildOpenApiDocument(version: string): Record<string, unknown> {
               'An internal error outside any one call (error.data.code INTERNAL); see the agentd log.',
             ),
             '503': errorBody(
-              'The server is closing (shutdown); the call was not run (error.data.code DRAINING). Retry once agentd is back.',
+              'The server is closing (shutdown): the call was not run (error.data.code DRAINING); retry once agentd is back. Or the connection came from the reserve at the connection limit and asked for another method than status (error.data.code UNAVAILABLE, naming the limit; docs/operations.md, "Limits").',
             ),
           },
         },

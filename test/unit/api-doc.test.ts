@@ -139,7 +139,7 @@ describe('docs/metrics.md', () => {
       't',
     );
     dispatcher.refused('PAYLOAD_TOO_LARGE', 'HTTP 413', 't');
-    const counted = (await metrics.rpcCalls.requests.get()).values.map((v) => String(v.labels.method));
+    const counted = (await metrics.rpcRequests.get()).values.map((v) => String(v.labels.method));
     const fixed = [...new Set(counted)].filter((l) => !METHOD_LIST.some((m) => m.name === l)).sort();
     expect(fixed).toEqual(['(batch)', '(invalid)', '(unknown)']);
 

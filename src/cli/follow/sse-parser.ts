@@ -1,6 +1,7 @@
 /**
- * An incremental parser of server-sent events (the `text/event-stream` format): feed it chunks
- * as they arrive, get back the complete events. Comments (`: keep-alive`) are dropped.
+ * An incremental parser of server-sent events (the `text/event-stream` format, as the HTML
+ * standard's "Interpreting an event stream" processes it): feed it chunks as they arrive, get
+ * back the complete events. Comments (`: keep-alive`) are dropped.
  */
 
 /** One server-sent event. */
@@ -9,6 +10,10 @@ export interface SseEvent {
   event: string;
   /** The `data:` lines joined with newlines. */
   data: string;
+  /**
+   * The last event ID: the latest `id:` field seen so far, in this event or an earlier one (the
+   * standard keeps it across events; a reconnect sends it as `Last-Event-ID`); null before any.
+   */
   id: string | null;
 }
 
@@ -21,6 +26,7 @@ export function createSseParser(): SseParser {
   let buffer = '';
   let event = '';
   let data: string[] = [];
+  // The "last event ID buffer": set by an `id:` field, kept across events, never reset by one.
   let id: string | null = null;
 
   const line = (text: string, out: SseEvent[]): void => {
@@ -29,7 +35,6 @@ export function createSseParser(): SseParser {
       if (data.length > 0) out.push({ event: event || 'message', data: data.join('\n'), id });
       event = '';
       data = [];
-      id = null;
       return;
     }
     if (text.startsWith(':')) return;
@@ -39,7 +44,8 @@ export function createSseParser(): SseParser {
     if (value.startsWith(' ')) value = value.slice(1);
     if (field === 'event') event = value;
     else if (field === 'data') data.push(value);
-    else if (field === 'id') id = value;
+    // An id with a NUL is ignored (the standard: it could not be sent back in a header).
+    else if (field === 'id' && !value.includes('\0')) id = value;
   };
 
   return {

@@ -129,7 +129,7 @@ async function many(d: Dispatcher, body: unknown): Promise<Resp[]> {
 }
 
 async function counter(metrics: Metrics, method: string, code: string): Promise<number> {
-  const m = await metrics.rpcCalls.requests.get();
+  const m = await metrics.rpcRequests.get();
   return m.values.find((v) => v.labels.method === method && v.labels.code === code)?.value ?? 0;
 }
 
@@ -358,6 +358,23 @@ describe('dispatcher: batches', () => {
     expect(r.error?.message).toContain('empty batch');
   });
 
+  // JSON-RPC 2.0, section 6: a batch is answered with an array, even when one response is left;
+  // the json-rpc-2.0 package answers these with a bare object (docs/architecture.md).
+  it('a batch with one answer (one call, or a call and a notification, or [1]) answers an array of one', async () => {
+    const { dispatcher } = setup();
+    const call = { jsonrpc: '2.0', id: 1, method: 'test.echo' };
+    expect(await dispatcher.handle([call], 'test')).toEqual([
+      { jsonrpc: '2.0', id: 1, result: { word: 'hi', caller: 'test' } },
+    ]);
+    const withNotification = await many(dispatcher, [call, { jsonrpc: '2.0', method: 'test.echo' }]);
+    expect(withNotification.map((r) => r.id)).toEqual([1]);
+    const invalid = await many(dispatcher, [1]);
+    expect(invalid.map((r) => [r.id, r.error?.code])).toEqual([[null, -32600]]);
+    expect(await dispatcher.handleText('[{"jsonrpc":"2.0","id":2,"method":"test.echo"}]', 't')).toMatch(
+      /^\[/,
+    );
+  });
+
   it('a batch of non-objects answers one invalid request per member', async () => {
     const { dispatcher } = setup();
     const r = await many(dispatcher, [1, 'two', null, [3]]);
@@ -438,7 +455,7 @@ describe('dispatcher: the gate for mutating methods', () => {
     expect((await one(dispatcher, { jsonrpc: '2.0', id: 1, method: 'test.echo' })).result).toBeDefined();
   });
 
-  it('the same request text, repeated, is gated and run on every call (its prepared form is reused)', async () => {
+  it('the same request text, repeated, is gated and run on every call', async () => {
     const { dispatcher, state } = setup();
     calls.length = 0;
     const text = '{"jsonrpc":"2.0","id":1,"method":"test.mutate"}';
@@ -495,10 +512,10 @@ describe('dispatcher: metrics and logs', () => {
     // Unknown and invalid method names are folded into fixed labels (no unbounded label values).
     expect(await counter(metrics, '(unknown)', 'METHOD_NOT_FOUND')).toBe(1);
     expect(await counter(metrics, '(invalid)', 'INVALID_REQUEST')).toBe(1);
-    const all = await metrics.rpcCalls.requests.get();
+    const all = await metrics.rpcRequests.get();
     expect(all.values.some((v) => v.labels.method === 'whatever')).toBe(false);
 
-    const hist = await metrics.rpcCalls.duration.get();
+    const hist = await metrics.rpcDuration.get();
     const echoCount = hist.values.find(
       (v) => v.labels.method === 'test.echo' && v.metricName === 'agentd_rpc_request_duration_seconds_count',
     );
@@ -661,9 +678,8 @@ describe('versioned reads (methods with a version)', () => {
     const h = versionedSetup();
     await h.wire('{"jsonrpc":"2.0","id":1,"method":"polled"}');
     const again = h.wire('{"jsonrpc":"2.0","id":"b","method":"polled"}');
-    // Built from the result's bytes, made once per version.
-    expect(Buffer.isBuffer(again)).toBe(true);
-    expect(JSON.parse((again as Buffer).toString())).toEqual({ jsonrpc: '2.0', id: 'b', result: { n: 1 } });
+    expect(typeof again).toBe('string');
+    expect(JSON.parse(again as string)).toEqual({ jsonrpc: '2.0', id: 'b', result: { n: 1 } });
     h.bump();
     expect(h.wire('{"jsonrpc":"2.0","id":2,"method":"polled"}')).toBeInstanceOf(Promise);
   });

@@ -68,7 +68,7 @@ function createAdminAppForScrape(o: ProbeRoutesOptions) {
   });
 }
 
-describe('admin app /rpc (the bare endpoint in front of fastify)', () => {
+describe('admin app /rpc', () => {
   let dir: string;
   let close: (() => Promise<void>) | null = null;
   beforeEach(async () => {
