@@ -8,7 +8,7 @@ import type { AgentConfig } from '../config/agent-config.js';
 import { NotFoundError, PreconditionFailedError, describeError } from '../errors.js';
 import { systemClock } from '../host/clock.js';
 import type { Clock } from '../host/types.js';
-import type { MachineApi, WatchMachine } from '../kube/index.js';
+import type { MachineApi, MachineWatch } from '../kube/index.js';
 import type { Metrics } from '../metrics/metrics.js';
 import type { RpcClient } from '../rpc/client.js';
 import type { WatcherStatus } from '../rpc/services.js';
@@ -26,7 +26,8 @@ export interface MachineWatcherOptions {
   /** The Machine to watch (`--machine-name`, else the applied config's MachineName). */
   machineName: string;
   machines: MachineApi;
-  watchMachine: WatchMachine;
+  /** Where the Machine is watched (`createMachineWatch`). */
+  machineWatch: MachineWatch;
   /** The API, in process: `update`, `config.get`, `status`, `operations.wait`. */
   rpc: RpcClient;
   /**
@@ -131,7 +132,7 @@ export function createMachineWatcher(o: MachineWatcherOptions): MachineWatcher {
         {
           name,
           machines: o.machines,
-          watchMachine: o.watchMachine,
+          machineWatch: o.machineWatch,
           ensureMachine,
           onChange: () => queue.add(name),
           clock,
