@@ -45,6 +45,8 @@ export interface WatchTarget {
   path: string;
   /** The list's selectors, repeated by the watch. */
   query: Record<string, string>;
+  /** The Machine CRD's group, when watching Machines: a 404 then says the CRD is missing. */
+  crdGroup?: string;
 }
 
 /** What a list found, and where to watch from. */
@@ -254,7 +256,8 @@ export function createReflector<T>(o: ReflectorOptions<T>): Reflector {
       if (ended !== null) return ended;
       if (signal.aborted) return { kind: 'aborted' };
       if (kubeStatusOf(err)?.code === 410) return { kind: 'gone', detail: undefined };
-      return { kind: 'error', err: toKubeError(err, `watch ${o.what}`) };
+      const context = target.crdGroup === undefined ? {} : { crdGroup: target.crdGroup };
+      return { kind: 'error', err: toKubeError(err, `watch ${o.what}`, context) };
     } finally {
       endWatch = null;
       signal.removeEventListener('abort', onAbort);

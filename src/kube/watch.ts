@@ -29,6 +29,7 @@ export function createMachineWatch(options: MachineWatchOptions): MachineWatch {
       transport: options.transport ?? BARE_TRANSPORT,
       path: `/apis/${group}/${MACHINE_VERSION}/${MACHINE_PLURAL}`,
       query: { fieldSelector: `metadata.name=${name}` },
+      crdGroup: group,
     }),
   };
 }
