@@ -142,7 +142,8 @@ export function createPolicyWatch(o: PolicyWatchOptions): PolicyWatch {
       // The watch works again: an error of reading the policy (not of its content) is over.
       if (connected && state.error !== null && state.errorField === null) set({ ...state, error: null });
     },
-    onDecodeError: (err) => logger.warn({ err: err.message }, `a watch event of ${what} could not be decoded`),
+    onDecodeError: (err) =>
+      logger.warn({ err: err.message }, `a watch event of ${what} could not be decoded`),
     onFailure(err, retryInMs) {
       const why = describeError(err);
       const reason = err.data.reason;

@@ -91,7 +91,8 @@ export function createSlotWatch(o: SlotWatchOptions): SlotWatch {
         synced = false;
         logger.warn({ err: describeError(err), retryInMs }, `watch of ${what} failed`);
       },
-      onDecodeError: (err) => logger.warn({ err: err.message }, `a watch event of ${what} could not be decoded`),
+      onDecodeError: (err) =>
+        logger.warn({ err: err.message }, `a watch event of ${what} could not be decoded`),
       clock: o.clock,
       backoff: o.backoff ?? WATCH_BACKOFF,
     });

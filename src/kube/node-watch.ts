@@ -37,7 +37,11 @@ export interface NodeWatch {
   source(name: string): ReflectorSource<NodeRecord>;
 }
 
-export function createNodeWatch(o: { kc: KubeConfig; core: CoreV1Api; transport?: KubeTransport }): NodeWatch {
+export function createNodeWatch(o: {
+  kc: KubeConfig;
+  core: CoreV1Api;
+  transport?: KubeTransport;
+}): NodeWatch {
   return {
     source: (name) => {
       const fieldSelector = `metadata.name=${name}`;

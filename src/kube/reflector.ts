@@ -24,7 +24,7 @@
  *   silence; the watch goes on.
  */
 import type { KubeConfig } from '@kubernetes/client-node';
-import { AgentError, KubeUnavailableError } from '../errors.js';
+import { AgentError, KubeUnavailableError, describeError } from '../errors.js';
 import type { Clock } from '../host/types.js';
 import { Backoff, WATCH_BACKOFF, type BackoffPolicy } from '../retry/backoff.js';
 import { kubeStatusOf, toKubeError } from './api-errors.js';
@@ -68,7 +68,8 @@ export interface ReflectorSource<T> {
   decode: (object: unknown) => T;
 }
 
-export interface ReflectorOptions<T> extends ReflectorSource<T> {  /** Every list's items (those that decoded): the state the watch starts from. */
+export interface ReflectorOptions<T> extends ReflectorSource<T> {
+  /** Every list's items (those that decoded): the state the watch starts from. */
   onList: (items: T[]) => void;
   onEvent: (type: 'ADDED' | 'MODIFIED' | 'DELETED', item: T) => void;
   /** An object or line that did not decode (already counted in `decodeErrors`). */
@@ -152,14 +153,12 @@ export function createReflector<T>(o: ReflectorOptions<T>): Reflector {
 
   const decodeFailed = (err: unknown, raw: unknown): void => {
     decodeErrors += 1;
-    const e =
-      err instanceof AgentError
-        ? err
-        : new KubeUnavailableError(`watch ${o.what}: cannot decode ${describeRaw(raw)}: ${String(err)}`, {
-            cause: err,
-            data: { reason: 'Decode' },
-          });
-    o.onDecodeError?.(e);
+    o.onDecodeError?.(
+      new KubeUnavailableError(`watch ${o.what}: cannot decode ${describeRaw(raw)}: ${describeError(err)}`, {
+        cause: err,
+        data: { reason: 'Decode' },
+      }),
+    );
   };
 
   const decoded = (object: unknown): T | undefined => {

@@ -262,7 +262,8 @@ export function createKubeSession(o: KubeSessionOptions): KubeSession {
       },
       onList: (items) => show(items[0] ?? null),
       onEvent: (type, n) => show(type === 'DELETED' ? null : n),
-      onDecodeError: (err) => logger.warn({ err: err.message, node }, 'a Node watch event could not be decoded'),
+      onDecodeError: (err) =>
+        logger.warn({ err: err.message, node }, 'a Node watch event could not be decoded'),
       giveUp(err) {
         if (err.data.reason !== 'Forbidden') return false;
         forbidden = err;

@@ -93,7 +93,12 @@ describe('Kubernetes connections', () => {
     const clients = pooled(kube.kubeConfig(), createAgentPool({ idleSocketMs: 100 }));
     const seen: boolean[] = [];
     const ended: unknown[] = [];
-    const stop = followNode(clients, 'w1', (n) => seen.push(n.unschedulable), (err) => ended.push(err));
+    const stop = followNode(
+      clients,
+      'w1',
+      (n) => seen.push(n.unschedulable),
+      (err) => ended.push(err),
+    );
     onTestFinished(() => stop());
     await expect.poll(() => kube.openWatches).toBe(1);
     const connections = kube.connectionsAccepted;

@@ -84,7 +84,11 @@ describe('deploy manifests', () => {
     const target = createMachineWatch({ kc }).target('worker-01');
     const watched = watchStream(kc, target.transport, {
       path: target.path,
-      query: { ...target.query, resourceVersion: machine.metadata.resourceVersion, allowWatchBookmarks: true },
+      query: {
+        ...target.query,
+        resourceVersion: machine.metadata.resourceVersion,
+        allowWatchBookmarks: true,
+      },
       signal: watching.signal,
       onEvent: () => undefined,
       onUndecodable: () => undefined,

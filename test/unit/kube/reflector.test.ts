@@ -192,7 +192,8 @@ describe('the reflector', () => {
 
   it('reads Retry-After as seconds or an HTTP date, of a 429 or 503 only, capped', () => {
     const now = Date.UTC(2026, 0, 1);
-    const api = (code: number, value: string) => new ApiException(code, 'refused', '', { 'retry-after': value });
+    const api = (code: number, value: string) =>
+      new ApiException(code, 'refused', '', { 'retry-after': value });
     expect(retryAfterMs(api(503, '3'), now)).toBe(3000);
     expect(retryAfterMs(api(429, new Date(now + 5000).toUTCString()), now)).toBe(5000);
     expect(retryAfterMs(new WatchHttpError(429, 'slow down', '2', 'TooManyRequests'), now)).toBe(2000);

@@ -50,7 +50,7 @@ describe('runWatchLoop against a failing API server', () => {
       {
         name: NAME,
         machines: createMachineApi({ custom: kc.makeApiClient(CustomObjectsApi), clock }),
-        watchMachine: createMachineWatch({ kc }).watchMachine,
+        machineWatch: createMachineWatch({ kc }),
         ensureMachine: async () => ({ created: false }),
         onChange: () => undefined,
         clock,

@@ -39,7 +39,7 @@ describe('createMachineWatcher', () => {
     watcher = createMachineWatcher({
       machineName: NAME,
       machines: createMachineApi({ custom: kc.makeApiClient(CustomObjectsApi), clock: createTestClock() }),
-      watchMachine: createMachineWatch({ kc }).watchMachine,
+      machineWatch: createMachineWatch({ kc }),
       rpc: api.client,
       registrationConfig: () => (joined ? agentConfigSchema.parse(makeAgentConfig()) : null),
       logger: silentLogger,
