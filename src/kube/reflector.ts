@@ -193,6 +193,13 @@ export function createReflector<T>(o: ReflectorOptions<T>): Reflector {
         backoff.reset();
       }
     };
+    /** A watch that answered and stayed open long enough was established, however it ended. */
+    const stayedOpen = (): void => {
+      if (!established && connected && o.clock.now() - sentAt >= establishedAfterMs) {
+        established = true;
+        backoff.reset();
+      }
+    };
     try {
       await watchStream(target.kc, target.transport, {
         path: target.path,
@@ -243,15 +250,12 @@ export function createReflector<T>(o: ReflectorOptions<T>): Reflector {
           }
         },
       });
+      stayedOpen();
       if (ended !== null) return ended;
       if (signal.aborted) return { kind: 'aborted' };
-      const openFor = o.clock.now() - sentAt;
-      if (!established && openFor >= establishedAfterMs) {
-        established = true;
-        backoff.reset();
-      }
       return { kind: 'closed', established };
     } catch (err) {
+      stayedOpen();
       if (ended !== null) return ended;
       if (signal.aborted) return { kind: 'aborted' };
       if (kubeStatusOf(err)?.code === 410) return { kind: 'gone', detail: undefined };

@@ -246,7 +246,12 @@ export function createKubeSession(o: KubeSessionOptions): KubeSession {
     let node = '';
     let source: ReflectorSource<NodeRecord> | null = null;
     let forbidden: AgentError | null = null;
-    const show = (n: NodeRecord | null): void => setCordoned(n === null ? null : n.unschedulable);
+    /** The Node as last listed or watched (undefined: not yet). */
+    let last: NodeRecord | null | undefined;
+    const show = (n: NodeRecord | null): void => {
+      last = n;
+      setCordoned(n === null ? null : n.unschedulable);
+    };
     const reflector = rt.createReflector<NodeRecord>({
       what: 'this node’s Node object',
       async list(s) {
@@ -264,6 +269,10 @@ export function createKubeSession(o: KubeSessionOptions): KubeSession {
       onEvent: (type, n) => show(type === 'DELETED' ? null : n),
       onDecodeError: (err) =>
         logger.warn({ err: err.message, node }, 'a Node watch event could not be decoded'),
+      // A watch resumed after a failure starts where the last one was: what it saw holds again.
+      onConnected: (connected) => {
+        if (connected && last !== undefined) setCordoned(last === null ? null : last.unschedulable);
+      },
       giveUp(err) {
         if (err.data.reason !== 'Forbidden') return false;
         forbidden = err;
