@@ -47,8 +47,8 @@ export interface MachineWatcherOptions {
   reconcile?: Pick<ReconcilerOptions, 'busyRequeueMs' | 'busyWaitSeconds' | 'maxAttempts' | 'waitPollMs'>;
   /** The durable record of a target that rolled back (the state dir); default: in memory only. */
   blocked?: BlockedTargetStore;
-  /** Told the result of every reconcile (benchmarks, tests). */
-  onReconciled?: (result: ReconcileResult) => void;
+  /** Told the result of every reconcile, and the resourceVersion of the Machine it read (benchmarks, tests). */
+  onReconciled?: (result: ReconcileResult, resourceVersion: string | null) => void;
   /** Called after every change of what `status()` answers (the daemon's `status` shows it). */
   onStatusChange?: () => void;
 }
@@ -93,7 +93,11 @@ export function createMachineWatcher(o: MachineWatcherOptions): MachineWatcher {
           state.reconciled();
         }
         o.metrics.reconciles.inc({ result: result.requeueAfterMs === undefined ? 'success' : 'requeue' });
-        o.onReconciled?.(result);
+        logger.debug(
+          { outcome: result.outcome, resourceVersion: reconciler.lastReadResourceVersion() },
+          'reconciled the Machine',
+        );
+        o.onReconciled?.(result, reconciler.lastReadResourceVersion());
         return result;
       } catch (err) {
         if (!signal.aborted) o.metrics.reconciles.inc({ result: 'error' });
