@@ -24,7 +24,7 @@
  *   silence; the watch goes on.
  */
 import type { KubeConfig } from '@kubernetes/client-node';
-import { AgentError, KubeUnavailableError, describeError } from '../errors.js';
+import { AgentError, KubeUnavailableError, describeError, isAgentError } from '../errors.js';
 import type { Clock } from '../host/types.js';
 import { Backoff, WATCH_BACKOFF, type BackoffPolicy } from '../retry/backoff.js';
 import { kubeStatusOf, toKubeError } from './api-errors.js';
@@ -200,6 +200,51 @@ export function createReflector<T>(o: ReflectorOptions<T>): Reflector {
         backoff.reset();
       }
     };
+    /** Run a handler of the caller: one that throws ends this watch as a failure, never the process. */
+    const guarded = (fn: () => void): void => {
+      try {
+        fn();
+      } catch (err) {
+        const message = `watch ${o.what}: a handler failed: ${describeError(err)}`;
+        end({
+          kind: 'error',
+          err: isAgentError(err) ? err : new AgentError('INTERNAL', message, { cause: err }),
+        });
+      }
+    };
+    const handleEvent = (type: string, object: unknown): void => {
+      const rv = (object as { metadata?: { resourceVersion?: unknown } } | null)?.metadata?.resourceVersion;
+      if (type === 'ADDED' || type === 'MODIFIED' || type === 'DELETED') {
+        const item = decoded(object);
+        // Handled (a handler that throws is retried from before it), or did not decode (counted;
+        // it would not decode the next time either): resume after it.
+        if (item !== undefined) o.onEvent(type, item);
+        progress(rv);
+      } else if (type === 'BOOKMARK') {
+        progress(rv);
+        if (typeof rv === 'string') o.onBookmark?.(rv);
+      } else if (type === 'ERROR') {
+        const status = (object ?? {}) as { code?: unknown; message?: unknown; reason?: unknown };
+        const message = typeof status.message === 'string' ? status.message : undefined;
+        if (status.code === 410) end({ kind: 'gone', detail: message });
+        else {
+          end({
+            kind: 'error',
+            err: new KubeUnavailableError(
+              `watch ${o.what}: the server ended the watch with an error: ${message ?? JSON.stringify(object)}`,
+              {
+                data: {
+                  reason: typeof status.reason === 'string' ? status.reason : 'WatchError',
+                  status: status.code,
+                },
+              },
+            ),
+          });
+        }
+      } else {
+        decodeFailed(new Error(`unexpected event type ${JSON.stringify(type)}`), object);
+      }
+    };
     try {
       await watchStream(target.kc, target.transport, {
         path: target.path,
@@ -212,42 +257,11 @@ export function createReflector<T>(o: ReflectorOptions<T>): Reflector {
         signal: watchSignal.signal,
         onOpen: () => {
           connected = true;
-          o.onConnected?.(true);
+          guarded(() => o.onConnected?.(true));
         },
-        onUndecodable: (line, err) => decodeFailed(err, line),
+        onUndecodable: (line, err) => guarded(() => decodeFailed(err, line)),
         onEvent: (type, object) => {
-          if (ended !== null) return;
-          const rv = (object as { metadata?: { resourceVersion?: unknown } } | null)?.metadata
-            ?.resourceVersion;
-          if (type === 'ADDED' || type === 'MODIFIED' || type === 'DELETED') {
-            const item = decoded(object);
-            // Even an object that does not decode moved the stream on: resume after it.
-            progress(rv);
-            if (item !== undefined) o.onEvent(type, item);
-          } else if (type === 'BOOKMARK') {
-            progress(rv);
-            if (typeof rv === 'string') o.onBookmark?.(rv);
-          } else if (type === 'ERROR') {
-            const status = (object ?? {}) as { code?: unknown; message?: unknown; reason?: unknown };
-            const message = typeof status.message === 'string' ? status.message : undefined;
-            if (status.code === 410) end({ kind: 'gone', detail: message });
-            else {
-              end({
-                kind: 'error',
-                err: new KubeUnavailableError(
-                  `watch ${o.what}: the server ended the watch with an error: ${message ?? JSON.stringify(object)}`,
-                  {
-                    data: {
-                      reason: typeof status.reason === 'string' ? status.reason : 'WatchError',
-                      status: status.code,
-                    },
-                  },
-                ),
-              });
-            }
-          } else {
-            decodeFailed(new Error(`unexpected event type ${JSON.stringify(type)}`), object);
-          }
+          if (ended === null) guarded(() => handleEvent(type, object));
         },
       });
       stayedOpen();

@@ -70,7 +70,13 @@ describe('the reflector', () => {
         return { name: o.metadata.name, value: o.data?.v };
       },
       onList: (items) => seen.lists.push(items.map((i) => i.name)),
-      onEvent: (type, item) => seen.events.push(`${type} ${item.name}=${item.value ?? ''}`),
+      onEvent: (type, item) => {
+        if (item.name === 'boom' && !seen.events.includes('thrown')) {
+          seen.events.push('thrown');
+          throw new Error('the handler broke');
+        }
+        seen.events.push(`${type} ${item.name}=${item.value ?? ''}`);
+      },
       onBookmark: (rv) => seen.bookmarks.push(rv),
       onFailure: (err) => seen.failures.push(err),
       onRestart: (reason) => seen.restarts.push(reason),
@@ -236,6 +242,19 @@ describe('the reflector', () => {
     expect(seen.decodeErrors[1]?.message).toContain('bad-one');
     expect(kube.countRequests({ verb: 'watch' })).toBe(1);
     expect(reflector?.resourceVersion).toBe(kube.resourceVersion);
+  });
+
+  it('a handler that throws ends the watch as a failure, and the event comes again after the backoff', async () => {
+    const seen = start();
+    await until(() => kube.openWatches === 1, 'the watch');
+    kube.putConfigMap(NS, 'boom', { v: '1' });
+    await until(() => seen.events.includes('ADDED boom=1'), 'the event, again');
+    expect(seen.events).toEqual(['thrown', 'ADDED boom=1']);
+    expect(seen.failures.map((f) => [f.code, f.message])).toEqual([
+      ['INTERNAL', expect.stringContaining('the handler broke') as string],
+    ]);
+    expect(clock.sleeps).toEqual([250]);
+    expect(seen.lists).toHaveLength(1);
   });
 
   it('stops: the open watch is closed and no request follows', async () => {
