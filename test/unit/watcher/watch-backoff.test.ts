@@ -1,5 +1,5 @@
 /**
- * The watch loop against a failing API server, over real HTTP with the real client-node watch:
+ * The watch loop against a failing API server, over real HTTP with the reflector's own watch request:
  * a watch request answered 500 (or a refused connection) must back off, growing and capped,
  * and report the API error — not restart at a constant pace.
  */
