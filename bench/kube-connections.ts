@@ -14,7 +14,7 @@ import https from 'node:https';
 import os from 'node:os';
 import path from 'node:path';
 import { CoreV1Api, KubeConfig } from '@kubernetes/client-node';
-import { poolKubeConnections } from '../src/kube/connection-pool.js';
+import { BARE_TRANSPORT, createAgentPool, makeApiClient } from '../src/kube/connection-pool.js';
 import { makeTestCa } from '../test/support/test-ca.js';
 import { median } from './lib/measure.js';
 import { renderTable } from './lib/table.js';
@@ -48,7 +48,7 @@ async function main(): Promise<void> {
       contexts: [{ name: 'bench', cluster: 'bench', user: 'bench' }],
       currentContext: 'bench',
     });
-    return (pooled ? poolKubeConnections(kc) : kc).makeApiClient(CoreV1Api);
+    return makeApiClient(kc, pooled ? { limiter: null, pool: createAgentPool() } : BARE_TRANSPORT, CoreV1Api);
   };
   const round = async (pooled: boolean): Promise<Round> => {
     const core = client(pooled);

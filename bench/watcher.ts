@@ -132,7 +132,7 @@ async function main(): Promise<void> {
   const watcher = createMachineWatcher({
     machineName: NAME,
     machines: createMachineApi({ custom }),
-    watchMachine: createMachineWatch({ kc }).watchMachine,
+    machineWatch: createMachineWatch({ kc }),
     rpc: createRpcClient(createInProcessTransport(dispatcher, 'watcher')),
     registrationConfig: () => null,
     logger,

@@ -1,6 +1,7 @@
 /**
  * Every agent's view of the fleet policy (docs/fleet.md, "The policy"): a list+watch of the one
- * ConfigMap `agentd-fleet`, restarted with backoff when it ends. A policy that does not validate
+ * ConfigMap `agentd-fleet`, run by the one reflector of src/kube (src/kube/reflector.ts), which
+ * resumes, lists again on 410 and backs off after failures. A policy that does not validate
  * is reported (status, metric, log, naming the field) and never half-applied: the last good one
  * holds; with no good one yet, the defaults hold (a ConfigMap exists, so the fleet is gated).
  * No ConfigMap: no policy, no gate.
@@ -8,10 +9,9 @@
 import type { Logger } from 'pino';
 import { describeError } from '../errors.js';
 import type { Clock } from '../host/types.js';
-import type { ConfigMapRecord, FleetObjects } from '../kube/index.js';
-import { watchFailure, watchOnce } from '../kube/watch-once.js';
+import { createReflector, type ConfigMapRecord, type FleetObjects } from '../kube/index.js';
 import type { Metrics } from '../metrics/metrics.js';
-import { Backoff, WATCH_BACKOFF, type BackoffPolicy } from '../retry/backoff.js';
+import { WATCH_BACKOFF, type BackoffPolicy } from '../retry/backoff.js';
 import { Pulse } from './pulse.js';
 import { anyWindowOpen } from './windows.js';
 import { POLICY_CONFIGMAP, POLICY_KEY, PolicyError, parsePolicy, type FleetPolicy } from './policy.js';
@@ -45,7 +45,7 @@ export interface PolicyWatch extends FleetPolicySource {
 }
 
 export interface PolicyWatchOptions {
-  objects: Pick<FleetObjects, 'watchConfigMap' | 'namespace'>;
+  objects: Pick<FleetObjects, 'configMapSource' | 'namespace'>;
   clock: Clock;
   logger: Logger;
   metrics: Metrics;
@@ -73,8 +73,6 @@ export function createPolicyWatch(o: PolicyWatchOptions): PolicyWatch {
     const policy = state.policy ?? lastGood;
     return policy === null || anyWindowOpen(policy.windows, o.clock.now());
   });
-  let stopped = false;
-  const stopController = new AbortController();
   let loop: Promise<void> | null = null;
 
   const changed = new Pulse();
@@ -135,61 +133,43 @@ export function createPolicyWatch(o: PolicyWatchOptions): PolicyWatch {
     }
   }
 
-  async function run(): Promise<void> {
-    const backoff = new Backoff(o.backoff ?? WATCH_BACKOFF);
-    while (!stopped) {
-      const run = await watchOnce(
-        (onDone, delivered) =>
-          o.objects.watchConfigMap(
-            POLICY_CONFIGMAP,
-            apply,
-            (e) => {
-              delivered();
-              apply(e.type === 'DELETED' ? null : e.configMap);
-            },
-            onDone,
-          ),
-        stopController.signal,
-        { clock: o.clock },
-      );
-      if (run.established) backoff.reset();
-      const failed = watchFailure(run, `ConfigMap ${o.objects.namespace}/${POLICY_CONFIGMAP}`);
-      if (failed === null && state.error !== null && state.errorField === null && !state.present) {
-        set({ ...state, error: null });
+  const what = `ConfigMap ${o.objects.namespace}/${POLICY_CONFIGMAP}`;
+  const reflector = createReflector<ConfigMapRecord>({
+    ...o.objects.configMapSource(POLICY_CONFIGMAP),
+    onList: (items) => apply(items[0] ?? null),
+    onEvent: (type, cm) => apply(type === 'DELETED' ? null : cm),
+    onConnected(connected) {
+      // The watch works again: an error of reading the policy (not of its content) is over.
+      if (connected && state.error !== null && state.errorField === null) set({ ...state, error: null });
+    },
+    onDecodeError: (err) =>
+      logger.warn({ err: err.message }, `a watch event of ${what} could not be decoded`),
+    onFailure(err, retryInMs) {
+      const why = describeError(err);
+      const reason = err.data.reason;
+      if ((reason === 'Forbidden' || reason === 'Unauthorized') && !state.present) {
+        // Credentials the API server rejects, or RBAC without the fleet rights (deploy/rbac.yaml
+        // older than the gate): no policy can be read, so there is none: no gate, as without
+        // credentials or the ConfigMap. Said in status and the log.
+        set({ ...state, synced: true, policy: null, error: why, errorField: null });
+      } else if (!state.synced) {
+        set({ ...state, error: why });
       }
-      if (stopped) return;
-      if (failed !== null) {
-        const why = describeError(failed);
-        const reason = (failed as { data?: { reason?: unknown } }).data?.reason;
-        if ((reason === 'Forbidden' || reason === 'Unauthorized') && !state.present) {
-          // Credentials the API server rejects, or RBAC without the fleet rights (deploy/rbac.yaml
-          // older than the gate): no policy can be read, so there is none: no gate, as without
-          // credentials or the ConfigMap. Said in status and the log.
-          set({ ...state, synced: true, policy: null, error: why, errorField: null });
-        } else if (!state.synced) {
-          set({ ...state, error: why });
-        }
-        const delay = backoff.next();
-        logger.warn(
-          { err: describeError(failed), retryInMs: delay },
-          `watch of ConfigMap ${o.objects.namespace}/${POLICY_CONFIGMAP} failed`,
-        );
-        await o.clock.sleep(delay, stopController.signal).catch(() => undefined);
-      }
-    }
-  }
+      logger.warn({ err: why, retryInMs }, `watch of ${what} failed`);
+    },
+    clock: o.clock,
+    backoff: o.backoff ?? WATCH_BACKOFF,
+  });
 
   return {
     current: () => state.policy,
     state: () => state,
     nextChange: (signal) => changed.next(signal),
     start() {
-      loop ??= run();
+      loop ??= reflector.start();
     },
     async stop() {
-      stopped = true;
-      stopController.abort();
-      await loop;
+      await reflector.stop();
     },
   };
 }

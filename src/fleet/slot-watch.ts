@@ -1,17 +1,17 @@
 /**
  * The waiting agents' view of the slot Leases (docs/fleet.md, "The gate"): a list+watch of the
  * Leases with agentd's slot label, run only while an update waits in the gate, so an idle agent
- * keeps just its policy watch. A watch that ends is listed and watched again at once; one that
- * fails is retried after the one watch backoff (src/retry). Waiters are woken when a slot may
+ * keeps just its policy watch. The one reflector of src/kube (src/kube/reflector.ts) runs it: a
+ * watch that ends resumes from the last resourceVersion, a 410 lists again, a failure waits the
+ * one watch backoff (src/retry). The view is in sync from a list while the watch is open. Waiters are woken when a slot may
  * have become free — a holder changed or a slot went away, or a fresh list — and not at each
  * renewal, which only moves the expiry the waiter times itself.
  */
 import type { Logger } from 'pino';
 import { describeError } from '../errors.js';
 import type { Clock } from '../host/types.js';
-import type { FleetObjects, LeaseRecord, LeaseWatchEvent } from '../kube/index.js';
-import { watchFailure, watchOnce } from '../kube/watch-once.js';
-import { Backoff, WATCH_BACKOFF, type BackoffPolicy } from '../retry/backoff.js';
+import { createReflector, type FleetObjects, type LeaseRecord, type Reflector } from '../kube/index.js';
+import { WATCH_BACKOFF, type BackoffPolicy } from '../retry/backoff.js';
 import { Pulse } from './pulse.js';
 
 /** A slot Lease as the watch delivered it, and when this agent first saw that resourceVersion. */
@@ -55,57 +55,56 @@ export function createSlotWatch(o: SlotWatchOptions): SlotWatch {
     return { lease, seenAtMs };
   }
 
+  let listed = false;
   function onList(leases: LeaseRecord[]): void {
     cache = new Map(leases.map((l) => [l.name, seen(l)]));
-    synced = true;
+    listed = true;
     pulse.fire();
   }
 
-  function onEvent(e: LeaseWatchEvent): void {
-    if (e.type === 'DELETED') {
-      cache.delete(e.name);
+  function onEvent(type: 'ADDED' | 'MODIFIED' | 'DELETED', lease: LeaseRecord): void {
+    if (type === 'DELETED') {
+      cache.delete(lease.name);
       pulse.fire();
       return;
     }
-    const before = cache.get(e.lease.name)?.lease.holder;
-    cache.set(e.lease.name, seen(e.lease));
+    const before = cache.get(lease.name)?.lease.holder;
+    cache.set(lease.name, seen(lease));
     // A renewal (same holder) frees nothing; a new, freed or taken-over slot may.
-    if (before === undefined || before !== e.lease.holder) pulse.fire();
+    if (before === undefined || before !== lease.holder) pulse.fire();
   }
 
-  async function run(): Promise<void> {
-    const backoff = new Backoff(o.backoff ?? WATCH_BACKOFF);
-    while (users > 0 && !stopped) {
-      const { signal } = idle;
-      let failed: unknown;
-      try {
-        const run = await watchOnce(
-          (onDone, delivered) =>
-            o.objects.watchLeases(
-              onList,
-              (e) => {
-                delivered();
-                onEvent(e);
-              },
-              onDone,
-            ),
-          signal,
-          { clock: o.clock },
-        );
-        if (run.established) backoff.reset();
-        failed = watchFailure(run, `the slot Leases in ${o.objects.namespace}`);
-      } finally {
+  /** One run of the reflector, from a list, while the watch is needed. */
+  async function run(signal: AbortSignal): Promise<void> {
+    listed = false;
+    const what = `the slot Leases in ${o.objects.namespace}`;
+    const reflector: Reflector = createReflector<LeaseRecord>({
+      ...o.objects.watchLeases(),
+      onList,
+      onEvent,
+      onConnected: (connected) => {
+        // The view is current from a list while the watch that follows it is open.
+        synced = connected && listed;
+        if (synced) pulse.fire();
+      },
+      onFailure: (err, retryInMs) => {
         synced = false;
-      }
-      if (failed !== null && !signal.aborted) {
-        const retryInMs = backoff.next();
-        logger.warn(
-          { err: describeError(failed), retryInMs },
-          `watch of the slot Leases in ${o.objects.namespace} failed`,
-        );
-        await o.clock.sleep(retryInMs, signal).catch(() => undefined);
-      }
+        logger.warn({ err: describeError(err), retryInMs }, `watch of ${what} failed`);
+      },
+      onDecodeError: (err) =>
+        logger.warn({ err: err.message }, `a watch event of ${what} could not be decoded`),
+      clock: o.clock,
+      backoff: o.backoff ?? WATCH_BACKOFF,
+    });
+    try {
+      await reflector.start(signal);
+    } finally {
+      synced = false;
     }
+  }
+
+  async function loopWhileUsed(): Promise<void> {
+    while (users > 0 && !stopped) await run(idle.signal);
   }
 
   return {
@@ -114,7 +113,7 @@ export function createSlotWatch(o: SlotWatchOptions): SlotWatch {
       // Needed again: a watch still winding down from the last idle picks this one up.
       if (idle.signal.aborted && !stopped) idle = new AbortController();
       if (loop === null && !stopped) {
-        loop = run().finally(() => {
+        loop = loopWhileUsed().finally(() => {
           loop = null;
         });
       }

@@ -10,8 +10,8 @@ import path from 'node:path';
 import { CoordinationV1Api, CoreV1Api, CustomObjectsApi, KubeConfig } from '@kubernetes/client-node';
 import type { AgentConfig } from '../config/agent-config.js';
 import { describeError, InvalidConfigError } from '../errors.js';
-import { poolKubeConnections } from './connection-pool.js';
-import { createRateLimiter, limitKubeRequests } from './rate-limit.js';
+import { createAgentPool, makeApiClient, type KubeTransport } from './connection-pool.js';
+import { createRateLimiter } from './rate-limit.js';
 import type { RateLimitOptions } from './rate-limit.js';
 
 /** Where the credentials came from. */
@@ -37,6 +37,11 @@ export interface CreateKubeClientsOptions {
 /** Ready-to-use clients and where their credentials came from. */
 export interface KubeClients {
   kc: KubeConfig;
+  /**
+   * The rate limit and connection pool every request passes: the API clients below carry it as
+   * their middleware; watches (src/kube/watch-stream.ts) take it from here.
+   */
+  transport: KubeTransport;
   custom: CustomObjectsApi;
   core: CoreV1Api;
   /** Leases: the fleet gate's slots (docs/fleet.md). */
@@ -166,14 +171,14 @@ export function createKubeClients(options: CreateKubeClientsOptions): KubeClient
         (options.inCluster === false ? ', in-cluster disabled' : ', and KUBERNETES_SERVICE_HOST is not set'),
     };
   }
-  // Before the API clients are made: they and every watch reach the server through `kc`.
-  limitKubeRequests(kc, createRateLimiter(options.rateLimit));
-  poolKubeConnections(kc);
+  // One limit and one pool for every client and watch of these credentials.
+  const transport: KubeTransport = { limiter: createRateLimiter(options.rateLimit), pool: createAgentPool() };
   return {
     kc,
-    custom: kc.makeApiClient(CustomObjectsApi),
-    core: kc.makeApiClient(CoreV1Api),
-    coordination: kc.makeApiClient(CoordinationV1Api),
+    transport,
+    custom: makeApiClient(kc, transport, CustomObjectsApi),
+    core: makeApiClient(kc, transport, CoreV1Api),
+    coordination: makeApiClient(kc, transport, CoordinationV1Api),
     source,
     server: kc.getCurrentCluster()?.server ?? '',
     crdGroup: options.crdGroup,

@@ -15,6 +15,10 @@
  * on the old one finish there, and its idle connections close after IDLE_SOCKET_MS. Agents of
  * another kind (client-node's proxy agents) are left as they are.
  *
+ * The pool is attached through client-node's extension points (`kubeMiddleware` below for the
+ * generated API clients; src/kube/watch-stream.ts for watches, whose `Watch` class has none),
+ * never by replacing KubeConfig methods.
+ *
  * An idle kept connection is closed by agentd after IDLE_SOCKET_MS, before the API server's or a
  * load balancer's own idle timeout would (typically a minute or more), so that a request rarely
  * goes out on a connection the other end is closing. Should one, it fails as a network error:
@@ -24,7 +28,15 @@
 import { createHash } from 'node:crypto';
 import http from 'node:http';
 import https from 'node:https';
-import type { KubeConfig } from '@kubernetes/client-node';
+import { ServerConfiguration, createConfiguration } from '@kubernetes/client-node';
+import type {
+  Configuration,
+  KubeConfig,
+  Middleware,
+  RequestContext,
+  ResponseContext,
+} from '@kubernetes/client-node';
+import type { RateLimiter } from './rate-limit.js';
 
 /** How long a kept connection may stay idle before agentd closes it. */
 export const IDLE_SOCKET_MS = 30_000;
@@ -104,23 +116,54 @@ export function createAgentPool(o: { idleSocketMs?: number } = {}): AgentPool {
   };
 }
 
+/** What every request of agentd to the API server passes: the client-side rate limit and the pool. */
+export interface KubeTransport {
+  /** null: unlimited (clients made by tests from a bare KubeConfig). */
+  limiter: RateLimiter | null;
+  /** null: client-node's own agent per request. */
+  pool: AgentPool | null;
+}
+
+/** Neither a limit nor a pool: what a bare KubeConfig gives. */
+export const BARE_TRANSPORT: Readonly<KubeTransport> = Object.freeze({ limiter: null, pool: null });
+
 /**
- * Make every request made with `kc` reach the API server through `pool`: the agent each request
- * gets from client-node is swapped for the pool's. The same two methods every request passes
- * through as in rate-limit.ts.
+ * The transport as client-node's supported extension point for its generated API clients: a
+ * `PromiseMiddleware` of their `Configuration`. The generated request factories apply the
+ * KubeConfig's `applySecurityAuthentication` (which sets a fresh agent) before the middleware's
+ * `pre` runs (gen/types/ObservableAPI.js), so `pre` waits for the rate limit and swaps that agent
+ * for the pool's. One middleware, not two: client-node runs `post` over
+ * `_config.middleware.reverse()`, which reverses the configuration's array in place at every
+ * request, so the order of several would flip from one request to the next.
  */
-export function poolKubeConnections(kc: KubeConfig, pool: AgentPool = createAgentPool()): KubeConfig {
-  const applySecurityAuthentication = kc.applySecurityAuthentication.bind(kc);
-  const applyToFetchOptions = kc.applyToFetchOptions.bind(kc);
-  kc.applySecurityAuthentication = async (context) => {
-    await applySecurityAuthentication(context);
-    const agent = context.getAgent();
-    if (agent) context.setAgent(pool.share(agent));
+export function kubeMiddleware(t: KubeTransport): Middleware {
+  return {
+    async pre(context: RequestContext): Promise<RequestContext> {
+      await t.limiter?.acquire(context.getSignal() ?? undefined);
+      const agent = context.getAgent();
+      if (agent !== undefined && t.pool !== null) context.setAgent(t.pool.share(agent));
+      return context;
+    },
+    post: (context: ResponseContext): Promise<ResponseContext> => Promise.resolve(context),
   };
-  kc.applyToFetchOptions = async (opts) => {
-    const init = await applyToFetchOptions(opts);
-    if (init.agent instanceof http.Agent) init.agent = pool.share(init.agent);
-    return init;
-  };
-  return kc;
+}
+
+/**
+ * A generated API client (CoreV1Api, …) for `kc` whose every request passes `t`: what
+ * `kc.makeApiClient` makes (the same server and authentication), with the middleware added.
+ */
+export function makeApiClient<T>(
+  kc: KubeConfig,
+  t: KubeTransport,
+  ApiClient: new (config: Configuration) => T,
+): T {
+  const server = kc.getCurrentCluster()?.server;
+  if (server === undefined) throw new Error('the kubeconfig has no current cluster');
+  return new ApiClient(
+    createConfiguration({
+      baseServer: new ServerConfiguration(server, {}),
+      authMethods: { default: kc },
+      promiseMiddleware: [kubeMiddleware(t)],
+    }),
+  );
 }

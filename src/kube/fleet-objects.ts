@@ -9,8 +9,10 @@ import { V1MicroTime } from '@kubernetes/client-node';
 import type { KubeConfig, CoordinationV1Api, CoreV1Api } from '@kubernetes/client-node';
 import * as z from 'zod';
 import type { AgentError } from '../errors.js';
+import { systemClock } from '../host/clock.js';
 import { isObjectNotFound, kubeStatusOf, toKubeError } from './api-errors.js';
-import { listThenWatch } from './list-watch.js';
+import { BARE_TRANSPORT, type KubeTransport } from './connection-pool.js';
+import { createReflector, type ReflectorSource, type WatchTarget } from './reflector.js';
 import { parseKubeObject } from './schemas.js';
 
 const microTimeSchema = z.union([z.string(), z.date()]).nullish();
@@ -76,16 +78,8 @@ export interface FleetObjects {
   getLease(name: string): Promise<LeaseRecord | null>;
   /** The Leases of the namespace, labelled or not (callers pick the slots by name). */
   listLeases(): Promise<LeaseRecord[]>;
-  /**
-   * List then watch the slot Leases (label selector). `onList` gets the state the watch starts
-   * from; `onDone` is called once when the watch ends by itself (null: the server closed it).
-   * Returns a function that stops the watch.
-   */
-  watchLeases(
-    onList: (leases: LeaseRecord[]) => void,
-    onEvent: (event: LeaseWatchEvent) => void,
-    onDone: (err: AgentError | null) => void,
-  ): Promise<() => void>;
+  /** The list+watch of the slot Leases (label selector), for a reflector (src/kube/reflector.ts). */
+  watchLeases(): ReflectorSource<LeaseRecord>;
   createLease(name: string, spec: LeaseSpecWrite): Promise<LeaseRecord>;
   replaceLease(name: string, resourceVersion: string, spec: LeaseSpecWrite): Promise<LeaseRecord>;
   getConfigMap(name: string): Promise<ConfigMapRecord | null>;
@@ -95,10 +89,13 @@ export interface FleetObjects {
     resourceVersion: string,
     data: Record<string, string>,
   ): Promise<ConfigMapRecord>;
+  /** The list+watch of one ConfigMap (field selector on its name), for a reflector. */
+  configMapSource(name: string): ReflectorSource<ConfigMapRecord>;
   /**
-   * List then watch one ConfigMap (field selector on its name). `onList` gets the state the
-   * watch starts from; `onDone` is called once when the watch ends by itself (null: the server
-   * closed it). Returns a function that stops the watch.
+   * Follow one ConfigMap until its watch ends, once (no restart: for a caller that looks again
+   * itself). `onList` gets the state the watch starts from; `onDone` is called once when the
+   * watch ends by itself (null: the server closed it, or it must be listed again), never after
+   * the returned function stopped it.
    */
   watchConfigMap(
     name: string,
@@ -125,10 +122,6 @@ function toLease(value: unknown): LeaseRecord {
     renewTimeMs: timeMs(l.spec?.renewTime),
     transitions: l.spec?.leaseTransitions ?? 0,
   };
-}
-
-function metaOf(object: unknown): { name?: string; resourceVersion?: string } {
-  return (object as { metadata?: { name?: string; resourceVersion?: string } } | null)?.metadata ?? {};
 }
 
 function toConfigMap(value: unknown): ConfigMapRecord {
@@ -164,8 +157,31 @@ export function createFleetObjects(o: {
   core: CoreV1Api;
   coordination: CoordinationV1Api;
   namespace: string;
+  /** The clients' rate limit and connection pool, for the watches (default: none). */
+  transport?: KubeTransport;
 }): FleetObjects {
   const { core, coordination, namespace } = o;
+  const target = (path: string, query: Record<string, string>): WatchTarget => ({
+    kc: o.kc,
+    transport: o.transport ?? BARE_TRANSPORT,
+    path,
+    query,
+  });
+  const configMapSource = (name: string): ReflectorSource<ConfigMapRecord> => {
+    const fieldSelector = `metadata.name=${name}`;
+    return {
+      what: `ConfigMap ${namespace}/${name}`,
+      async list() {
+        const list = await core.listNamespacedConfigMap({ namespace, fieldSelector });
+        return {
+          items: list.items,
+          resourceVersion: list.metadata?.resourceVersion,
+          target: target(`/api/v1/namespaces/${namespace}/configmaps`, { fieldSelector }),
+        };
+      },
+      decode: toConfigMap,
+    };
+  };
   const notFoundIsNull = async <T>(what: string, fn: () => Promise<T>): Promise<T | null> => {
     try {
       return await fn();
@@ -238,35 +254,53 @@ export function createFleetObjects(o: {
           }),
         ),
       ),
+    configMapSource,
     async watchConfigMap(name, onList, onEvent, onDone) {
-      const selector = `metadata.name=${name}`;
-      return listThenWatch(o.kc, {
-        what: `ConfigMap ${namespace}/${name}`,
-        list: () => core.listNamespacedConfigMap({ namespace, fieldSelector: selector }),
-        path: `/api/v1/namespaces/${namespace}/configmaps`,
-        query: { fieldSelector: selector },
-        onList: (items) => onList(items[0] === undefined ? null : toConfigMap(items[0])),
-        onChange: (type, object) => {
-          if (type === 'DELETED') onEvent({ type, resourceVersion: metaOf(object).resourceVersion ?? '' });
-          else onEvent({ type, configMap: toConfigMap(object) });
+      let finished = false;
+      const finish = (err: AgentError | null): void => {
+        if (finished) return;
+        finished = true;
+        void reflector.stop();
+        onDone(err);
+      };
+      const reflector = createReflector<ConfigMapRecord>({
+        ...configMapSource(name),
+        onList: (items) => {
+          if (!finished) onList(items[0] ?? null);
         },
-        onDone,
-      });
-    },
-    async watchLeases(onList, onEvent, onDone) {
-      return listThenWatch(o.kc, {
-        what: `slot Leases in ${namespace}`,
-        list: () => coordination.listNamespacedLease({ namespace, labelSelector: SLOT_SELECTOR }),
-        path: `/apis/coordination.k8s.io/v1/namespaces/${namespace}/leases`,
-        query: { labelSelector: SLOT_SELECTOR },
-        onList: (items) => onList(items.map(toLease)),
-        onChange: (type, object) => {
-          if (type === 'DELETED') onEvent({ type, name: metaOf(object).name ?? '' });
-          else onEvent({ type, lease: toLease(object) });
+        onEvent: (type, cm) => {
+          if (finished) return;
+          if (type === 'DELETED') onEvent({ type, resourceVersion: cm.resourceVersion });
+          else onEvent({ type, configMap: cm });
         },
-        onDone,
+        // Once: the first end is the caller's, who looks again itself.
+        onRestart: () => finish(null),
+        giveUp: (err) => {
+          finish(err.data.reason === 'WatchClosed' ? null : err);
+          return true;
+        },
+        clock: systemClock,
       });
+      void reflector.start();
+      return () => {
+        finished = true;
+        void reflector.stop();
+      };
     },
+    watchLeases: () => ({
+      what: `slot Leases in ${namespace}`,
+      async list() {
+        const list = await coordination.listNamespacedLease({ namespace, labelSelector: SLOT_SELECTOR });
+        return {
+          items: list.items,
+          resourceVersion: list.metadata?.resourceVersion,
+          target: target(`/apis/coordination.k8s.io/v1/namespaces/${namespace}/leases`, {
+            labelSelector: SLOT_SELECTOR,
+          }),
+        };
+      },
+      decode: toLease,
+    }),
   };
 }
 

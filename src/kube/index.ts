@@ -31,8 +31,12 @@ export type {
   PodWithReason,
   UncordonResult,
 } from './drain.js';
-export { createMachineWatch, isWatchExpired } from './watch.js';
-export type { MachineWatchEvent, MachineWatchHandle, MachineWatchOptions, WatchMachine } from './watch.js';
+export { createMachineWatch } from './watch.js';
+export type { MachineWatch, MachineWatchOptions } from './watch.js';
+export { createReflector, retryAfterMs, WATCH_ESTABLISHED_AFTER_MS } from './reflector.js';
+export type { Listed, Reflector, ReflectorOptions, ReflectorSource, WatchTarget } from './reflector.js';
+export { BARE_TRANSPORT, makeApiClient } from './connection-pool.js';
+export type { KubeTransport } from './connection-pool.js';
 export { isConflict, kubeStatusOf, toKubeError } from './api-errors.js';
 export type { KubeStatus } from './api-errors.js';
 export {

@@ -1,12 +1,13 @@
 /**
- * This node's Node object, followed by a list+watch of its name (a field selector, as kubelet's
- * own informer does): what agentd shows of it is whether it is cordoned (`spec.unschedulable`),
- * so that a `kubectl cordon` or `uncordon` behind agentd's back shows in `status` when it happens.
+ * This node's Node object, as the reflector (src/kube/reflector.ts) follows it: a list+watch of
+ * its name (a field selector, as kubelet's own informer does). What agentd shows of it is
+ * whether it is cordoned (`spec.unschedulable`), so that a `kubectl cordon` or `uncordon` behind
+ * agentd's back shows in `status` when it happens (src/kube/session.ts, `followCordon`).
  */
 import type { CoreV1Api, KubeConfig } from '@kubernetes/client-node';
 import * as z from 'zod';
-import type { AgentError } from '../errors.js';
-import { listThenWatch } from './list-watch.js';
+import { BARE_TRANSPORT, type KubeTransport } from './connection-pool.js';
+import type { ReflectorSource } from './reflector.js';
 import { parseKubeObject } from './schemas.js';
 
 /** What agentd reads of a Node. */
@@ -31,29 +32,36 @@ function toNode(value: unknown): NodeRecord {
   };
 }
 
-/**
- * Follow the Node `name`: `onList` gets it as listed, `onEvent` at every change after that (null:
- * there is no such Node, or it was deleted); `onDone` is called once when the watch ends by itself
- * (null: the server closed it). Returns a function that stops the watch.
- */
-export type WatchNode = (
-  name: string,
-  onList: (node: NodeRecord | null) => void,
-  onEvent: (node: NodeRecord | null) => void,
-  onDone: (err: AgentError | null) => void,
-) => Promise<() => void>;
+export interface NodeWatch {
+  /** The list+watch of the Node `name`. */
+  source(name: string): ReflectorSource<NodeRecord>;
+}
 
-export function createNodeWatch(o: { kc: KubeConfig; core: CoreV1Api }): WatchNode {
-  return (name, onList, onEvent, onDone) => {
-    const fieldSelector = `metadata.name=${name}`;
-    return listThenWatch(o.kc, {
-      what: `Node ${name}`,
-      list: () => o.core.listNode({ fieldSelector }),
-      path: '/api/v1/nodes',
-      query: { fieldSelector },
-      onList: (items) => onList(items[0] === undefined ? null : toNode(items[0])),
-      onChange: (type, object) => onEvent(type === 'DELETED' ? null : toNode(object)),
-      onDone,
-    });
+export function createNodeWatch(o: {
+  kc: KubeConfig;
+  core: CoreV1Api;
+  transport?: KubeTransport;
+}): NodeWatch {
+  return {
+    source: (name) => {
+      const fieldSelector = `metadata.name=${name}`;
+      return {
+        what: `Node ${name}`,
+        async list() {
+          const list = await o.core.listNode({ fieldSelector });
+          return {
+            items: list.items,
+            resourceVersion: list.metadata?.resourceVersion,
+            target: {
+              kc: o.kc,
+              transport: o.transport ?? BARE_TRANSPORT,
+              path: '/api/v1/nodes',
+              query: { fieldSelector },
+            },
+          };
+        },
+        decode: toNode,
+      };
+    },
   };
 }

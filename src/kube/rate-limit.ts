@@ -2,8 +2,12 @@
  * The client-side rate limit every Kubernetes request of agentd passes, like client-go's default
  * (5 requests per second, bursts of 10): one agent can never flood the API server, whatever its
  * retries do. A token bucket on the injected clock; a request over the limit waits its turn.
+ *
+ * It is attached where client-node lets a caller in, never by replacing KubeConfig methods: the
+ * generated API clients take it as a `PromiseMiddleware` of their configuration
+ * (`kubeMiddleware` in connection-pool.ts), and every watch request acquires it before it is sent
+ * (src/kube/watch-stream.ts), since client-node's `Watch` has no extension point of its own.
  */
-import type { KubeConfig } from '@kubernetes/client-node';
 import { systemClock } from '../host/clock.js';
 import type { Clock } from '../host/types.js';
 
@@ -51,23 +55,4 @@ export function createRateLimiter(options: RateLimitOptions = {}): RateLimiter {
       }
     },
   };
-}
-
-/**
- * Make every request made with `kc` wait for `limiter` first. client-node passes each request
- * through exactly one of these two methods: `applySecurityAuthentication` (the generated API
- * clients) or `applyToFetchOptions` (watches, logs, metrics), so wrapping both covers them all.
- */
-export function limitKubeRequests(kc: KubeConfig, limiter: RateLimiter): KubeConfig {
-  const applySecurityAuthentication = kc.applySecurityAuthentication.bind(kc);
-  const applyToFetchOptions = kc.applyToFetchOptions.bind(kc);
-  kc.applySecurityAuthentication = async (context) => {
-    await limiter.acquire();
-    return applySecurityAuthentication(context);
-  };
-  kc.applyToFetchOptions = async (opts) => {
-    await limiter.acquire();
-    return applyToFetchOptions(opts);
-  };
-  return kc;
 }

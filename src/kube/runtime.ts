@@ -9,3 +9,4 @@ export { createMachineApi } from './machine.js';
 export { createMachineWatch } from './watch.js';
 export { getNodeHealth } from './node-health.js';
 export { createNodeWatch } from './node-watch.js';
+export { createReflector } from './reflector.js';

@@ -9,14 +9,14 @@
 import type { Logger } from 'pino';
 import type { AgentConfig } from '../config/agent-config.js';
 import type { DaemonConfig } from '../config/daemon-config.js';
-import { PreconditionFailedError, describeError, isAgentError } from '../errors.js';
+import { PreconditionFailedError, describeError, isAgentError, type AgentError } from '../errors.js';
 import type { Clock } from '../host/types.js';
-import { Backoff, WATCH_BACKOFF, type BackoffPolicy } from '../retry/backoff.js';
+import { WATCH_BACKOFF, type BackoffPolicy } from '../retry/backoff.js';
 import type { KubeClients, KubeClientsUnavailable, createKubeClients } from './client.js';
 import type { CordonResult, DrainOptions, DrainResult, UncordonResult } from './drain.js';
 import type * as KubeRuntimeModule from './runtime.js';
 import type { NodeRecord } from './node-watch.js';
-import { watchFailure, watchOnce } from './watch-once.js';
+import type { ReflectorSource } from './reflector.js';
 
 /** The lazily loaded client code (`src/kube/runtime.ts`). */
 export type KubeRuntime = typeof KubeRuntimeModule;
@@ -83,8 +83,8 @@ export interface KubeSession {
   /** Ask the API server whether the node is cordoned (best effort). */
   refreshCordoned(): Promise<void>;
   /**
-   * Follow this node's cordon until `signal` aborts: a watch of its Node object, restarted with
-   * backoff when it fails. Without the right to list and watch Nodes (a ClusterRole older than
+   * Follow this node's cordon until `signal` aborts: a reflector on its Node object (it lists,
+   * watches, and retries with the watch backoff). Without the right to list and watch Nodes (a ClusterRole older than
    * deploy/rbac.yaml) it reads the Node once, says so in the log, and stops. Never throws.
    */
   followCordon(signal: AbortSignal): Promise<void>;
@@ -231,52 +231,70 @@ export function createKubeSession(o: KubeSessionOptions): KubeSession {
     }
   }
 
+  /**
+   * One reflector (src/kube/reflector.ts) follows the Node; its list binds the node anew each
+   * time (credentials and the Machine's nodeRef may have changed since).
+   */
   async function followCordon(signal: AbortSignal): Promise<void> {
-    const backoff = new Backoff(o.cordonBackoff ?? WATCH_BACKOFF);
-    while (!signal.aborted) {
-      let failed: unknown;
-      let node = '';
-      try {
+    let rt: KubeRuntime;
+    try {
+      rt = await loadRuntime();
+    } catch (err) {
+      logger.error({ err: describeError(err) }, 'loading the Kubernetes client');
+      return;
+    }
+    let node = '';
+    let source: ReflectorSource<NodeRecord> | null = null;
+    let forbidden: AgentError | null = null;
+    /** The Node as last listed or watched (undefined: not yet). */
+    let last: NodeRecord | null | undefined;
+    const show = (n: NodeRecord | null): void => {
+      last = n;
+      setCordoned(n === null ? null : n.unschedulable);
+    };
+    const reflector = rt.createReflector<NodeRecord>({
+      what: 'this node’s Node object',
+      async list(s) {
         const b = await bound();
         node = b.node;
-        const watchNode = b.runtime.createNodeWatch({ kc: b.clients.kc, core: b.core });
-        const show = (n: NodeRecord | null): void => setCordoned(n === null ? null : n.unschedulable);
-        const run = await watchOnce(
-          (onDone, delivered) =>
-            watchNode(
-              b.node,
-              show,
-              (n) => {
-                delivered();
-                show(n);
-              },
-              onDone,
-            ),
-          signal,
-          { clock },
-        );
-        if (run.established) backoff.reset();
-        failed = watchFailure(run, `Node ${node}`);
-      } catch (err) {
-        failed = err;
-      }
-      if (failed === null || signal.aborted) continue;
-      if ((failed as { data?: { reason?: unknown } }).data?.reason === 'Forbidden') {
-        logger.warn(
-          { err: describeError(failed), node },
-          'cannot watch this node’s Node object (its ClusterRole lacks list and watch on nodes: apply deploy/rbac.yaml, then restart agentd); until then status shows the cordon agentd last saw, with a warning',
-        );
-        await refreshCordoned();
-        cordonNotFollowed = `the cordon shown is what agentd last saw: it cannot watch the Node ${node} (its ClusterRole lacks list and watch on nodes: apply deploy/rbac.yaml, then restart agentd)`;
-        o.onCordonChange?.();
-        return;
-      }
-      // Not followed until the watch is back: unknown, rather than a value that may be old.
-      setCordoned(null);
-      const retryInMs = backoff.next();
-      logger.warn({ err: describeError(failed), node, retryInMs }, 'watch of this node’s Node object failed');
-      await clock.sleep(retryInMs, signal).catch(() => undefined);
-    }
+        const { kc, transport } = b.clients;
+        source = b.runtime.createNodeWatch({ kc, core: b.core, transport }).source(b.node);
+        return source.list(s);
+      },
+      decode: (object) => {
+        if (source === null) throw new Error('no Node listed yet');
+        return source.decode(object);
+      },
+      onList: (items) => show(items[0] ?? null),
+      onEvent: (type, n) => show(type === 'DELETED' ? null : n),
+      onDecodeError: (err) =>
+        logger.warn({ err: err.message, node }, 'a Node watch event could not be decoded'),
+      // A watch resumed after a failure starts where the last one was: what it saw holds again.
+      onConnected: (connected) => {
+        if (connected && last !== undefined) setCordoned(last === null ? null : last.unschedulable);
+      },
+      giveUp(err) {
+        if (err.data.reason !== 'Forbidden') return false;
+        forbidden = err;
+        return true;
+      },
+      onFailure(err, retryInMs) {
+        // Not followed until the watch is back: unknown, rather than a value that may be old.
+        setCordoned(null);
+        logger.warn({ err: describeError(err), node, retryInMs }, 'watch of this node’s Node object failed');
+      },
+      clock,
+      backoff: o.cordonBackoff ?? WATCH_BACKOFF,
+    });
+    await reflector.start(signal);
+    if (forbidden === null || signal.aborted) return;
+    logger.warn(
+      { err: describeError(forbidden), node },
+      'cannot watch this node’s Node object (its ClusterRole lacks list and watch on nodes: apply deploy/rbac.yaml, then restart agentd); until then status shows the cordon agentd last saw, with a warning',
+    );
+    await refreshCordoned();
+    cordonNotFollowed = `the cordon shown is what agentd last saw: it cannot watch the Node ${node} (its ClusterRole lacks list and watch on nodes: apply deploy/rbac.yaml, then restart agentd)`;
+    o.onCordonChange?.();
   }
 
   const nodeOps: NodeOps = {

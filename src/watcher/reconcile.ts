@@ -67,6 +67,8 @@ export interface ReconcilerOptions {
 
 export interface Reconciler {
   reconcile(signal: AbortSignal): Promise<ReconcileResult>;
+  /** The resourceVersion of the Machine the last reconcile read; null before one, or when there was none. */
+  lastReadResourceVersion(): string | null;
 }
 
 const RETRYABLE_RPC_CODES = new Set(['DRAINING', 'UNAVAILABLE', 'INTERNAL']);
@@ -175,8 +177,14 @@ export function createReconciler(o: ReconcilerOptions): Reconciler {
     return { outcome: 'blocked', ...(block.operationId ? { operationId: block.operationId } : {}) };
   }
 
+  let lastRead: string | null = null;
   async function reconcile(signal: AbortSignal): Promise<ReconcileResult> {
     const machine = await machines.getMachine(name);
+    lastRead = machine?.metadata.resourceVersion ?? null;
+    return reconcileMachine(machine, signal);
+  }
+
+  async function reconcileMachine(machine: Machine | null, signal: AbortSignal): Promise<ReconcileResult> {
     if (machine === null) {
       logger.warn('the Machine does not exist; nothing to reconcile');
       return { outcome: 'missing' };
@@ -296,5 +304,5 @@ export function createReconciler(o: ReconcilerOptions): Reconciler {
     return { outcome: 'updated', operationId: op.id };
   }
 
-  return { reconcile };
+  return { reconcile, lastReadResourceVersion: () => lastRead };
 }

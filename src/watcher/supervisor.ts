@@ -90,7 +90,7 @@ export function createWatcherSupervisor(o: WatcherSupervisorOptions): WatcherSup
       ...o.watcher,
       machineName,
       machines: rt.createMachineApi({ custom: c.custom, group: c.crdGroup, clock: o.clock }),
-      watchMachine: rt.createMachineWatch({ kc: c.kc, group: c.crdGroup }).watchMachine,
+      machineWatch: rt.createMachineWatch({ kc: c.kc, group: c.crdGroup, transport: c.transport }),
       rpc: createRpcClient(createInProcessTransport(dispatcher, 'watcher')),
       // A target that rolled back stays blocked across restarts of agentd (docs/watcher.md).
       blocked: createBlockedTargetFile(config.stateDir, logger),

@@ -1,33 +1,27 @@
 /**
- * The watch side of the watcher: make sure the Machine exists (self-registration), list it
- * (which enqueues the first reconcile), then watch it from the listed resourceVersion. A stream
- * the server closed resumes from the last resourceVersion seen; a 410 relists first; any other
- * failure restarts after a capped, jittered backoff. client-node's watch does none of this by
- * itself (docs/watcher.md). Events only enqueue: the reconciler reads fresh state.
- *
- * The backoff's failure streak ends only once a watch is established — it delivered an event
- * or a bookmark, or stayed open `establishedAfterMs` — never merely because a request was
- * answered: an API server that answers every watch with 500, or accepts and drops it at once,
- * must see fewer and fewer requests, not a constant storm.
+ * The watch side of the watcher: make sure the Machine exists (self-registration), read it
+ * (which enqueues the first reconcile), then follow it with the one reflector of src/kube
+ * (src/kube/reflector.ts): it watches from the read resourceVersion with bookmarks, resumes a
+ * closed stream from the last resourceVersion seen, reads the Machine again after a 410, and
+ * waits the one backoff (or the server's Retry-After) after a failure, reset only once a watch is
+ * established (docs/watcher.md, "Watch"). Events only enqueue: the reconciler reads fresh state.
  */
 import type { Logger } from 'pino';
-import { AgentError, KubeUnavailableError, NotFoundError, describeError } from '../errors.js';
+import { AgentError, NotFoundError, describeError } from '../errors.js';
 import type { Clock } from '../host/types.js';
-import { isWatchExpired } from '../kube/index.js';
-import { WATCH_ESTABLISHED_AFTER_MS } from '../kube/watch-once.js';
-import type { MachineApi, MachineWatchEvent, MachineWatchHandle, WatchMachine } from '../kube/index.js';
+import { createReflector, machineSchema, parseKubeObject } from '../kube/index.js';
+import type { Machine, MachineApi, MachineWatch } from '../kube/index.js';
 import type { Metrics } from '../metrics/metrics.js';
-import { Backoff } from '../retry/backoff.js';
 import type { BackoffPolicy } from '../retry/backoff.js';
 import type { WatcherState } from './watcher-state.js';
 
 export interface WatchLoopOptions {
   name: string;
   machines: Pick<MachineApi, 'getMachine'>;
-  watchMachine: WatchMachine;
+  machineWatch: MachineWatch;
   /** Make sure the Machine exists; called until it has succeeded once. */
   ensureMachine: () => Promise<{ created: boolean }>;
-  /** Called for every change of the Machine (and after every list). */
+  /** Called for every change of the Machine (and after every read). */
   onChange: () => void;
   clock: Clock;
   backoff: BackoffPolicy;
@@ -38,153 +32,70 @@ export interface WatchLoopOptions {
   state: WatcherState;
 }
 
-type WatchEnd = AgentError | null | 'aborted';
-
-/** How one watch stream ended, and whether it had been established before it did. */
-interface WatchOutcome {
-  end: WatchEnd;
-  established: boolean;
-}
-
 /** Run until `signal` aborts. Never throws: every failure is logged, counted and retried. */
 export async function runWatchLoop(o: WatchLoopOptions, signal: AbortSignal): Promise<void> {
   const { name, metrics, state, logger } = o;
   let registered = false;
-  let relist = true;
-  let resourceVersion: string | undefined;
-  const backoff = new Backoff(o.backoff);
-  const establishedAfterMs = o.establishedAfterMs ?? WATCH_ESTABLISHED_AFTER_MS;
-  /** Set once the open stream delivered something: the API server really serves watches. */
-  let established = false;
-  /** Ends the open watch stream (set while one is open). */
-  let endWatch: ((end: WatchEnd) => void) | null = null;
 
-  const onEvent = (event: MachineWatchEvent): void => {
-    if (event.type === 'DECODE_ERROR') {
-      metrics.watchDecodeErrors.inc();
-      state.error(event.error);
-      logger.warn({ err: event.error.message }, 'a Machine watch event could not be decoded');
-      return;
-    }
-    resourceVersion = event.resourceVersion;
-    if (!established) {
-      established = true;
-      backoff.reset();
-    }
-    metrics.watchEvents.inc({ type: event.type });
-    if (event.type === 'BOOKMARK') return;
-    if (event.machine.metadata.name !== name) return;
-    state.event();
-    o.onChange();
-    if (event.type === 'DELETED') {
-      // The node still exists and runs agentd: register it again, as at start.
-      logger.warn('the Machine was deleted; registering this node again');
-      registered = false;
-      relist = true;
-      endWatch?.(null);
-    }
-  };
-
-  /** One watch stream, from open to end. */
-  async function watchOnce(): Promise<WatchOutcome> {
-    let finish: (end: WatchEnd) => void = () => undefined;
-    const ended = new Promise<WatchEnd>((resolve) => (finish = resolve));
-    endWatch = finish;
-    established = false;
-    const onAbort = (): void => finish('aborted');
-    signal.addEventListener('abort', onAbort, { once: true });
-    let handle: MachineWatchHandle | undefined;
-    try {
-      const opening = o
-        .watchMachine(name, resourceVersion, onEvent, (err) => finish(err))
-        .then((h) => ({
-          handle: h,
-        }));
-      // The stream can end before the handle comes (client-node reports a 500 answer through
-      // `onDone` before `watch` returns), and an abort while connecting must not wait for the
-      // server: either way the handle is aborted when it comes.
-      const first = await Promise.race([opening, ended]);
-      if (first === null || first === 'aborted' || first instanceof AgentError) {
-        void opening.then(
-          (h) => h.handle.abort(),
-          () => undefined,
-        );
-        return { end: first, established: false };
-      }
-      handle = first.handle;
-      const openedAt = o.clock.now();
-      state.setConnected(true);
-      logger.debug({ resourceVersion }, 'watching the Machine');
-      const end = await ended;
-      if (!established && o.clock.now() - openedAt >= establishedAfterMs) {
-        established = true;
-        backoff.reset();
-      }
-      return { end, established };
-    } finally {
-      endWatch = null;
-      signal.removeEventListener('abort', onAbort);
-      handle?.abort();
-      state.setConnected(false);
-    }
-  }
-
-  while (!signal.aborted) {
-    let reason: 'closed' | 'gone' | 'error';
-    try {
+  const reflector = createReflector<Machine>({
+    what: `Machine ${name}`,
+    async list() {
       if (!registered) {
         const { created } = await o.ensureMachine();
         registered = true;
         if (created) logger.info('registered this node: created its Machine');
       }
-      if (relist) {
-        const machine = await o.machines.getMachine(name);
-        if (machine === null) {
-          registered = false;
-          throw new NotFoundError(`Machine ${name}`, { data: { machine: name } });
-        }
-        resourceVersion = machine.metadata.resourceVersion;
-        relist = false;
-        o.onChange();
+      const machine = await o.machines.getMachine(name);
+      if (machine === null) {
+        registered = false;
+        throw new NotFoundError(`Machine ${name}`, { data: { machine: name } });
       }
-      const { end, established: wasEstablished } = await watchOnce();
-      if (end === 'aborted') break;
-      if (end === null) {
-        // A stream the server closed after it worked resumes at once; one it closed before
-        // delivering anything is a failure like any other (a proxy that drops watches).
-        if (!wasEstablished) {
-          throw new KubeUnavailableError(
-            `watch Machine ${name}: the API server closed the watch before it delivered anything`,
-            { data: { reason: 'WatchClosed' } },
-          );
-        }
-        reason = 'closed';
-      } else if (isWatchExpired(end)) {
-        // The resourceVersion is gone from the server's history: what happened since is unknown.
-        reason = 'gone';
-        relist = true;
-        resourceVersion = undefined;
-      } else {
-        throw end;
+      return {
+        items: [machine],
+        resourceVersion: machine.metadata.resourceVersion,
+        target: o.machineWatch.target(name),
+      };
+    },
+    decode: (object) => parseKubeObject(machineSchema, 'Machine', object),
+    onList: () => o.onChange(),
+    onEvent(type, machine) {
+      metrics.watchEvents.inc({ type });
+      if (machine.metadata.name !== name) return;
+      state.event();
+      o.onChange();
+      if (type === 'DELETED') {
+        // The node still exists and runs agentd: register it again, as at start.
+        logger.warn('the Machine was deleted; registering this node again');
+        registered = false;
+        metrics.watchRestarts.inc({ reason: 'closed' });
+        reflector.relist();
       }
-    } catch (err) {
-      if (signal.aborted) break;
-      reason = 'error';
+    },
+    onBookmark: () => metrics.watchEvents.inc({ type: 'BOOKMARK' }),
+    onDecodeError(err) {
+      metrics.watchDecodeErrors.inc();
       state.error(err);
-      const delay = backoff.next();
+      logger.warn({ err: err.message }, 'a Machine watch event could not be decoded');
+    },
+    onConnected(connected) {
+      state.setConnected(connected);
+      if (connected) logger.debug({ resourceVersion: reflector.resourceVersion }, 'watching the Machine');
+    },
+    onRestart(reason) {
+      metrics.watchRestarts.inc({ reason });
+      logger.debug({ reason, resourceVersion: reflector.resourceVersion }, 'Machine watch ended; restarting');
+    },
+    onFailure(err, retryInMs) {
+      state.error(err);
+      metrics.watchRestarts.inc({ reason: 'error' });
       logger.warn(
-        { err: describeError(err), code: err instanceof AgentError ? err.code : undefined, retryInMs: delay },
+        { err: describeError(err), code: err instanceof AgentError ? err.code : undefined, retryInMs },
         'Machine watch failed; retrying',
       );
-      metrics.watchRestarts.inc({ reason });
-      try {
-        await o.clock.sleep(delay, signal);
-      } catch {
-        break;
-      }
-      continue;
-    }
-    metrics.watchRestarts.inc({ reason });
-    logger.debug({ reason, resourceVersion }, 'Machine watch ended; restarting');
-  }
+    },
+    clock: o.clock,
+    backoff: o.backoff,
+    ...(o.establishedAfterMs !== undefined ? { establishedAfterMs: o.establishedAfterMs } : {}),
+  });
+  await reflector.start(signal);
 }

@@ -8,7 +8,7 @@ import type { AgentConfig } from '../config/agent-config.js';
 import { NotFoundError, PreconditionFailedError, describeError } from '../errors.js';
 import { systemClock } from '../host/clock.js';
 import type { Clock } from '../host/types.js';
-import type { MachineApi, WatchMachine } from '../kube/index.js';
+import type { MachineApi, MachineWatch } from '../kube/index.js';
 import type { Metrics } from '../metrics/metrics.js';
 import type { RpcClient } from '../rpc/client.js';
 import type { WatcherStatus } from '../rpc/services.js';
@@ -26,7 +26,8 @@ export interface MachineWatcherOptions {
   /** The Machine to watch (`--machine-name`, else the applied config's MachineName). */
   machineName: string;
   machines: MachineApi;
-  watchMachine: WatchMachine;
+  /** Where the Machine is watched (`createMachineWatch`). */
+  machineWatch: MachineWatch;
   /** The API, in process: `update`, `config.get`, `status`, `operations.wait`. */
   rpc: RpcClient;
   /**
@@ -46,8 +47,8 @@ export interface MachineWatcherOptions {
   reconcile?: Pick<ReconcilerOptions, 'busyRequeueMs' | 'busyWaitSeconds' | 'maxAttempts' | 'waitPollMs'>;
   /** The durable record of a target that rolled back (the state dir); default: in memory only. */
   blocked?: BlockedTargetStore;
-  /** Told the result of every reconcile (benchmarks, tests). */
-  onReconciled?: (result: ReconcileResult) => void;
+  /** Told the result of every reconcile, and the resourceVersion of the Machine it read (benchmarks, tests). */
+  onReconciled?: (result: ReconcileResult, resourceVersion: string | null) => void;
   /** Called after every change of what `status()` answers (the daemon's `status` shows it). */
   onStatusChange?: () => void;
 }
@@ -92,7 +93,11 @@ export function createMachineWatcher(o: MachineWatcherOptions): MachineWatcher {
           state.reconciled();
         }
         o.metrics.reconciles.inc({ result: result.requeueAfterMs === undefined ? 'success' : 'requeue' });
-        o.onReconciled?.(result);
+        logger.debug(
+          { outcome: result.outcome, resourceVersion: reconciler.lastReadResourceVersion() },
+          'reconciled the Machine',
+        );
+        o.onReconciled?.(result, reconciler.lastReadResourceVersion());
         return result;
       } catch (err) {
         if (!signal.aborted) o.metrics.reconciles.inc({ result: 'error' });
@@ -131,7 +136,7 @@ export function createMachineWatcher(o: MachineWatcherOptions): MachineWatcher {
         {
           name,
           machines: o.machines,
-          watchMachine: o.watchMachine,
+          machineWatch: o.machineWatch,
           ensureMachine,
           onChange: () => queue.add(name),
           clock,

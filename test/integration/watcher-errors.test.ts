@@ -11,6 +11,7 @@ import type { TestDaemon } from '../support/daemon.js';
 import { startFakeKube } from '../support/fake-kube.js';
 import { rpcResult } from '../support/provision-fixtures.js';
 import type { FakeKube, FakeKubeOptions, KubeObject } from '../support/fake-kube.js';
+import { WATCHER_DEBUG_ARGS, watcherCaughtUp } from '../support/watcher-logs.js';
 
 const NAME = 'sim-node';
 
@@ -129,7 +130,7 @@ describe('Machine watcher: no credentials, broken Kubernetes', () => {
   it('marks the Machine Failed/RolledBack when the repave rolls back, and does not retry it', async () => {
     const { kube, kubeconfig } = await fakeWithKubeconfig();
     const d = await startTestDaemon({
-      args: ['--sim', '--kubeconfig', kubeconfig],
+      args: ['--sim', '--kubeconfig', kubeconfig, ...WATCHER_DEBUG_ARGS],
       env: { AGENTD_SIM_FAULTS: 'kubelet-inactive:kube2' },
     });
     await call(d, 'update', { wait: true });
@@ -137,7 +138,8 @@ describe('Machine watcher: no credentials, broken Kubernetes', () => {
     kube.patchMachineSpecAsOtherWriter(NAME, { operations: { repaveCounter: 1 } });
     const failed = (m: KubeObject | undefined): boolean => m?.status?.phase === 'Failed';
     await waitUntil('the Machine to be marked Failed', () => failed(kube.getMachine(NAME)), d);
-    await new Promise((r) => setTimeout(r, 500));
+    // The Failed status's own event reconciled: the target is blocked, not tried again.
+    await watcherCaughtUp(d, kube, NAME, ['blocked', 'already-failed']);
 
     const m = kube.getMachine(NAME);
     const conditions = (m?.status?.conditions ?? []) as Array<Record<string, unknown>>;

@@ -11,6 +11,7 @@ import type { TestDaemon } from '../support/daemon.js';
 import { startFakeKube } from '../support/fake-kube.js';
 import { rpcResult } from '../support/provision-fixtures.js';
 import type { FakeKube, FakeKubeOptions, KubeObject } from '../support/fake-kube.js';
+import { WATCHER_DEBUG_ARGS, watcherCaughtUp } from '../support/watcher-logs.js';
 
 const NAME = 'sim-node';
 
@@ -36,8 +37,6 @@ interface Condition {
 const call = <T = Record<string, unknown>>(d: TestDaemon, method: string, params?: unknown): Promise<T> =>
   rpcResult<T>(d, method, params);
 
-const settle = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
-
 function condition(m: KubeObject | undefined): Condition | undefined {
   const list = (m?.status?.conditions ?? []) as Condition[];
   return list.find((c) => c.type === 'NodeUpdated');
@@ -58,7 +57,7 @@ async function setup(fake: FakeKubeOptions = {}): Promise<{ kube: FakeKube; d: T
   const dir = await makeTempDir('agentd-watch-');
   const kubeconfig = path.join(dir, 'kubeconfig');
   await writeFile(kubeconfig, kube.kubeconfigYaml());
-  const d = await startTestDaemon({ args: ['--sim', '--kubeconfig', kubeconfig] });
+  const d = await startTestDaemon({ args: ['--sim', '--kubeconfig', kubeconfig, ...WATCHER_DEBUG_ARGS] });
   const join = await call<Op>(d, 'update', { wait: true });
   expect(join.state).toBe('succeeded');
   await waitUntil(
@@ -118,7 +117,8 @@ describe('Machine watcher', () => {
     });
     for (const n of [2, 3, 4]) kube.patchMachineSpecAsOtherWriter(NAME, { operations: { repaveCounter: n } });
     await waitUntil('the last bump to be acknowledged', () => acked(kube.getMachine(NAME)) === 4, d);
-    await settle(500);
+    // The acknowledgement's own event reconciled, with nothing more to do: no update can follow.
+    await watcherCaughtUp(d, kube, NAME);
 
     const updates = await watcherUpdates(d);
     expect(updates.map((u) => u.state)).toEqual(['succeeded', 'succeeded']);
@@ -168,8 +168,8 @@ describe('Machine watcher', () => {
 
     kube.patchMachineSpecAsOtherWriter(NAME, { operations: { repaveCounter: 1 } });
     await waitUntil('the repave to be acknowledged', () => acked(kube.getMachine(NAME)) === 1, d);
-    await settle(1000);
     stopCuts();
+    await watcherCaughtUp(d, kube, NAME);
 
     expect(await watcherUpdates(d)).toHaveLength(1);
     const acks = kube.requests.filter(
@@ -211,7 +211,7 @@ describe('Machine watcher', () => {
     );
     kube.patchMachineSpecAsOtherWriter(NAME, { operations: { repaveCounter: 1 } });
     await waitUntil('the repave to be acknowledged', () => acked(kube.getMachine(NAME)) === 1, d);
-    await settle(300);
+    await watcherCaughtUp(d, kube, NAME);
 
     const m = kube.getMachine(NAME);
     expect(n).toBeGreaterThanOrEqual(2);

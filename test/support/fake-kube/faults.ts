@@ -9,6 +9,7 @@ interface FailRule {
   remaining: number;
   status: number;
   match: RequestMatcher | undefined;
+  retryAfterSeconds: number | undefined;
 }
 
 interface DelayRule {
@@ -27,9 +28,17 @@ export class Faults {
   private delays: DelayRule[] = [];
   private hooks: HookRule[] = [];
 
-  /** Answer the next `count` matching requests with `status` (500 or 503). */
-  failNext(count: number, options: { status?: number; match?: RequestMatcher } = {}): void {
-    this.fails.push({ remaining: count, status: options.status ?? 503, match: options.match });
+  /** Answer the next `count` matching requests with `status` (500, 503, 429), with a `Retry-After` if given. */
+  failNext(
+    count: number,
+    options: { status?: number; match?: RequestMatcher; retryAfterSeconds?: number } = {},
+  ): void {
+    this.fails.push({
+      remaining: count,
+      status: options.status ?? 503,
+      match: options.match,
+      retryAfterSeconds: options.retryAfterSeconds,
+    });
   }
 
   /** Delay every matching request by `ms` (real time) until the returned function is called. */
@@ -65,6 +74,7 @@ export class Faults {
     return serverFault(
       fail.status,
       `injected fault: ${request.method} ${request.path} answered ${fail.status}`,
+      fail.retryAfterSeconds,
     );
   }
 }

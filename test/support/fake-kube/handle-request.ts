@@ -28,12 +28,17 @@ async function readBody(req: http.IncomingMessage): Promise<string> {
   return Buffer.concat(chunks).toString('utf8');
 }
 
-function send(res: http.ServerResponse, status: number, body: unknown): void {
+function send(
+  res: http.ServerResponse,
+  status: number,
+  body: unknown,
+  headers: Record<string, string> = {},
+): void {
   if (res.headersSent) {
     res.end();
     return;
   }
-  res.writeHead(status, { 'content-type': 'application/json' });
+  res.writeHead(status, { ...headers, 'content-type': 'application/json' });
   res.end(JSON.stringify(body));
 }
 
@@ -87,6 +92,6 @@ export async function handleRequest(
         ? err
         : new HttpError(500, statusObject(500, 'InternalError', `fake-kube bug: ${String(err)}`));
     record.status = httpErr.status;
-    send(res, httpErr.status, httpErr.body);
+    send(res, httpErr.status, httpErr.body, httpErr.headers);
   }
 }

@@ -309,6 +309,11 @@ export class FakeKube {
     this.hub.sendBookmarks();
   }
 
+  /** Write `line` as it is to every open watch (a line the client cannot decode). */
+  sendWatchLine(line: string): void {
+    this.hub.sendRaw(line);
+  }
+
   /** TCP connections accepted so far (a client that reuses its connections opens few). */
   get connectionsAccepted(): number {
     return this.accepted;
@@ -341,7 +346,10 @@ export class FakeKube {
   // ---- Faults -------------------------------------------------------------------------------
 
   /** Answer the next `count` matching requests with 503 (or `status`). */
-  failNext(count: number, options: { status?: number; match?: RequestMatcher } = {}): void {
+  failNext(
+    count: number,
+    options: { status?: number; match?: RequestMatcher; retryAfterSeconds?: number } = {},
+  ): void {
     this.faults.failNext(count, options);
   }
 

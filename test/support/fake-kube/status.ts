@@ -9,6 +9,8 @@ export class HttpError extends Error {
   constructor(
     readonly status: number,
     readonly body: Json,
+    /** Extra response headers (an injected fault's `Retry-After`). */
+    readonly headers: Record<string, string> = {},
   ) {
     super(typeof body.message === 'string' ? body.message : `HTTP ${status}`);
     this.name = 'HttpError';
@@ -156,9 +158,18 @@ export function disruptionBudgetExceeded(pdbName: string, message: string): Http
 }
 
 /** An injected server fault (500 InternalError or 503 ServiceUnavailable). */
-export function serverFault(code: number, message: string): HttpError {
-  const reason = code === 503 ? 'ServiceUnavailable' : code === 504 ? 'Timeout' : 'InternalError';
-  return new HttpError(code, statusObject(code, reason, message));
+export function serverFault(code: number, message: string, retryAfterSeconds?: number): HttpError {
+  const reason =
+    code === 503
+      ? 'ServiceUnavailable'
+      : code === 504
+        ? 'Timeout'
+        : code === 429
+          ? 'TooManyRequests'
+          : 'InternalError';
+  const headers: Record<string, string> =
+    retryAfterSeconds === undefined ? {} : { 'retry-after': String(retryAfterSeconds) };
+  return new HttpError(code, statusObject(code, reason, message), headers);
 }
 
 /** The Status a watch sends as an ERROR event when the requested resourceVersion is compacted. */

@@ -98,6 +98,11 @@ export class WatchHub {
     }
   }
 
+  /** Write `line` as it is to every open watch. */
+  sendRaw(line: string): void {
+    for (const watch of this.open) if (!watch.res.writableEnded) watch.res.write(`${line}\n`);
+  }
+
   /** End every open watch: cleanly (the server closes the stream) or abruptly (the socket dies). */
   cutAll(abrupt = false): number {
     const watches = [...this.open];

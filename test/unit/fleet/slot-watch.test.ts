@@ -70,34 +70,43 @@ describe('the slot watch', () => {
     ac.abort();
   });
 
-  it('lists again when the server ends the watch, and after the backoff when the list fails', async () => {
+  it('resumes a watch the server ends, backs off one that ends at once, and lists again after a 410', async () => {
     watch.use();
     await expect.poll(() => kube.openWatches).toBe(1);
     const lists = (): number => kube.countRequests({ resource: 'leases', verb: 'list' });
+    const watches = (): number => kube.countRequests({ resource: 'leases', verb: 'watch' });
     expect(lists()).toBe(1);
     // Ended by the server after it had served (open 30 s, as the server's own timeout ends it
-    // after minutes): listed and watched again at once.
+    // after minutes): watched again at once, from where it was, without a list.
     await clock.advance(30_000);
     kube.cutWatches();
-    await expect.poll(lists).toBe(2);
+    await expect.poll(watches).toBe(2);
     await expect.poll(() => kube.openWatches).toBe(1);
+    await expect.poll(() => watch.snapshot()).not.toBeNull();
     // Ended before it delivered anything or had been open a while (a proxy that drops watches):
-    // a failure, retried after the watch backoff, not at once.
+    // a failure, retried after the watch backoff, not at once; the view is not in sync meanwhile.
     kube.cutWatches();
     await expect.poll(() => clock.pending).toBe(1); // the backoff's sleep
-    expect(lists()).toBe(2);
-    await clock.advance(1_000); // the first retry comes within 0.25–0.5 s
-    await expect.poll(lists).toBe(3);
-    await expect.poll(() => kube.openWatches).toBe(1);
-    await clock.advance(30_000);
-    // A failing list: the view is out of sync until the retry, after the watch backoff.
-    kube.failNext(1, { status: 500, match: { resource: 'leases', verb: 'list' } });
-    kube.cutWatches();
-    await expect.poll(lists).toBe(4);
     expect(watch.snapshot()).toBeNull();
+    expect(watches()).toBe(2);
     await clock.advance(1_000); // the first retry comes within 0.25–0.5 s
-    await expect.poll(lists).toBe(5);
+    await expect.poll(watches).toBe(3);
     await expect.poll(() => watch.snapshot()).not.toBeNull();
+    expect(lists()).toBe(1);
+    // The watch breaks and its version is compacted away: a 410, so a list, which fails once.
+    await clock.advance(30_000);
+    kube.cutWatches({ abrupt: true });
+    await objects.createLease('agentd-slot-1', spec('b', 1000));
+    kube.compactHistory();
+    kube.failNext(1, { status: 500, match: { resource: 'leases', verb: 'list' } });
+    await expect.poll(() => clock.pending).toBe(1);
+    await clock.advance(1_000);
+    await expect.poll(lists).toBe(2); // failed
+    await expect.poll(() => clock.pending).toBe(1);
+    expect(watch.snapshot()).toBeNull();
+    await clock.advance(1_000);
+    await expect.poll(lists).toBe(3);
+    await expect.poll(() => watch.snapshot()?.get('agentd-slot-1')?.lease.holder).toBe('b');
     await expect.poll(() => kube.openWatches).toBe(1);
   });
 });

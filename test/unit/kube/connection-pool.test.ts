@@ -6,10 +6,43 @@ import path from 'node:path';
 import { CoreV1Api, KubeConfig } from '@kubernetes/client-node';
 import { describe, expect, it, onTestFinished } from 'vitest';
 import { createKubeClients, type KubeClients } from '../../../src/kube/client.js';
-import { MAX_AGENTS, createAgentPool, poolKubeConnections } from '../../../src/kube/connection-pool.js';
-import { createNodeWatch } from '../../../src/kube/node-watch.js';
+import {
+  MAX_AGENTS,
+  createAgentPool,
+  makeApiClient,
+  type AgentPool,
+  type KubeTransport,
+} from '../../../src/kube/connection-pool.js';
+import { createNodeWatch, type NodeRecord } from '../../../src/kube/node-watch.js';
+import { createReflector } from '../../../src/kube/reflector.js';
+import type { AgentError } from '../../../src/errors.js';
+import { systemClock } from '../../../src/host/clock.js';
 import { startFakeKube, type FakeKube } from '../../support/fake-kube.js';
 import { makeTestCa } from '../../support/test-ca.js';
+
+/** Clients of a bare KubeConfig whose requests all go through `pool`. */
+function pooled(kc: KubeConfig, pool: AgentPool = createAgentPool()) {
+  const transport: KubeTransport = { limiter: null, pool };
+  return { kc, transport, core: makeApiClient(kc, transport, CoreV1Api) };
+}
+
+/** Follow the Node `name` with a reflector; returns its stop function. */
+function followNode(
+  c: { kc: KubeConfig; core: CoreV1Api; transport: KubeTransport },
+  name: string,
+  onEvent: (n: NodeRecord) => void,
+  onFailure: (err: AgentError) => void = () => undefined,
+): () => Promise<void> {
+  const r = createReflector<NodeRecord>({
+    ...createNodeWatch(c).source(name),
+    onList: () => undefined,
+    onEvent: (_type, n) => onEvent(n),
+    onFailure,
+    clock: systemClock,
+  });
+  void r.start();
+  return () => r.stop();
+}
 
 async function clientsFor(kube: FakeKube): Promise<KubeClients> {
   const dir = await mkdtemp(path.join(os.tmpdir(), 'agentd-pool-'));
@@ -41,14 +74,10 @@ describe('Kubernetes connections', () => {
     const kube = await startFakeKube();
     onTestFinished(() => kube.close());
     kube.addNode('w1', {});
-    const { kc, core } = await clientsFor(kube);
+    const clients = await clientsFor(kube);
+    const { core } = clients;
     const seen: boolean[] = [];
-    const stop = await createNodeWatch({ kc, core })(
-      'w1',
-      () => undefined,
-      (n) => seen.push(n?.unschedulable ?? false),
-      () => undefined,
-    );
+    const stop = followNode(clients, 'w1', (n) => seen.push(n.unschedulable));
     onTestFinished(() => stop());
     await expect.poll(() => kube.openWatches).toBe(1);
     for (let i = 0; i < 5; i++) await core.readNode({ name: 'w1' });
@@ -61,14 +90,13 @@ describe('Kubernetes connections', () => {
     const kube = await startFakeKube();
     onTestFinished(() => kube.close());
     kube.addNode('w1', {});
-    const kc = poolKubeConnections(kube.kubeConfig(), createAgentPool({ idleSocketMs: 100 }));
-    const core = kc.makeApiClient(CoreV1Api);
+    const clients = pooled(kube.kubeConfig(), createAgentPool({ idleSocketMs: 100 }));
     const seen: boolean[] = [];
     const ended: unknown[] = [];
-    const stop = await createNodeWatch({ kc, core })(
+    const stop = followNode(
+      clients,
       'w1',
-      () => undefined,
-      (n) => seen.push(n?.unschedulable ?? false),
+      (n) => seen.push(n.unschedulable),
       (err) => ended.push(err),
     );
     onTestFinished(() => stop());
@@ -89,7 +117,7 @@ describe('Kubernetes connections', () => {
     onTestFinished(() => kube.close());
     kube.addNode('w1', {});
     const pool = createAgentPool({ idleSocketMs: 100 });
-    const core = poolKubeConnections(kube.kubeConfig(), pool).makeApiClient(CoreV1Api);
+    const { core } = pooled(kube.kubeConfig(), pool);
     await core.readNode({ name: 'w1' });
     const before = kube.connectionsAccepted;
     await core.readNode({ name: 'w1' });
@@ -163,7 +191,7 @@ describe('Kubernetes connections over TLS', () => {
         contexts: [{ name: 'x', cluster: 'c', user: 'u' }],
         currentContext: 'x',
       });
-      return poolKubeConnections(kc).makeApiClient(CoreV1Api);
+      return pooled(kc).core;
     };
     const trusted = client(ca.caFile);
     for (let i = 0; i < 10; i++) expect((await trusted.readNode({ name: 'w1' })).metadata?.name).toBe('w1');

@@ -7,6 +7,7 @@ import { createNodeDrainer } from '../../../src/kube/drain.js';
 import { createMachineApi } from '../../../src/kube/machine.js';
 import { MACHINE_PHASES } from '../../../src/kube/schemas.js';
 import { createMachineWatch } from '../../../src/kube/watch.js';
+import { watchStream } from '../../../src/kube/watch-stream.js';
 import { makeAgentConfig } from '../../support/agent-config.js';
 import { createTestClock, startFakeKube } from '../../support/fake-kube.js';
 import type { FakeKube, FakeRule } from '../../support/fake-kube.js';
@@ -78,21 +79,26 @@ describe('deploy manifests', () => {
 
     const { machine } = await machines.ensureMachine(agentConfigSchema.parse(makeAgentConfig()));
     await machines.patchMachineStatus('worker-01', () => ({ phase: 'Joining' }));
-    let doneErr: unknown = 'not called';
-    const handle = await createMachineWatch({ kc }).watchMachine(
-      'worker-01',
-      machine.metadata.resourceVersion,
-      () => undefined,
-      (err) => {
-        doneErr = err;
+    // The watch the watcher's reflector sends (src/kube/watch.ts), from the Machine's version.
+    const watching = new AbortController();
+    const target = createMachineWatch({ kc }).target('worker-01');
+    const watched = watchStream(kc, target.transport, {
+      path: target.path,
+      query: {
+        ...target.query,
+        resourceVersion: machine.metadata.resourceVersion,
+        allowWatchBookmarks: true,
       },
-    );
+      signal: watching.signal,
+      onEvent: () => undefined,
+      onUndecodable: () => undefined,
+    });
     await kube.whenWatching(1);
-    handle.abort();
+    watching.abort();
+    await watched;
     const result = await drainer.drainNode('worker-01', { timeoutMs: 10_000 });
     expect(result.evicted).toEqual([{ namespace: 'default', name: 'web-1' }]);
     expect(await drainer.uncordon('worker-01')).toMatchObject({ uncordoned: true });
-    expect(doneErr).toBe('not called');
     expect(kube.requests.filter((r) => r.status === 403)).toEqual([]);
   });
 });

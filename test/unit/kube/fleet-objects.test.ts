@@ -103,7 +103,7 @@ describe('fleet objects (Leases and ConfigMaps)', () => {
       () => undefined,
     );
     try {
-      expect(listed).toEqual([{ 'policy.yaml': 'maxConcurrent: 2' }]);
+      await expect.poll(() => listed).toEqual([{ 'policy.yaml': 'maxConcurrent: 2' }]);
       await kube.whenWatching();
       kube.putConfigMap(NS, 'other', { a: 'c' });
       kube.putConfigMap(NS, 'agentd-fleet', { 'policy.yaml': 'maxConcurrent: 3' });

@@ -1,43 +1,47 @@
 import { CoreV1Api } from '@kubernetes/client-node';
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
 import type { AgentError } from '../../../src/errors.js';
-import { createNodeWatch, type NodeRecord, type WatchNode } from '../../../src/kube/node-watch.js';
-import { startFakeKube, type FakeKube } from '../../support/fake-kube.js';
+import { createNodeWatch, type NodeRecord, type NodeWatch } from '../../../src/kube/node-watch.js';
+import { createReflector, type Reflector } from '../../../src/kube/reflector.js';
+import { createTestClock, startFakeKube, type FakeKube } from '../../support/fake-kube.js';
 
 describe('createNodeWatch', () => {
   let kube: FakeKube;
-  let watchNode: WatchNode;
-  let stops: Array<() => void>;
+  let nodes: NodeWatch;
+  let reflectors: Reflector[];
 
   beforeEach(async () => {
     kube = await startFakeKube();
     const kc = kube.kubeConfig();
-    watchNode = createNodeWatch({ kc, core: kc.makeApiClient(CoreV1Api) });
-    stops = [];
+    nodes = createNodeWatch({ kc, core: kc.makeApiClient(CoreV1Api) });
+    reflectors = [];
   });
   afterEach(async () => {
-    for (const stop of stops) stop();
+    for (const r of reflectors) await r.stop();
     await kube.close();
   });
 
+  /** Follow the Node `name` as the session does: listed (first, or null), then each change. */
   async function follow(name: string) {
     const seen: Array<NodeRecord | null> = [];
-    const done = vi.fn<(err: AgentError | null) => void>();
-    stops.push(
-      await watchNode(
-        name,
-        (n) => seen.push(n),
-        (n) => seen.push(n),
-        done,
-      ),
-    );
-    return { seen, done };
+    const decodeErrors: AgentError[] = [];
+    const r = createReflector<NodeRecord>({
+      ...nodes.source(name),
+      onList: (items) => seen.push(items[0] ?? null),
+      onEvent: (type, n) => seen.push(type === 'DELETED' ? null : n),
+      onDecodeError: (err) => decodeErrors.push(err),
+      clock: createTestClock(),
+    });
+    reflectors.push(r);
+    void r.start();
+    await vi.waitFor(() => expect(kube.openWatches).toBe(reflectors.length));
+    return { seen, decodeErrors };
   }
 
   it('hands over the Node as listed, then each change of it, and null when it is gone', async () => {
     kube.addNode('w1');
     kube.addNode('w2');
-    const { seen, done } = await follow('w1');
+    const { seen } = await follow('w1');
     expect(seen).toEqual([{ name: 'w1', resourceVersion: expect.any(String), unschedulable: false }]);
     kube.patchNode('w2', { spec: { unschedulable: true } }); // another node: not seen
     kube.patchNode('w1', { spec: { unschedulable: true } });
@@ -45,7 +49,6 @@ describe('createNodeWatch', () => {
     expect(seen).toHaveLength(2);
     kube.deleteNode('w1');
     await vi.waitFor(() => expect(seen.at(-1)).toBeNull());
-    expect(done).not.toHaveBeenCalled();
   });
 
   it('a Node that does not exist yet is null, until it is added', async () => {
@@ -55,16 +58,18 @@ describe('createNodeWatch', () => {
     await vi.waitFor(() => expect(seen.at(-1)).toMatchObject({ name: 'w1', unschedulable: false }));
   });
 
-  it('a Node that is not one (a cordon that is not a boolean) is an error naming the field, listed or watched', async () => {
+  it('a Node that is not one (a cordon that is not a boolean) is a decode error naming the field, listed or watched', async () => {
     kube.addNode('w1');
     kube.patchNode('w1', { spec: { unschedulable: 'yes' } });
-    await expect(follow('w1')).rejects.toMatchObject({
-      message: expect.stringContaining('Node w1: spec.unschedulable:') as string,
-    });
-    kube.patchNode('w1', { spec: { unschedulable: false } });
-    const { done } = await follow('w1');
+    const { seen, decodeErrors } = await follow('w1');
+    expect(seen).toEqual([null]);
+    expect(decodeErrors.map((e) => e.message)).toEqual([
+      expect.stringContaining('Node w1: spec.unschedulable:') as string,
+    ]);
+    kube.patchNode('w1', { spec: { unschedulable: true } });
+    await vi.waitFor(() => expect(seen.at(-1)).toMatchObject({ unschedulable: true }));
     kube.patchNode('w1', { spec: { unschedulable: 'no' } });
-    await vi.waitFor(() => expect(done).toHaveBeenCalledTimes(1));
-    expect(done.mock.calls[0]?.[0]?.message).toContain('Node w1: spec.unschedulable:');
+    await vi.waitFor(() => expect(decodeErrors).toHaveLength(2));
+    expect(decodeErrors[1]?.message).toContain('Node w1: spec.unschedulable:');
   });
 });

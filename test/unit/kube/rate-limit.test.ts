@@ -5,6 +5,7 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { createKubeClients } from '../../../src/kube/client.js';
 import type { KubeClients } from '../../../src/kube/client.js';
 import { createMachineWatch } from '../../../src/kube/watch.js';
+import { watchStream } from '../../../src/kube/watch-stream.js';
 import { createRateLimiter } from '../../../src/kube/rate-limit.js';
 import { createTestClock, startFakeKube } from '../../support/fake-kube.js';
 import type { FakeKube } from '../../support/fake-kube.js';
@@ -84,13 +85,15 @@ describe('createKubeClients: every request passes the rate limit', () => {
     expect(clock.sleeps).toEqual([]);
     await get();
     await clients.core.listNode();
-    const handle = await createMachineWatch({ kc: clients.kc }).watchMachine(
-      'w',
-      undefined,
-      () => undefined,
-      () => undefined,
-    );
-    handle.abort();
+    // A watch, as the reflector sends it: stopped once the server answered.
+    const watching = new AbortController();
+    await watchStream(clients.kc, clients.transport, {
+      ...createMachineWatch({ kc: clients.kc }).target('w'),
+      signal: watching.signal,
+      onOpen: () => watching.abort(),
+      onEvent: () => undefined,
+      onUndecodable: () => undefined,
+    });
     expect(clock.sleeps).toEqual([200, 200, 200]);
     expect(kube.countRequests()).toBe(13);
   });

@@ -112,13 +112,15 @@ describe('followCordon', () => {
     await vi.waitFor(() => expect(session.nodeOps.cordoned()).toBe(true));
     expect(changes).toHaveBeenCalledTimes(2);
     expect(kube.countRequests({ resource: 'nodes', verb: 'watch' })).toBe(1);
-    // While it cannot follow the Node (the watch ended, the list fails), the cordon is unknown,
-    // not a value that may have changed meanwhile; it is back with the next list.
+    // While it cannot follow the Node (the watch broke, the next one fails), the cordon is
+    // unknown, not a value that may have changed meanwhile; it is back once a watch resumes from
+    // where the last one was (what changed since comes as events).
     const seen: Array<boolean | null> = [];
     changes.mockImplementation(() => seen.push(session.nodeOps.cordoned()));
-    kube.failNext(1, { status: 500, match: { resource: 'nodes', verb: 'list' } });
-    kube.cutWatches();
+    kube.failNext(1, { status: 500, match: { resource: 'nodes', verb: 'watch' } });
+    kube.cutWatches({ abrupt: true });
     await vi.waitFor(() => expect(seen).toEqual([null, true]));
+    expect(kube.countRequests({ resource: 'nodes', verb: 'list' })).toBe(4);
     expect(session.nodeOps.cordonWarning?.()).toBeNull();
     stop.abort();
     await following;

@@ -1,5 +1,5 @@
 /**
- * The watch loop against a failing API server, over real HTTP with the real client-node watch:
+ * The watch loop against a failing API server, over real HTTP with the reflector's own watch request:
  * a watch request answered 500 (or a refused connection) must back off, growing and capped,
  * and report the API error — not restart at a constant pace.
  */
@@ -50,7 +50,7 @@ describe('runWatchLoop against a failing API server', () => {
       {
         name: NAME,
         machines: createMachineApi({ custom: kc.makeApiClient(CustomObjectsApi), clock }),
-        watchMachine: createMachineWatch({ kc }).watchMachine,
+        machineWatch: createMachineWatch({ kc }),
         ensureMachine: async () => ({ created: false }),
         onChange: () => undefined,
         clock,

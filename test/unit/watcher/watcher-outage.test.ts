@@ -65,7 +65,7 @@ describe('the watcher during an API server outage', () => {
       const w = createMachineWatcher({
         machineName: NAME,
         machines: createMachineApi({ custom: clients.custom, clock }),
-        watchMachine: createMachineWatch({ kc: clients.kc }).watchMachine,
+        machineWatch: createMachineWatch({ kc: clients.kc, transport: clients.transport }),
         rpc: createStubApi().client,
         registrationConfig: () => agentConfigSchema.parse(makeAgentConfig({ MachineName: NAME })),
         logger: silentLogger,

@@ -10,6 +10,7 @@ import { createMachineWatch } from '../../../src/kube/watch.js';
 import { createMetrics } from '../../../src/metrics/metrics.js';
 import { createMachineWatcher } from '../../../src/watcher/watcher.js';
 import type { MachineWatcher } from '../../../src/watcher/watcher.js';
+import type { ReconcileResult } from '../../../src/watcher/reconcile.js';
 import { makeAgentConfig } from '../../support/agent-config.js';
 import { createTestClock, startFakeKube } from '../../support/fake-kube.js';
 import type { FakeKube, FakeKubeOptions } from '../../support/fake-kube.js';
@@ -33,19 +34,32 @@ describe('createMachineWatcher', () => {
   let joined = true;
   const metrics = createMetrics({ version: 't', collectDefaults: false });
 
+  /** Every reconcile's result, in order. */
+  let results: Array<ReconcileResult & { resourceVersion: string | null }> = [];
+  /** Resolves once a reconcile that read the Machine as the server has it now found it in sync. */
+  const inSyncWithServer = (): Promise<void> =>
+    until('a reconcile of the Machine as it is now', () =>
+      results.some(
+        (r) =>
+          r.outcome === 'in-sync' && r.resourceVersion === kube.getMachine(NAME)?.metadata.resourceVersion,
+      ),
+    );
+
   async function start(options: FakeKubeOptions = {}): Promise<MachineWatcher> {
+    results = [];
     kube = await startFakeKube(options);
     const kc = kube.kubeConfig();
     watcher = createMachineWatcher({
       machineName: NAME,
       machines: createMachineApi({ custom: kc.makeApiClient(CustomObjectsApi), clock: createTestClock() }),
-      watchMachine: createMachineWatch({ kc }).watchMachine,
+      machineWatch: createMachineWatch({ kc }),
       rpc: api.client,
       registrationConfig: () => (joined ? agentConfigSchema.parse(makeAgentConfig()) : null),
       logger: silentLogger,
       metrics,
       clock: createTestClock(),
       backoff: { baseMs: 10, maxMs: 50, random: () => 0 },
+      onReconciled: (r, resourceVersion) => results.push({ ...r, resourceVersion }),
     });
     watcher.start();
     return watcher;
@@ -83,10 +97,14 @@ describe('createMachineWatcher', () => {
     expect(w.status().lastEventAt).not.toBeNull();
 
     await w.stop();
+    // Stopped: its watch is closed at the server, so no later change of the Machine reaches it.
+    await until('the watch to close', () => kube.openWatches === 0);
     const calls = api.calls.length;
+    const reconciles = results.length;
     kube.patchMachineSpecAsOtherWriter(NAME, { operations: { repaveCounter: 2 } });
-    await new Promise((r) => setTimeout(r, 50));
+    expect(kube.openWatches).toBe(0);
     expect(api.calls).toHaveLength(calls);
+    expect(results).toHaveLength(reconciles);
     expect(w.status().connected).toBe(false);
   });
 
@@ -116,7 +134,8 @@ describe('createMachineWatcher', () => {
       const ops = kube.getMachine(NAME)?.status?.operations as { repaveCounter?: number } | undefined;
       return ops?.repaveCounter === 4;
     });
-    await new Promise((r) => setTimeout(r, 50));
+    // The acknowledgement's own event was reconciled, and found nothing more to do.
+    await inSyncWithServer();
     expect(api.updates().map((u) => String(u.idempotencyKey).split('/').pop())).toEqual([
       'repave-1',
       'repave-4',
