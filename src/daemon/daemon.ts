@@ -279,7 +279,11 @@ async function startServing(
       ? { ready: true, reasons: [] }
       : { ready: false, reasons: daemonState.get() === 'draining' ? ['shutting down'] : readinessReasons };
   // A scrape shows the node as `status` does: read again when its facts are older than 1 s.
-  const beforeScrape = () => engine.freshen();
+  // The same read sets the gauges the alerts need (src/metrics/status-gauges.ts).
+  const beforeScrape = async () => {
+    const s = await engine.status();
+    metrics.statusGauges.observe({ operation: s.operation, repair: s.node.repair, watcher: watcherStatus() });
+  };
   const admin = createAdminApp({
     dispatcher,
     events,

@@ -5,6 +5,7 @@
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
 import { EVENT_LOOP_DELAY_METRICS, registerEventLoopDelay } from './event-loop.js';
 import { RpcCallMetrics } from './rpc-calls.js';
+import { registerStatusGauges } from './status-gauges.js';
 
 /** The period of prom-client's own delay monitor, which nothing reads (see createMetrics): the longest a timer takes. */
 const IDLE_MONITOR_PERIOD_MS = 2 ** 31 - 1;
@@ -222,6 +223,8 @@ export function createMetrics(options: { version: string; collectDefaults?: bool
       labelNames: ['check', 'result'],
       registers: r,
     }),
+    /** `agentd_operation_phase_start_timestamp_seconds`, `agentd_watcher_state`, `agentd_repair_state`: set from `status` before a scrape. */
+    statusGauges: registerStatusGauges(registry),
     /** Where `agentd_fleet_window_open` is read from at each scrape: the fleet policy watch. */
     setFleetWindowSource(source: () => boolean): void {
       fleetWindowOpenNow = source;
