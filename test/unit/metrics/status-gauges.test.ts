@@ -57,3 +57,14 @@ describe('status gauges', () => {
     expect(await text(m)).toContain('agentd_repair_state{state="off"} 1');
   });
 });
+
+describe('zeroOperationSeries', () => {
+  it('exports agentd_operations_total at 0 for each kind and result before any operation ends', async () => {
+    const m = createMetrics({ version: '0.0.0-test', collectDefaults: false });
+    expect(await text(m)).not.toContain('agentd_operations_total{');
+    m.zeroOperationSeries(['update', 'drain'], new Set(['failed', 'rolled_back']));
+    const t = await text(m);
+    expect(t).toContain('agentd_operations_total{kind="update",result="rolled_back"} 0');
+    expect(t).toContain('agentd_operations_total{kind="drain",result="failed"} 0');
+  });
+});
