@@ -100,7 +100,7 @@ function baseApp(logger: Logger, serverFactory?: FastifyServerFactory): FastifyI
           status: reply.statusCode,
           durationMs: Math.round(reply.elapsedTime * 100) / 100,
         },
-        'http',
+        `http ${req.method} ${req.url} answered ${reply.statusCode} in ${Math.round(reply.elapsedTime * 100) / 100} ms`,
       );
       done();
     });

@@ -147,7 +147,7 @@ export function createRpcEndpoint(o: RpcEndpointOptions): RequestHandler {
             status: res.statusCode,
             durationMs: Math.round((performance.now() - started) * 100) / 100,
           },
-          'http',
+          `http ${req.method ?? ''} ${req.url ?? ''} answered ${res.statusCode} in ${Math.round((performance.now() - started) * 100) / 100} ms`,
         ),
       );
     }
