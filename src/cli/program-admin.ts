@@ -138,10 +138,14 @@ export function defineAdminCommands(program: Command, ctxOf: ContextOf, io: Prog
   }
 
   if (want('version')) {
-    example(withGlobals(program.command('version').description('client and daemon versions')), [
-      'agentctl version',
-      'agentctl version --json',
-    ]).action(async (_opts, cmd: Command) => {
+    example(
+      withGlobals(
+        program
+          .command('version')
+          .description('client and daemon versions (exit 3 when the daemon cannot be reached)'),
+      ),
+      ['agentctl version', 'agentctl version --json'],
+    ).action(async (_opts, cmd: Command) => {
       const { runVersion } = await import('./commands/version.js');
       await runVersion(ctxOf(cmd));
     });

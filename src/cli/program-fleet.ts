@@ -18,7 +18,9 @@ export function defineFleetCommands(program: Command, ctxOf: ContextOf, want: Wa
       withGlobals(
         fleet
           .command('status')
-          .description('policy, slots and their holders, windows, pause, halt and recorded failures'),
+          .description(
+            'policy, slots and their holders, windows, pause, halt and recorded failures (exit 1 when part of it cannot be read from the API server)',
+          ),
       ),
       ['agentctl fleet status', "agentctl fleet status --json | jq '.slots[] | {name, holder}'"],
     ).action(async (_opts, cmd: Command) => {

@@ -30,9 +30,12 @@ export class CleanupStack {
       for (const step of this.#steps.reverse()) {
         try {
           await step.run();
-          this.logger.debug({ step: step.name }, 'clean-up step done');
+          this.logger.debug({ step: step.name }, `clean-up step done: ${step.name}`);
         } catch (err) {
-          this.logger.warn({ step: step.name, err: describeError(err) }, 'clean-up step failed; continuing');
+          this.logger.warn(
+            { step: step.name, err: describeError(err) },
+            `clean-up step failed: ${step.name}; continuing`,
+          );
         }
       }
     })();

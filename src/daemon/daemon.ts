@@ -11,7 +11,7 @@ import type { Logger } from 'pino';
 import type { DaemonConfig } from '../config/daemon-config.js';
 import { Engine } from '../engine/engine.js';
 import { EventBus } from '../engine/events.js';
-import { FINAL_STATES } from '../engine/operation.js';
+import { FINAL_STATES, OPERATION_KINDS } from '../engine/operation.js';
 import type { InFlight } from '../engine/operation-slot.js';
 import { StatusVersion } from '../engine/status-version.js';
 import { PreconditionFailedError, describeError } from '../errors.js';
@@ -157,6 +157,7 @@ async function startServing(
   cleanup.push('stop the watchdog', sdNotify.startWatchdog());
   const readinessReasons: string[] = ['startup recovery has not finished'];
   const metrics = createMetrics({ version: VERSION });
+  metrics.zeroOperationSeries(OPERATION_KINDS, FINAL_STATES);
   const events = new EventBus();
   // Large C blocks are unmapped when freed, and after work malloc's free memory and the
   // executable's clean pages go back to the kernel (heap-trim.ts).
@@ -279,7 +280,11 @@ async function startServing(
       ? { ready: true, reasons: [] }
       : { ready: false, reasons: daemonState.get() === 'draining' ? ['shutting down'] : readinessReasons };
   // A scrape shows the node as `status` does: read again when its facts are older than 1 s.
-  const beforeScrape = () => engine.freshen();
+  // The same read sets the gauges the alerts need (src/metrics/status-gauges.ts).
+  const beforeScrape = async () => {
+    const s = await engine.status();
+    metrics.statusGauges.observe({ operation: s.operation, repair: s.node.repair, watcher: watcherStatus() });
+  };
   const admin = createAdminApp({
     dispatcher,
     events,

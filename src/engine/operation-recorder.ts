@@ -59,7 +59,10 @@ export class OperationRecorder {
   async start(): Promise<void> {
     this.op.state = 'running';
     this.op.startedAt = this.#now();
-    this.#logger.info({ from: this.op.from, to: this.op.to, reason: this.op.reason }, 'operation started');
+    this.#logger.info(
+      { from: this.op.from, to: this.op.to, reason: this.op.reason },
+      `${this.op.kind} ${this.op.id} started${this.op.to ? ` (to ${this.op.to})` : ''}`,
+    );
     await this.#persist();
   }
 
@@ -78,7 +81,7 @@ export class OperationRecorder {
     p.startedAt = this.#now();
     this.#currentPhase = name;
     this.#phaseStarted.set(name, this.#clock.now());
-    this.#logger.info({ phase: name }, 'phase started');
+    this.#logger.info({ phase: name }, `phase ${name} started (${this.op.id})`);
     this.#events.publish({
       type: 'phase',
       operationId: this.op.id,
@@ -122,7 +125,7 @@ export class OperationRecorder {
         durationMs: Math.round(seconds * 1000),
         ...(p.error ? { error: p.error.message } : {}),
       },
-      'phase ended',
+      `phase ${name} ended: ${state} (${this.op.id})`,
     );
     this.#events.publish({
       type: 'phase',
@@ -182,7 +185,7 @@ export class OperationRecorder {
         durationMs: Math.round(seconds * 1000),
         ...(this.op.error ? { error: this.op.error.message } : {}),
       },
-      'operation finished',
+      `${this.op.kind} ${this.op.id} finished: ${state}`,
     );
     await this.#persist();
   }

@@ -399,7 +399,10 @@ export function createLeaseGate(o: LeaseGateOptions): LeaseGate {
           if (!ps.synced) {
             decision = {
               wait: 'WaitingForSlot',
-              message: `reading the fleet policy${ps.error !== null ? `: ${ps.error}` : ''}`,
+              message:
+                ps.error === null
+                  ? 'reading the fleet policy from the Kubernetes API server'
+                  : waitingForApi('the fleet policy', ps.error, operationId),
               retryInMs: 200,
             };
           } else if (ps.policy === null) {
@@ -413,7 +416,7 @@ export function createLeaseGate(o: LeaseGateOptions): LeaseGate {
               // The API is unreachable or the state unreadable: never update blind, look again.
               decision = {
                 wait: 'WaitingForSlot',
-                message: `cannot read the fleet state: ${describeError(err)}`,
+                message: waitingForApi('the fleet state', describeError(err), operationId),
               };
             }
           }
@@ -469,4 +472,12 @@ export function createLeaseGate(o: LeaseGateOptions): LeaseGate {
       void watch.stop();
     },
   };
+}
+
+/**
+ * Why an update waits when the API server does not answer the gate's reads: it is the API
+ * server that is waited for, and the message says the way on without the gate (docs/fleet.md).
+ */
+function waitingForApi(what: string, error: string, operationId: string): string {
+  return `waiting for the Kubernetes API server: cannot read ${what}: ${error}; the update goes on once it answers. To update this node without the fleet gate: agentctl ops cancel ${operationId}, then agentctl update --ignore-fleet`;
 }

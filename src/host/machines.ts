@@ -179,7 +179,7 @@ export function createMachineManager(options: MachineManagerOptions): MachineMan
   async function start(m: MachineName, signal?: AbortSignal): Promise<void> {
     const what = `start machine ${m}`;
     const deadline = clock.now() + t.startMs;
-    log.info({ machine: m }, 'starting machine');
+    log.info({ machine: m }, `starting machine ${m}`);
     await run('machinectl', ['enable', m], { signal });
     try {
       await run('machinectl', ['start', m], { signal });
@@ -220,7 +220,7 @@ export function createMachineManager(options: MachineManagerOptions): MachineMan
         data: { machine: m },
       });
     }
-    log.info({ machine: m }, 'machine is running');
+    log.info({ machine: m }, `machine ${m} is running`);
   }
 
   /**
@@ -250,7 +250,7 @@ export function createMachineManager(options: MachineManagerOptions): MachineMan
 
   async function startServices(m: MachineName, signal?: AbortSignal): Promise<void> {
     for (const unit of SERVICES) {
-      log.info({ machine: m, unit }, 'starting service');
+      log.info({ machine: m, unit }, `starting ${unit} in ${m}`);
       await run('systemd-run', inMachine(m, 'systemctl', 'enable', '--now', unit), { signal });
     }
   }
@@ -291,12 +291,12 @@ export function createMachineManager(options: MachineManagerOptions): MachineMan
         },
       );
     }
-    log.info({ machine: m }, 'kubelet is active and healthy');
+    log.info({ machine: m }, `kubelet in ${m} is active and healthy`);
   }
 
   async function stop(m: MachineName, signal?: AbortSignal): Promise<void> {
     const deadline = clock.now() + t.stopMs;
-    log.info({ machine: m }, 'stopping machine');
+    log.info({ machine: m }, `stopping machine ${m}`);
     // kubelet before containerd, so kubelet does not see its runtime vanish under it.
     for (const unit of ['kubelet.service', 'containerd.service']) {
       // Fails when the machine is not running, which is fine: then nothing runs in it.
@@ -305,7 +305,7 @@ export function createMachineManager(options: MachineManagerOptions): MachineMan
     await tolerate(m, 'machinectl disable', () => run('machinectl', ['disable', m], { signal }));
     await tolerate(m, 'systemctl stop', () => run('systemctl', ['stop', nspawnUnit(m)], { signal }));
     if (await waitUntilUnregistered(m, deadline, signal)) {
-      log.info({ machine: m }, 'machine stopped');
+      log.info({ machine: m }, `machine ${m} stopped`);
       return;
     }
     log.warn({ machine: m }, 'machine is still registered after stopping its unit; terminating it');
@@ -343,7 +343,7 @@ export function createMachineManager(options: MachineManagerOptions): MachineMan
         log.warn({ machine: m, err: describeError(err) }, 'machinectl remove failed');
       }
       if (res?.exitCode === 0 && !(await exists(dir))) {
-        log.info({ machine: m }, 'machine removed');
+        log.info({ machine: m }, `machine ${m} removed`);
         return;
       }
       // machined does not see it as an image: retrying will not help.

@@ -4,6 +4,7 @@
  */
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
 import { EVENT_LOOP_DELAY_METRICS, registerEventLoopDelay } from './event-loop.js';
+import { registerStatusGauges } from './status-gauges.js';
 
 /** The period of prom-client's own delay monitor, which nothing reads (see createMetrics): the longest a timer takes. */
 const IDLE_MONITOR_PERIOD_MS = 2 ** 31 - 1;
@@ -242,6 +243,16 @@ export function createMetrics(options: { version: string; collectDefaults?: bool
       labelNames: ['check', 'result'],
       registers: r,
     }),
+    /** `agentd_operation_phase_start_timestamp_seconds`, `agentd_watcher_state`, `agentd_repair_state`: set from `status` before a scrape. */
+    statusGauges: registerStatusGauges(registry),
+    /**
+     * Export `agentd_operations_total` at 0 for every kind and final state before the first
+     * operation ends: a series that first appears at 1 is no increase to `increase()`, and the
+     * first failure after a start would not fire the alert (deploy/prometheus/agentd.rules.yaml).
+     */
+    zeroOperationSeries(kinds: readonly string[], results: Iterable<string>): void {
+      for (const result of results) for (const kind of kinds) metrics.operations.inc({ kind, result }, 0);
+    },
     /** Where `agentd_fleet_window_open` is read from at each scrape: the fleet policy watch. */
     setFleetWindowSource(source: () => boolean): void {
       fleetWindowOpenNow = source;

@@ -229,7 +229,10 @@ export function createDispatcher(options: DispatcherOptions): Dispatcher {
     if (level === 'info' ? infoOn : debugOn) {
       const durationMs = Math.round(seconds * 1e5) / 100;
       const fields = { rpc: label, code, caller, durationMs };
-      logger[level](reason === undefined ? fields : { ...fields, reason }, 'rpc');
+      logger[level](
+        reason === undefined ? fields : { ...fields, reason },
+        `rpc ${label} answered ${code} in ${durationMs} ms`,
+      );
     }
   }
 

@@ -172,7 +172,7 @@ function baseApp(
           status: reply.statusCode,
           durationMs: Math.round(reply.elapsedTime * 100) / 100,
         },
-        'http',
+        `http ${req.method} ${req.url} answered ${reply.statusCode} in ${Math.round(reply.elapsedTime * 100) / 100} ms`,
       );
       done();
     });

@@ -78,17 +78,21 @@ export async function runTask(t: Task, ctx: TaskContext): Promise<void> {
   const taskPath = parent ? `${parent.path}/${t.name}` : t.name;
   const logger = root.child({ task: taskPath });
   TASK_LOGGERS.set(logger, { root, path: taskPath });
-  logger.debug('task started');
+  logger.debug(`task ${taskPath} started`);
   let result = 'ok';
   try {
     await t.run({ ...ctx, logger });
   } catch (err) {
     result = ctx.signal.aborted ? 'cancelled' : 'error';
-    logger.debug({ err: isAgentError(err) ? err.code : String(err) }, 'task failed');
+    logger.debug({ err: isAgentError(err) ? err.code : String(err) }, `task ${taskPath} failed`);
     throw err;
   } finally {
     const seconds = (performance.now() - started) / 1000;
     ctx.metrics?.taskDuration.observe({ task: t.name, result }, seconds);
-    if (result === 'ok') logger.debug({ durationMs: Math.round(seconds * 1000) }, 'task done');
+    if (result === 'ok')
+      logger.debug(
+        { durationMs: Math.round(seconds * 1000) },
+        `task ${taskPath} done in ${Math.round(seconds * 1000)} ms`,
+      );
   }
 }

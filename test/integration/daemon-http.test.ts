@@ -139,8 +139,13 @@ describe('JSON-RPC over POST /rpc', () => {
         .split('\n')
         .filter((l) => l.startsWith('{'))
         .map((l) => JSON.parse(l) as Record<string, unknown>)
-        .filter((l) => l.msg === 'rpc' && l.rpc === '(invalid)' && typeof l.reason === 'string');
-    const INFO = 30;
+        .filter(
+          (l) =>
+            l.msg === 'rpc (invalid) answered ' + String(l.code) + ' in ' + String(l.durationMs) + ' ms' &&
+            l.rpc === '(invalid)' &&
+            typeof l.reason === 'string',
+        );
+    const INFO = 'info';
     await vi.waitFor(() =>
       expect(refusals()).toEqual(
         expect.arrayContaining([

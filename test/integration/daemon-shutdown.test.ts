@@ -23,11 +23,11 @@ import {
 } from '../support/sim-node.js';
 
 /** The daemon's JSON log lines, parsed. */
-function logLines(text: string): Array<{ msg: string; level: number } & Record<string, unknown>> {
+function logLines(text: string): Array<{ msg: string; level: string } & Record<string, unknown>> {
   return text
     .split('\n')
     .filter((l) => l.startsWith('{'))
-    .map((l) => JSON.parse(l) as { msg: string; level: number } & Record<string, unknown>);
+    .map((l) => JSON.parse(l) as { msg: string; level: string } & Record<string, unknown>);
 }
 
 /** Put something in the state dir that must survive the shutdown. */
@@ -47,7 +47,7 @@ async function expectCleanExit(d: TestDaemon, marker: string): Promise<void> {
   expect(msgs).toContain('agentd shutting down');
   expect(msgs.indexOf('agentd stopped')).toBeGreaterThan(msgs.indexOf('agentd shutting down'));
   // Nothing went wrong on the way down.
-  expect(lines.filter((l) => l.level >= 50)).toEqual([]);
+  expect(lines.filter((l) => l.level === 'error' || l.level === 'fatal')).toEqual([]);
 }
 
 describe('shutdown', () => {
@@ -108,7 +108,7 @@ describe('shutdown', () => {
       expect((await d.http('GET', '/readyz')).status).toBe(200);
     }
     expect(logLines(d.logs()).find((l) => l.msg === said.SIGHUP)).toMatchObject({
-      level: 40,
+      level: 'warn',
       signal: 'SIGHUP',
     });
     expect(d.logs()).not.toContain('Debugger listening');
@@ -160,7 +160,7 @@ describe('shutdown with an operation in flight', () => {
     const lines = logLines(d.logs());
     const over = lines.find((l) => l.msg.startsWith('shutdown grace over'));
     expect(over, d.logs()).toMatchObject({
-      level: 50,
+      level: 'error',
       operation: op.id,
       kind: 'update',
       phase: journal.phase,

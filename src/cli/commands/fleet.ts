@@ -1,5 +1,6 @@
 /** `agentctl fleet status|pause|resume`: the fleet gate as this node sees it, and the operator's switches. */
 import type { CliContext } from '../context.js';
+import { CliExit, EXIT } from '../exit-codes.js';
 import { agentctlCommand } from '../follow/follow-command.js';
 import { answerOf, type Change } from '../lost-answer.js';
 import { table, type Output } from '../output.js';
@@ -63,7 +64,29 @@ export function renderFleetStatus(s: FleetStatus, out: Pick<Output, 'paint'>): s
 
 export async function runFleetStatus(ctx: CliContext): Promise<void> {
   const s = await ctx.call('fleet.status');
-  ctx.out.result(s, () => renderFleetStatus(s, ctx.out));
+  const failure = incompleteStatus(s);
+  if (failure === null) {
+    ctx.out.result(s, () => renderFleetStatus(s, ctx.out));
+    return;
+  }
+  // What could be read is still shown, and `error` (exit 1) says that it is not all of it: a
+  // script reading `.slots` gets what there is, one testing `.error` or the exit code learns the rest.
+  const error = { code: failure.code, message: failure.message, exitCode: EXIT.FAILED, errors: s.errors };
+  ctx.out.result({ ...s, error }, () => renderFleetStatus(s, ctx.out));
+  ctx.out.error(failure.message);
+  throw new CliExit(EXIT.FAILED);
+}
+
+/**
+ * Why a `fleet status` is incomplete: agentd could not read part of the fleet from the API server
+ * (the slots, the recorded failures). Null when it read everything.
+ */
+export function incompleteStatus(s: FleetStatus): { code: 'KUBE_UNAVAILABLE'; message: string } | null {
+  if (s.errors.length === 0) return null;
+  return {
+    code: 'KUBE_UNAVAILABLE',
+    message: `the fleet status is incomplete: agentd could not read it from the Kubernetes API server (${s.errors.join('; ')}); check the node's API server address and credentials (agentctl status, the watcher line) and the RBAC in deploy/`,
+  };
 }
 
 /** `fleet pause` or `fleet resume`, for the messages when its answer is lost. */

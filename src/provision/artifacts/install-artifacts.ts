@@ -195,7 +195,7 @@ async function installOneUnwrapped(
       bytes: cached.bytes,
       cacheHit: cached.cacheHit,
     },
-    'artifact installed',
+    `artifact ${spec.name} ${spec.version} installed${cached.cacheHit ? ' (from the cache)' : ''}`,
   );
   return { name: spec.name, skipped: false, bytes: cached.bytes, hit: cached.cacheHit };
 }

@@ -143,7 +143,7 @@ export async function pullImage(
     const totalBytes = layers.reduce((n, l) => n + l.size, 0);
     logger.info(
       { image: client.label, digest: resolved.digest, layers: layers.length, bytes: totalBytes },
-      'pulling image',
+      `pulling image ${client.label}`,
     );
 
     let downloadedBytes = resolved.fromIndex
@@ -173,12 +173,12 @@ export async function pullImage(
       const layerStream = createReadStream(file, { highWaterMark: 1024 * 1024 });
       const stats = await applyLayer(target, layerStream, { mediaType: layer.mediaType, signal });
       unpackedBytes += stats.bytes;
-      logger.debug({ layer: layer.digest, ...stats }, 'layer applied');
+      logger.debug({ layer: layer.digest, ...stats }, `layer ${layer.digest} applied`);
     }
     progress?.({ task, message: 'done', bytes: totalBytes, totalBytes });
     logger.info(
       { image: client.label, digest: resolved.digest, downloadedBytes, unpackedBytes },
-      'image pulled',
+      `image ${client.label} pulled`,
     );
     return {
       digest: resolved.digest,

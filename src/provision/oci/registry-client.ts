@@ -182,7 +182,7 @@ export class RegistryClient {
       const sameOrigin = url.origin === new URL(this.baseUrl).origin;
       const headers: Record<string, string> = { accept, 'user-agent': USER_AGENT };
       if (sameOrigin && this.#authorization) headers.authorization = this.#authorization;
-      this.#logger.debug({ url: url.toString() }, 'registry request');
+      this.#logger.debug({ url: url.toString() }, `registry request GET ${url.toString()}`);
       const res = await this.#request(url, headers, what);
       if (res.statusCode === 200) return res;
       if (REDIRECT_CODES.has(res.statusCode)) {

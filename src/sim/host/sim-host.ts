@@ -139,7 +139,7 @@ export function createSimHost(options: SimHostOptions): SimHost {
     const result: CommandResult = { command, ...outcome, durationMs: clock.now() - started };
     logger?.debug(
       { command, exitCode: result.exitCode, durationMs: result.durationMs, stderr: tail(result.stderr, 512) },
-      'sim host command finished',
+      `sim host command ${command} exited ${result.exitCode}`,
     );
     if (result.exitCode !== 0 && runOptions.reject !== false) {
       throw new CommandFailedError(command, result.exitCode, tail(result.stderr));

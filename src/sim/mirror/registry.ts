@@ -73,7 +73,7 @@ export function createRegistryHandler(options: RegistryHandlerOptions = {}): Reg
     if (pathname !== '/v2' && !pathname.startsWith('/v2/')) return false;
     const method = req.method ?? 'GET';
     const head = method === 'HEAD';
-    options.logger?.debug({ method, path: pathname }, 'registry request');
+    options.logger?.debug({ method, path: pathname }, `registry request ${method} ${pathname}`);
     if (method !== 'GET' && !head) {
       res.setHeader('allow', 'GET, HEAD');
       registryError(res, 405, 'UNSUPPORTED', `${method} is not supported by this read-only registry`, false);

@@ -160,8 +160,10 @@ describe('a daemon that accepts calls but never answers', () => {
     ]);
     expect(stop.code).toBe(0);
     expect(JSON.parse(stop.stdout)).toMatchObject({ pidFilePresent: false, signalled: false });
-    expect(version.code).toBe(0);
+    expect(version.code).toBe(5);
     expect(JSON.parse(version.stdout)).toMatchObject({
+      client: { version: expect.any(String) },
+      error: { code: 'TIMEOUT', exitCode: 5 },
       daemon: null,
       daemonError: expect.stringContaining('did not answer in time: no answer within 5000 ms'),
     });

@@ -4,6 +4,7 @@ import path from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { PassThrough } from 'node:stream';
 import { runCli } from '../../../src/cli/main.js';
+import { VERSION } from '../../../src/version.js';
 import { systemClock } from '../../../src/host/clock.js';
 import { recordingStream } from '../../support/cli.js';
 
@@ -94,12 +95,25 @@ describe('runCli exit codes', () => {
     expect(JSON.parse(r.stdout)).toMatchObject({ pidFilePresent: false, signalled: false });
   });
 
-  it('version reports the daemon as unreachable without failing', async () => {
+  it('version says that the daemon is unreachable, still with the client version: exit 3', async () => {
     const r = await cli('--socket', path.join(dir, 'none.sock'), '--json', 'version');
-    expect(r.code).toBe(0);
-    const v = JSON.parse(r.stdout) as { daemon: unknown; daemonError: string };
+    expect(r.code).toBe(3);
+    const v = JSON.parse(r.stdout) as {
+      client: { version: string };
+      daemon: unknown;
+      daemonError: string;
+      error: { code: string; exitCode: number; message: string };
+    };
+    expect(v.client.version).toBe(VERSION);
     expect(v.daemon).toBeNull();
     expect(v.daemonError).toContain('none.sock');
+    expect(v.error).toMatchObject({ code: 'UNREACHABLE', exitCode: 3, reason: 'missing' });
+    expect(r.stderr).toMatch(/^agentctl: cannot reach agentd on \S*none\.sock: /);
+    const human = await cli('--socket', path.join(dir, 'none.sock'), 'version');
+    expect(human.code).toBe(3);
+    expect(human.stdout).toContain(`agentctl ${VERSION} (node `);
+    expect(human.stdout).toMatch(/^agentd {3}unreachable/m);
+    expect(human.stderr).toContain('cannot reach agentd on');
   });
 });
 

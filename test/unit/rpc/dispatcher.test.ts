@@ -527,7 +527,9 @@ describe('dispatcher: metrics and logs', () => {
     await dispatcher.handle({ jsonrpc: '2.0', id: 1, method: 'test.missing' }, 'agentctl');
     await dispatcher.handle({ jsonrpc: '2.0', id: 2, method: 'test.echo' }, 'agentctl');
     await dispatcher.handle({ jsonrpc: '2.0', id: 3, method: 'test.mutate' }, 'agentctl');
-    const lines = logs.map((l) => JSON.parse(l) as Record<string, unknown>).filter((l) => l.msg === 'rpc');
+    const lines = logs
+      .map((l) => JSON.parse(l) as Record<string, unknown>)
+      .filter((l) => String(l.msg).startsWith('rpc '));
     expect(lines).toHaveLength(3);
     const INFO = 30;
     const DEBUG = 20;
@@ -538,6 +540,9 @@ describe('dispatcher: metrics and logs', () => {
       level: INFO,
     });
     expect(lines[1]).toMatchObject({ rpc: 'test.echo', code: 'ok', level: DEBUG });
+    // The message says what was called and how it ended: `rpc test.echo answered ok in 0.12 ms`.
+    expect(lines[1]?.msg).toBe(`rpc test.echo answered ok in ${String(lines[1]?.durationMs)} ms`);
+    expect(lines[0]?.msg).toMatch(/^rpc test\.missing answered NOT_FOUND in [\d.]+ ms$/);
     expect(lines[2]).toMatchObject({ rpc: 'test.mutate', code: 'ok', level: INFO });
   });
 });
@@ -550,7 +555,9 @@ describe('dispatcher: requests the HTTP endpoint refused', () => {
     dispatcher.refused('INVALID_REQUEST', 'HTTP 405: /rpc takes POST, not GET', 'c');
     expect(await counter(metrics, '(invalid)', 'PAYLOAD_TOO_LARGE')).toBe(1);
     expect(await counter(metrics, '(invalid)', 'INVALID_REQUEST')).toBe(2);
-    const lines = logs.map((l) => JSON.parse(l) as Record<string, unknown>).filter((l) => l.msg === 'rpc');
+    const lines = logs
+      .map((l) => JSON.parse(l) as Record<string, unknown>)
+      .filter((l) => String(l.msg).startsWith('rpc '));
     expect(lines).toEqual([
       expect.objectContaining({
         level: 30,
