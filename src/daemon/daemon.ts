@@ -189,6 +189,7 @@ async function startServing(
     metrics,
     daemonReload: () => host.machines.daemonReload(),
     registryAuthFile: config.registryAuthFile,
+    transferLimits: config.transferLimits,
     ...(config.host === 'sim' ? { minFreeBytes: 64 * 1024 ** 2 } : {}),
   });
   // Kubernetes: credentials, this node's drain, the Machine watcher. The engine's
