@@ -21,7 +21,8 @@ import tls from 'node:tls';
 import type { Agent, Dispatcher } from 'undici';
 import { formatByteRate } from './config/byte-rate.js';
 import { formatDuration } from './config/duration.js';
-import { DIRECT, proxyFor, redactProxyUrl, type OutboundProxy } from './config/proxy.js';
+import { DIRECT, proxyFor, type OutboundProxy } from './config/proxy.js';
+import { redactProxyUrl } from './config/redact.js';
 import { DEFAULT_TRANSFER_LIMITS, type TransferLimits } from './config/transfer-limits.js';
 import type { Clock } from './host/types.js';
 

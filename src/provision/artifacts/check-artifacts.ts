@@ -1,6 +1,7 @@
 /** Preflight for artifacts: a HEAD of every artifact URL and its checksum URL, nothing downloaded. */
 import type { Dispatcher } from 'undici';
 import type { AgentConfig } from '../../config/agent-config.js';
+import { redactText } from '../../config/redact.js';
 import { describeError } from '../../errors.js';
 import { systemClock } from '../../host/clock.js';
 import type { Clock } from '../../host/types.js';
@@ -72,7 +73,10 @@ async function checkOne(
     return {
       name,
       ok: true,
-      message: `${spec.name} ${spec.version}: ${spec.url} reachable${sizeText}; checksum ${spec.checksumUrl} reachable`,
+      // A check's words are shown (preflight, the operation record): URLs without their credentials.
+      message: redactText(
+        `${spec.name} ${spec.version}: ${spec.url} reachable${sizeText}; checksum ${spec.checksumUrl} reachable`,
+      ),
     };
   } catch (err) {
     // Only the caller's cancellation is an error; everything else is a failed check.
