@@ -21,6 +21,8 @@ export const STATE_DIR_LAYOUT = [
   'cache',
   'watcher-blocked-target.json',
   'sim-mirror.json',
+  // install.sh's record of the install, written into the state dir before agentd first starts.
+  'install-sh.state',
 ] as const;
 
 /** Whether `dir` carries agentd's marker: a regular file whose first line is the marker's. */

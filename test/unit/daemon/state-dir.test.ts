@@ -49,6 +49,13 @@ describe('the marker', () => {
     await writeFile(path.join(old, 'journal.json.1234'), '{}'); // a temp file of an atomic write
     await markOrWarn(old, false, logger());
     expect(await hasStateDirMarker(old)).toBe(true);
+
+    // install.sh records the install in the state dir before agentd first starts.
+    const installed = path.join(dir, 'installed');
+    await mkdir(installed);
+    await writeFile(path.join(installed, 'install-sh.state'), 'first\n');
+    await markOrWarn(installed, false, logger());
+    expect(await hasStateDirMarker(installed)).toBe(true);
   });
 
   it('is not written into a dir that holds other things, and the log says uninstall will not remove it', async () => {
