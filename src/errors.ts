@@ -4,6 +4,7 @@
  * list of them; `src/rpc/error-map.ts` turns them into wire errors and `docs/errors.md`
  * documents each one (a test keeps the three in step).
  */
+import { redactDeep, redactText } from './config/redact.js';
 
 /** Catalogue of application error codes: string code → JSON-RPC numeric code and a summary. */
 export const ERROR_CODES = {
@@ -82,10 +83,12 @@ export class AgentError extends Error {
   readonly data: Record<string, unknown>;
 
   constructor(code: ErrorCode, message: string, options: AgentErrorOptions = {}) {
-    super(message, options.cause === undefined ? undefined : { cause: options.cause });
+    // Through the one redactor: an error's words and data reach the wire, the operation
+    // records and the logs, and may quote a URL with credentials or a server's echoed header.
+    super(redactText(message), options.cause === undefined ? undefined : { cause: options.cause });
     this.name = 'AgentError';
     this.code = code;
-    this.data = options.data ?? {};
+    this.data = options.data ? redactDeep(options.data) : {};
   }
 }
 

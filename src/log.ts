@@ -1,25 +1,22 @@
 /**
- * The daemon's logger: pino JSON on stdout (journald), pretty on a terminal. Secrets are
- * redacted by path wherever they may appear in a logged object.
+ * The daemon's logger: pino JSON on stdout (journald), pretty on a terminal. Every line passes
+ * the one redactor (src/config/redact.ts): secret fields at any depth (bootstrap tokens, CA keys,
+ * Authorization headers, exec credential args and env), URL userinfo and echoed credentials in
+ * any string, the message included.
  */
-import { pino, type Logger } from 'pino';
+import { pino, type Logger, type LoggerOptions as PinoOptions } from 'pino';
+import { redactDeep, redactText } from './config/redact.js';
 
-/** Paths that must never reach a log line. */
-export const REDACT_PATHS = [
-  'req.headers.authorization',
-  'headers.authorization',
-  'authorization',
-  'token',
-  'bootstrapToken',
-  '*.BootstrapToken',
-  '*.*.BootstrapToken',
-  '*.*.*.BootstrapToken',
-  'Kubelet.Auth.BootstrapToken',
-  'config.Kubelet.Auth.BootstrapToken',
-  'params.config.Kubelet.Auth.BootstrapToken',
-  '*.caKey',
-  'caKey',
-];
+/** The redacting half of the logger's options (tests build loggers of their own with it). */
+export const REDACTING: Pick<PinoOptions, 'formatters' | 'hooks'> = {
+  formatters: { log: (obj) => redactDeep(obj) },
+  hooks: {
+    logMethod(args, method) {
+      const redacted = args.map((a: unknown) => (typeof a === 'string' ? redactText(a) : a));
+      method.apply(this, redacted as Parameters<typeof method>);
+    },
+  },
+};
 
 export interface LoggerOptions {
   level: string;
@@ -38,7 +35,7 @@ export async function createLogger(options: LoggerOptions): Promise<Logger> {
   const base = {
     level: options.level,
     base: { pid: process.pid },
-    redact: { paths: REDACT_PATHS, censor: '[REDACTED]' },
+    ...REDACTING,
     timestamp: pino.stdTimeFunctions.isoTime,
     // `"level":"info"`, not `30`: a journal read with jq says what it means (docs/operations.md,
     // "Logs"). pino-pretty maps the numbers itself, so `pretty` keeps them.

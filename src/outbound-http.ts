@@ -19,7 +19,14 @@
  */
 import tls from 'node:tls';
 import type { Agent, Dispatcher } from 'undici';
-import { DIRECT, proxyFor, redactProxyUrl, type OutboundProxy } from './config/proxy.js';
+import { formatByteRate } from './config/byte-rate.js';
+import { formatDuration } from './config/duration.js';
+import { DIRECT, proxyFor, type OutboundProxy } from './config/proxy.js';
+import { redactProxyUrl } from './config/redact.js';
+import { DEFAULT_TRANSFER_LIMITS, type TransferLimits } from './config/transfer-limits.js';
+import type { Clock } from './host/types.js';
+
+export { DEFAULT_TRANSFER_LIMITS, type TransferLimits };
 import { loadProxyAgent, loadUndici } from './lazy-undici.js';
 
 let processProxy: OutboundProxy = DIRECT;
@@ -130,4 +137,139 @@ export async function outboundDispatcher(
     }
   }
   return new ProxyRouter();
+}
+
+/** What a transfer guard needs: the call's words and URL, its clock and the caller's signal. */
+export interface TransferGuardOptions {
+  /** `download kubelet 1.34.0`, `registry.example/kube:1.34: GET …`. */
+  what: string;
+  url: string;
+  clock: Clock;
+  signal?: AbortSignal | undefined;
+  limits?: TransferLimits | undefined;
+  /** The error of a hit bound (DOWNLOAD_FAILED for artifacts, IMAGE_PULL_FAILED for images). */
+  makeError: (message: string, data: Record<string, unknown>) => Error;
+}
+
+/** The bounds of one call in flight: its deadline, its rate floor and its size limit. */
+export interface TransferGuard {
+  /** The signal to make the request with: aborted (with the failure as reason) when a bound is hit. */
+  readonly signal: AbortSignal;
+  /** The bound that stopped the call, once one did. */
+  readonly failure: Error | undefined;
+  /**
+   * The body begins: the rate is judged from now, the deadline grows by `declaredBytes` at the
+   * floor rate, and more than `limitBytes` (the declared size, or an expected one) fails at once.
+   */
+  startBody(limitBytes: number, declaredBytes?: number): void;
+  /** Count `n` received bytes; throws the failure at once when they pass the limit. */
+  received(n: number): void;
+  /** The call is over (either way): stop judging it. */
+  end(): void;
+}
+
+/**
+ * Bound one outbound call. The judge runs on the injected clock (tests move time instead of
+ * waiting): at the deadline, and at the end of every rate window once the body started.
+ */
+export function guardTransfer(o: TransferGuardOptions): TransferGuard {
+  const limits = o.limits ?? DEFAULT_TRANSFER_LIMITS;
+  const { clock } = o;
+  const startedAt = clock.now();
+  let deadlineAt = startedAt + limits.requestTimeoutMs;
+  let windowStart: number | undefined;
+  let windowBytes = 0;
+  let total = 0;
+  let limitBytes = Number.POSITIVE_INFINITY;
+  let failure: Error | undefined;
+  const tripped = new AbortController();
+  const ended = new AbortController();
+  /** Wakes the judge early when the body starts (its window ends before the old deadline). */
+  let nap = new AbortController();
+  const signal = o.signal ? AbortSignal.any([o.signal, tripped.signal]) : tripped.signal;
+  const floor = formatByteRate(limits.minRateBytesPerSecond);
+  const windowText = formatDuration(limits.rateWindowMs);
+
+  function fail(message: string, data: Record<string, unknown>): Error {
+    failure ??= o.makeError(message, { url: o.url, receivedBytes: total, ...data });
+    ended.abort();
+    tripped.abort(failure);
+    return failure;
+  }
+
+  function judge(now: number): void {
+    if (now >= deadlineAt) {
+      fail(
+        `${o.what} from ${o.url}: not done after ${formatDuration(now - startedAt)} (received ${total} bytes), past its deadline of ${formatDuration(deadlineAt - startedAt)}`,
+        { deadlineMs: deadlineAt - startedAt },
+      );
+      return;
+    }
+    if (windowStart === undefined || now < windowStart + limits.rateWindowMs) return;
+    const need = (limits.minRateBytesPerSecond * (now - windowStart)) / 1000;
+    if (windowBytes < need) {
+      fail(
+        `${o.what} from ${o.url}: too slow, ${windowBytes} bytes in the last ${formatDuration(now - windowStart)} (received ${total} bytes in all), below the floor of ${floor} averaged over ${windowText}`,
+        { minRateBytesPerSecond: limits.minRateBytesPerSecond, rateWindowMs: limits.rateWindowMs },
+      );
+      return;
+    }
+    windowStart = now;
+    windowBytes = 0;
+  }
+
+  async function watch(): Promise<void> {
+    while (!ended.signal.aborted) {
+      const next = Math.min(
+        deadlineAt,
+        windowStart === undefined ? Infinity : windowStart + limits.rateWindowMs,
+      );
+      try {
+        // At most a day at a time: a timer longer than 2^31-1 ms would fire at once.
+        const ms = Math.min(Math.max(0, next - clock.now()), 86_400_000);
+        await clock.sleep(ms, AbortSignal.any([ended.signal, nap.signal]));
+      } catch {
+        if (nap.signal.aborted) nap = new AbortController();
+        continue;
+      }
+      judge(clock.now());
+    }
+  }
+  void watch();
+
+  return {
+    signal,
+    get failure() {
+      return failure;
+    },
+    startBody(limit, declared) {
+      windowStart = clock.now();
+      windowBytes = 0;
+      limitBytes = limit;
+      const size = declared ?? limit;
+      if (Number.isFinite(size)) {
+        deadlineAt = Math.max(
+          deadlineAt,
+          windowStart + limits.requestTimeoutMs + (size * 1000) / limits.minRateBytesPerSecond,
+        );
+      }
+      nap.abort();
+    },
+    received(n) {
+      if (failure) throw failure;
+      total += n;
+      windowBytes += n;
+      if (total > limitBytes) {
+        throw fail(
+          `${o.what} from ${o.url}: received ${total} bytes, more than its limit of ${limitBytes} bytes`,
+          {
+            limitBytes,
+          },
+        );
+      }
+    },
+    end() {
+      ended.abort();
+    },
+  };
 }

@@ -7,6 +7,8 @@
 import { Command, CommanderError, Option } from 'commander';
 import { loadDaemonConfig } from '../config/load-config.js';
 import { MAX_DURATION_TEXT, formatDuration } from '../config/duration.js';
+import { formatByteRate } from '../config/byte-rate.js';
+import { DEFAULT_TRANSFER_LIMITS } from '../config/transfer-limits.js';
 import {
   DAEMON_OPTIONS,
   DEFAULT_CONFIG_FILE,
@@ -124,6 +126,18 @@ export function buildAgentdCommand(): Command {
     .option(
       '--verify-timeout <duration>',
       `how long kubelet may take to turn active and healthy (default ${formatDuration(180_000)})`,
+    )
+    .option(
+      '--download-min-rate <rate>',
+      `the floor of a download's average rate, such as 10KiB/s (default ${formatByteRate(DEFAULT_TRANSFER_LIMITS.minRateBytesPerSecond)})`,
+    )
+    .option(
+      '--download-rate-window <duration>',
+      `the window a download's rate is averaged over (default ${formatDuration(DEFAULT_TRANSFER_LIMITS.rateWindowMs)})`,
+    )
+    .option(
+      '--outbound-timeout <duration>',
+      `the total deadline of an outbound call, plus a download's declared size at the floor rate (default ${formatDuration(DEFAULT_TRANSFER_LIMITS.requestTimeoutMs)})`,
     )
     .addOption(
       new Option('--log-level <level>', 'log level (default info)').choices([

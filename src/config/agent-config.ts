@@ -7,6 +7,7 @@
 import * as z from 'zod';
 import { describeError } from '../errors.js';
 import { parseImageReference } from './image-reference.js';
+import { REDACTED, redactDeep } from './redact.js';
 
 export const DEFAULT_CONTAINERD_VERSION = '2.0.4';
 export const DEFAULT_RUNC_VERSION = '1.1.12';
@@ -184,15 +185,15 @@ export type AgentConfig = z.output<typeof agentConfigSchema>;
 /** What a caller may send: defaults may be omitted, versions may carry a leading v. */
 export type AgentConfigInput = z.input<typeof agentConfigSchema>;
 
-export const REDACTED = '[REDACTED]';
+export { REDACTED };
 
-/** A deep copy of the config with secrets (bootstrap token, exec credential env values) replaced. */
+/**
+ * A deep copy of the config with its secrets replaced by the one redactor (src/config/redact.ts):
+ * the bootstrap token, the exec credential's args and env values, and URL userinfo in the
+ * download overrides (and anywhere else a URL appears).
+ */
 export function redactAgentConfig<T extends AgentConfig>(config: T): T {
-  const copy = structuredClone(config);
-  if (copy.Kubelet.Auth.BootstrapToken !== undefined) copy.Kubelet.Auth.BootstrapToken = REDACTED;
-  const exec = copy.Kubelet.Auth.ExecCredential;
-  if (exec?.env) exec.env = exec.env.map((e) => ({ name: e.name, value: REDACTED }));
-  return copy;
+  return redactDeep(config);
 }
 
 /** The exact bytes agentd writes for an applied config: pretty JSON, two spaces, trailing newline. */

@@ -4,6 +4,8 @@
  * where it came from, what was expected and what was received.
  */
 import type { OutboundProxy } from './proxy.js';
+import { DEFAULT_TRANSFER_LIMITS, type TransferLimits } from './transfer-limits.js';
+import { parseByteRate } from './byte-rate.js';
 import * as z from 'zod';
 import { MAX_DURATION_MS, MAX_DURATION_TEXT, parseDuration } from './duration.js';
 
@@ -37,6 +39,24 @@ const durationMs = z
   ])
   // Every duration ends up in a timer, and a timer longer than 2^31-1 ms fires at once.
   .refine((ms) => ms <= MAX_DURATION_MS, `expected a duration of at most ${MAX_DURATION_TEXT}`);
+
+/** A byte rate: `10KiB/s`, `1MiB/s`, or a number of bytes per second; at least 1 B/s. */
+const byteRate = z
+  .union([
+    z.number(),
+    z.string().transform((s, ctx) => {
+      const rate = parseByteRate(s);
+      if (rate === null) {
+        ctx.addIssue({ code: 'custom', message: 'expected a rate such as 10KiB/s, 1MiB/s or 500B/s' });
+        return z.NEVER;
+      }
+      return rate;
+    }),
+  ])
+  .refine((rate) => Number.isFinite(rate) && rate >= 1, 'expected a rate of at least 1B/s');
+
+/** A duration of at least 1 s: a deadline or window of less would fail every download. */
+const windowMs = durationMs.refine((ms) => ms >= 1000, 'expected a duration of at least 1s');
 
 const octalMode = z.union([
   z.number().int().min(0).max(0o777),
@@ -113,6 +133,9 @@ export const daemonConfigSchema = z.strictObject({
   shutdownGrace: durationMs.default(30_000),
   machineStartTimeout: durationMs.default(120_000),
   verifyTimeout: durationMs.default(180_000),
+  downloadMinRate: byteRate.default(DEFAULT_TRANSFER_LIMITS.minRateBytesPerSecond),
+  downloadRateWindow: windowMs.default(DEFAULT_TRANSFER_LIMITS.rateWindowMs),
+  outboundTimeout: windowMs.default(DEFAULT_TRANSFER_LIMITS.requestTimeoutMs),
   logLevel: z.enum(['trace', 'debug', 'info', 'warn', 'error', 'fatal', 'silent']).default('info'),
   logFormat: z.enum(['json', 'pretty']).optional(),
 });
@@ -149,6 +172,11 @@ export interface DaemonConfig {
   machineStartTimeoutMs: number;
   /** How long kubelet may take to turn active and healthy before `verify` fails. */
   verifyTimeoutMs: number;
+  /**
+   * Bounds of every download and registry call (docs/operations.md, "Limits"): the floor of a
+   * download's average rate over its window, and the total deadline of a call.
+   */
+  transferLimits: TransferLimits;
   logLevel: string;
   logFormat: 'json' | 'pretty';
   /** The proxy of outbound HTTP (downloads, image pulls, health checks), from HTTPS_PROXY & co. */
@@ -204,6 +232,17 @@ export const DAEMON_OPTIONS: Record<keyof DaemonConfigInput, { flag: string; env
       expects: DURATION,
     },
     verifyTimeout: { flag: '--verify-timeout', env: 'AGENTD_VERIFY_TIMEOUT', expects: DURATION },
+    downloadMinRate: {
+      flag: '--download-min-rate',
+      env: 'AGENTD_DOWNLOAD_MIN_RATE',
+      expects: 'a rate such as 10KiB/s, 1MiB/s or 500B/s',
+    },
+    downloadRateWindow: {
+      flag: '--download-rate-window',
+      env: 'AGENTD_DOWNLOAD_RATE_WINDOW',
+      expects: DURATION,
+    },
+    outboundTimeout: { flag: '--outbound-timeout', env: 'AGENTD_OUTBOUND_TIMEOUT', expects: DURATION },
     logLevel: {
       flag: '--log-level',
       env: 'AGENTD_LOG_LEVEL',

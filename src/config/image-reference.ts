@@ -4,6 +4,7 @@
  * names live under `library/`.
  */
 import { InvalidConfigError } from '../errors.js';
+import { redactImageReference } from './redact.js';
 
 /** `sha256:<64 lowercase hex>` (the OCI digests agentd accepts; src/provision/oci/digest.ts checks blobs). */
 const isSha256Digest = (value: string): boolean => /^sha256:[0-9a-f]{64}$/.test(value);
@@ -29,8 +30,10 @@ const HOST_RE =
 const EXPECTED = 'expected [registry/]repository[:tag][@sha256:<64 hex>]';
 
 function invalid(ref: string, why: string): InvalidConfigError {
-  return new InvalidConfigError(`image reference ${JSON.stringify(ref)}: ${why} (${EXPECTED})`, {
-    data: { field: 'OCIImage', received: ref },
+  // The reference as typed may carry credentials (user:password@registry/…): never shown.
+  const shown = redactImageReference(ref);
+  return new InvalidConfigError(`image reference ${JSON.stringify(shown)}: ${why} (${EXPECTED})`, {
+    data: { field: 'OCIImage', received: shown },
   });
 }
 
@@ -55,6 +58,11 @@ export function parseImageReference(ref: string): ImageReference {
   if (at >= 0) {
     digest = rest.slice(at + 1);
     rest = rest.slice(0, at);
+    if (redactImageReference(ref) !== ref)
+      throw invalid(
+        ref,
+        'holds credentials before the registry (user:password@); give them in the registry auth file (--registry-auth-file)',
+      );
     if (!isSha256Digest(digest))
       throw invalid(ref, `digest ${JSON.stringify(digest)} is not sha256:<64 lowercase hex>`);
   }

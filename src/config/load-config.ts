@@ -295,6 +295,11 @@ export function loadDaemonConfig(input: LoadConfigInput): DaemonConfig {
     shutdownGraceMs: c.shutdownGrace,
     machineStartTimeoutMs: c.machineStartTimeout,
     verifyTimeoutMs: c.verifyTimeout,
+    transferLimits: Object.freeze({
+      minRateBytesPerSecond: c.downloadMinRate,
+      rateWindowMs: c.downloadRateWindow,
+      requestTimeoutMs: c.outboundTimeout,
+    }),
     logLevel: c.logLevel,
     logFormat: c.logFormat ?? (input.isTTY ? 'pretty' : 'json'),
     proxy: proxyFromEnv(env),

@@ -18,6 +18,9 @@
  */
 import { BlockList, isIP } from 'node:net';
 import { InvalidConfigError } from '../errors.js';
+import { redactProxyUrl, redactProxyValue } from './redact.js';
+
+export { redactProxyUrl };
 
 /** The proxy settings read from the environment; `null` proxies mean direct. */
 export interface OutboundProxy {
@@ -45,17 +48,6 @@ function firstOf(env: NodeJS.ProcessEnv, names: readonly string[]): { value: str
     if (value) return { value, from: name };
   }
   return null;
-}
-
-/**
- * A proxy variable's value for a message about it, its credentials replaced by `***` as
- * `redactProxyUrl` does: the value did not parse, so everything up to its last `@` goes.
- */
-function redactProxyValue(value: string): string {
-  const at = value.lastIndexOf('@');
-  if (at === -1) return JSON.stringify(value);
-  const scheme = /^[a-z][a-z0-9+.-]*:\/\//i.exec(value)?.[0] ?? '';
-  return JSON.stringify(`${scheme}***${value.slice(at)}`);
 }
 
 /** A proxy URL as Go reads it: no scheme means http; only http and https proxies are supported. */
@@ -184,12 +176,6 @@ export function proxyFor(proxy: OutboundProxy, url: URL): URL | null {
     }
   }
   return via.url;
-}
-
-/** A proxy URL for logs and messages: its credentials replaced by `***`. */
-export function redactProxyUrl(url: URL): string {
-  if (!url.username && !url.password) return url.origin;
-  return `${url.protocol}//***@${url.host}`;
 }
 
 /** One line for the start-up log, or null when every request goes directly. */

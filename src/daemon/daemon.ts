@@ -21,7 +21,13 @@ import { createHealthGate } from '../fleet/health-gate.js';
 import { captureMachineDiagnostics } from '../host/machine-diagnostics.js';
 import { runInMachine } from '../host/machines.js';
 import { createHostPaths } from '../host/paths.js';
-import { inspectPidFile, removePidFile, removePidFileSync, writePidFile } from '../host/pid-file.js';
+import {
+  foreignPidFileError,
+  inspectPidFile,
+  removePidFile,
+  removePidFileSync,
+  writePidFile,
+} from '../host/pid-file.js';
 import type { Clock } from '../host/types.js';
 import { createMetrics, type Metrics } from '../metrics/metrics.js';
 import { createDispatcher, type Dispatcher } from '../rpc/dispatcher.js';
@@ -44,7 +50,7 @@ import { buildOpenApiDocument } from '../server/openapi.js';
 import { createProvisioner } from '../provision/provisioner.js';
 import { CleanupStack } from './cleanup-stack.js';
 import { acquireInstanceLock } from '../host/instance-lock.js';
-import { checkStateDirWritable, prepareStateDir } from './state-dir.js';
+import { checkStateDirWritable, markOrWarn, prepareStateDir, removeCreatedStateDir } from './state-dir.js';
 import {
   listenUnix,
   prepareSocketPath,
@@ -97,14 +103,19 @@ export interface Daemon {
 export async function startDaemon(config: DaemonConfig, deps: DaemonDeps): Promise<Daemon> {
   const { logger } = deps;
   const cleanup = new CleanupStack(logger);
+  let createdDirs: string[] = [];
   try {
     // 1. The instance lock first: one agentd per PID file, socket and state dir. Two
     //    simultaneous starts cannot both pass it, and it goes with the process however it ends,
     //    so it is never stale. Then the state dir must be writable (exit 2 naming it).
-    const stateDir = await prepareStateDir(config.stateDir);
+    //    A start that fails takes back the state dir it created (once empty but for the marker).
+    const prepared = await prepareStateDir(config.stateDir);
+    createdDirs = prepared.created;
+    const stateDir = prepared.real;
     const lock = await acquireInstanceLock({ pidFile: config.pidFile, socket: config.socket, stateDir });
     cleanup.push('release the instance lock', () => lock.release());
     await checkStateDirWritable(config.stateDir);
+    await markOrWarn(config.stateDir, createdDirs.length > 0, logger);
     // 2. The PID file: a live agentd in it (one started without the lock, by an older
     //    version) still refuses the start; a stale one is replaced.
     const pidState = await inspectPidFile(config.pidFile);
@@ -113,7 +124,9 @@ export async function startDaemon(config: DaemonConfig, deps: DaemonDeps): Promi
         `agentd is already running as pid ${pidState.pid} (PID file ${config.pidFile}); stop it first with agentctl stop`,
       );
     }
-    if (pidState.kind === 'garbage' || pidState.kind === 'dead' || pidState.kind === 'foreign') {
+    // Only a PID file is replaced: a file with anything else in it is not agentd's (exit 2).
+    if (pidState.kind === 'garbage') throw foreignPidFileError(config.pidFile, pidState.content);
+    if (pidState.kind === 'dead' || pidState.kind === 'foreign') {
       logger.warn({ pidFile: config.pidFile, found: pidState }, 'replacing a stale PID file');
     }
     // 3. The socket path: refuse a live daemon, and an unknown group, before writing anything
@@ -127,13 +140,14 @@ export async function startDaemon(config: DaemonConfig, deps: DaemonDeps): Promi
         rmdir(socketDir).catch(() => undefined),
       );
     }
-    await writePidFile(config.pidFile, process.pid);
+    await writePidFile(config.pidFile, process.pid, pidState.kind === 'absent' ? 'create' : 'replace');
     // Last out: `agentctl stop` sees the daemon until it is gone.
     cleanup.push('remove the PID file', () => removePidFile(config.pidFile, process.pid));
     return await startServing(config, deps, cleanup, gid);
   } catch (err) {
     logger.error({ err: describeError(err) }, 'agentd failed to start');
     await cleanup.unwind();
+    await removeCreatedStateDir(createdDirs);
     throw err;
   }
 }
@@ -190,6 +204,7 @@ async function startServing(
     metrics,
     daemonReload: () => host.machines.daemonReload(),
     registryAuthFile: config.registryAuthFile,
+    transferLimits: config.transferLimits,
     ...(config.host === 'sim' ? { minFreeBytes: 64 * 1024 ** 2 } : {}),
   });
   // Kubernetes: credentials, this node's drain, the Machine watcher. The engine's
@@ -255,6 +270,7 @@ async function startServing(
     root: config.root,
     shutdownGraceMs: config.shutdownGraceMs,
     pidFile: config.pidFile,
+    stateDir: config.stateDir,
   });
   let openrpc: Record<string, unknown> | null = null;
   let openapi: Record<string, unknown> | null = null;

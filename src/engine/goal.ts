@@ -9,6 +9,7 @@ import {
   type AgentConfig,
   type AgentConfigInput,
 } from '../config/agent-config.js';
+import { redactDeep } from '../config/redact.js';
 
 /** The `set` shorthand of `update`: the fields the Machine CR carries. */
 export interface GoalSet {
@@ -111,8 +112,8 @@ export function diffConfigs(from: AgentConfig | null, to: AgentConfig): ConfigCh
     const secret = SECRET_PATHS.has(p) || p.startsWith('Kubelet.Auth.');
     out.push({
       path: p,
-      from: secret && a !== undefined ? REDACTED : (a ?? null),
-      to: secret && b !== undefined ? REDACTED : (b ?? null),
+      from: secret && a !== undefined ? REDACTED : redactDeep(a ?? null),
+      to: secret && b !== undefined ? REDACTED : redactDeep(b ?? null),
     });
   };
   walk(from ?? {}, to, '');

@@ -4,9 +4,9 @@
  * `/proc/<pid>/cmdline` before trusting or signalling it.
  */
 import { readFileSync, rmSync } from 'node:fs';
-import { lstat, readFile, rm } from 'node:fs/promises';
+import { link, lstat, mkdir, readFile, rm, writeFile } from 'node:fs/promises';
 import path from 'node:path';
-import { InvalidConfigError } from '../errors.js';
+import { InvalidConfigError, noSpaceOr, PreconditionFailedError } from '../errors.js';
 import { writeFileAtomic } from './fs-atomic.js';
 
 export type PidFileState =
@@ -99,7 +99,7 @@ export async function inspectPidFile(file: string, procDir = '/proc'): Promise<P
     throw err;
   }
   const trimmed = text.trim();
-  if (!/^\d{1,10}$/.test(trimmed) || Number(trimmed) <= 1)
+  if (!isPidFileContent(text) || Number(trimmed) <= 1)
     return { kind: 'garbage', content: trimmed.slice(0, 64) };
   const pid = Number(trimmed);
   const cmdline = processCmdline(pid, procDir);
@@ -107,8 +107,55 @@ export async function inspectPidFile(file: string, procDir = '/proc'): Promise<P
   return isAgentdCmdline(cmdline) ? { kind: 'agentd', pid, cmdline } : { kind: 'foreign', pid, cmdline };
 }
 
-export async function writePidFile(file: string, pid: number): Promise<void> {
-  await writeFileAtomic(file, `${pid}\n`, { mode: 0o644 });
+/**
+ * The refusal of a file at the PID file's path that is not a PID file (exit 2): agentd neither
+ * replaces it nor, at stop, removes it.
+ */
+export function foreignPidFileError(file: string, content: string): InvalidConfigError {
+  return new InvalidConfigError(
+    `--pid-file ${file}: the file holds something other than a PID (${JSON.stringify(content)}), so it is not agentd's PID file and is left as it is; choose another --pid-file, or remove the file if it is yours to remove`,
+    { data: { option: 'pidFile', pidFile: file } },
+  );
+}
+
+/**
+ * Whether `text` is a PID file's content: a decimal PID (agentd writes it with a newline; blanks
+ * around it are tolerated, as `agentctl stop` always has), nothing else.
+ */
+export function isPidFileContent(text: string): boolean {
+  return /^\d{1,10}$/.test(text.trim());
+}
+
+/**
+ * Write the PID file. `create`: only where nothing is (O_EXCL semantics: the file is written
+ * under a temp name and hard-linked into place, which fails when a file appeared there, so it
+ * is never seen empty or half-written). `replace`: over a stale PID file the caller inspected
+ * (`inspectPidFile` said `dead` or `foreign`: a PID file's content), atomically.
+ */
+export async function writePidFile(
+  file: string,
+  pid: number,
+  how: 'create' | 'replace' = 'create',
+): Promise<void> {
+  if (how === 'replace') {
+    await writeFileAtomic(file, `${pid}\n`, { mode: 0o644 });
+    return;
+  }
+  await mkdir(path.dirname(file), { recursive: true, mode: 0o755 });
+  const tmp = `${file}.${pid}.tmp`;
+  try {
+    await writeFile(tmp, `${pid}\n`, { mode: 0o644, flag: 'wx' });
+    await link(tmp, file);
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code === 'EEXIST') {
+      throw new PreconditionFailedError(
+        `--pid-file ${file}: a file appeared there while agentd started; agentd creates its PID file only where nothing is`,
+      );
+    }
+    throw noSpaceOr(err, `write the PID file ${file}`);
+  } finally {
+    await rm(tmp, { force: true });
+  }
 }
 
 /** Remove the PID file only if it still names `pid` (a newer daemon may own it now). */

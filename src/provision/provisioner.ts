@@ -12,6 +12,7 @@ import { parallel, runTask, serial, task, type TaskContext } from '../tasks/task
 import { failpoint } from '../host/failpoints.js';
 import type { HostPaths } from '../host/paths.js';
 import type { Clock } from '../host/types.js';
+import type { TransferLimits } from '../outbound-http.js';
 import type { Metrics } from '../metrics/metrics.js';
 import { checkArtifacts, installArtifacts, type InstallArtifactsResult } from './artifacts/index.js';
 import type { OpenWrite } from './artifacts/types.js';
@@ -50,6 +51,8 @@ export interface ProvisionerOptions {
   openWrite?: OpenWrite;
   /** Credentials of private registries (src/provision/oci/registry-auth.ts), read at each pull. */
   registryAuthFile?: string | null;
+  /** Deadline and rate floor of every download and registry call (docs/operations.md, "Limits"). */
+  transferLimits?: TransferLimits;
 }
 
 /** `statfs` of `dir`, or of its nearest existing ancestor: preflight must not create it. */
@@ -64,11 +67,29 @@ async function statfsNearest(dir: string): Promise<{ path: string; free: number 
   }
 }
 
+const MiB = 1024 ** 2;
+const GiB = 1024 ** 3;
+
+/**
+ * A size for the disk check: tenths of a GiB from 1 GiB up, whole MiB below. Free space is
+ * rounded down and the need up, so two figures that differ never print the same.
+ */
+function diskFigure(bytes: number, round: (x: number) => number): string {
+  if (bytes >= GiB) return `${(round((bytes / GiB) * 10) / 10).toFixed(1)} GiB`;
+  return `${round(bytes / MiB)} MiB`;
+}
+
+/** The disk check's words: `51 MiB free in /var/lib/machines (need 103 MiB)`. */
+export function describeDiskSpace(free: number, need: number, where: string): string {
+  return `${diskFigure(free, Math.floor)} free in ${where} (need ${diskFigure(need, Math.ceil)})`;
+}
+
 export function createProvisioner(o: ProvisionerOptions): Provisioner {
   const arch = o.arch ?? hostArch();
   const imageCache = path.join(o.stateDir, 'cache', 'blobs');
   const artifactCache = path.join(o.stateDir, 'cache', 'artifacts');
   const minFree = o.minFreeBytes ?? 2 * 1024 ** 3;
+  const limits = o.transferLimits ? { limits: o.transferLimits } : {};
 
   async function diskCheck(): Promise<PreflightCheck> {
     try {
@@ -76,7 +97,7 @@ export function createProvisioner(o: ProvisionerOptions): Provisioner {
       return {
         name: 'disk-space',
         ok: free >= minFree,
-        message: `${(free / 1024 ** 3).toFixed(1)} GiB free in ${where} (need ${(minFree / 1024 ** 3).toFixed(1)} GiB)`,
+        message: describeDiskSpace(free, minFree, where),
       };
     } catch (err) {
       return {
@@ -91,7 +112,7 @@ export function createProvisioner(o: ProvisionerOptions): Provisioner {
     async preflight(config, signal) {
       const checks: PreflightCheck[] = [];
       const [artifacts, image, disk] = await Promise.all([
-        checkArtifacts(config, arch, { signal, clock: o.clock }).catch((err: unknown) => [
+        checkArtifacts(config, arch, { signal, clock: o.clock, ...limits }).catch((err: unknown) => [
           { name: 'artifacts', ok: false, message: describeError(err) },
         ]),
         resolveImage(config.OCIImage, {
@@ -100,6 +121,7 @@ export function createProvisioner(o: ProvisionerOptions): Provisioner {
           clock: o.clock,
           retries: 1,
           registryAuthFile: o.registryAuthFile ?? null,
+          ...limits,
         }).then(
           (r) => ({ name: 'image', ok: true, message: `${config.OCIImage} resolves to ${r.digest}` }),
           (err: unknown) => ({ name: 'image', ok: false, message: describeError(err) }),
@@ -131,6 +153,7 @@ export function createProvisioner(o: ProvisionerOptions): Provisioner {
             clock: o.clock,
             progress: t.progress,
             registryAuthFile: o.registryAuthFile ?? null,
+            ...limits,
           });
           o.metrics.downloadBytes.inc({ kind: 'image' }, image.downloadedBytes);
           failpoint('update.provision.mid');
@@ -145,6 +168,7 @@ export function createProvisioner(o: ProvisionerOptions): Provisioner {
               clock: o.clock,
               progress: t.progress,
               ...(o.openWrite ? { openWrite: o.openWrite } : {}),
+              ...limits,
             });
             o.metrics.downloadBytes.inc({ kind: 'artifact' }, artifacts.downloadedBytes);
             o.metrics.downloadCacheHits.inc({ kind: 'artifact' }, artifacts.cacheHits);

@@ -18,6 +18,8 @@ export interface DaemonInfo {
   shutdownGraceMs?: number;
   /** The daemon's --pid-file: where `agentctl stop` finds its PID. */
   pidFile?: string;
+  /** The daemon's --state-dir: what `agentctl uninstall` removes (a --sim daemon's is not the default). */
+  stateDir?: string;
 }
 
 /** Status of the Machine CR watcher (`src/watcher`, supervised by `src/watcher/supervisor.ts`). */

@@ -132,6 +132,51 @@ describe('uninstall with a running daemon', () => {
     expect(r.stderr).toMatch(/^ok {6}stop-daemon: agentd \(pid \d+\) stopped \(SIGTERM\)$/m);
   });
 
+  it("a --sim daemon's own state dir is removed without --state-dir, and the last line says where", async () => {
+    const d = await joinedDaemon();
+    expect(existsSync(path.join(d.stateDir, '.agentd-state-dir'))).toBe(true);
+    const r = await runAgentctl(
+      ['--socket', d.socket, 'uninstall', '--yes', '--root', d.root, '--pid-file', d.pidFile],
+      { env: { AGENTD_SIM_ROOT: d.root } },
+    );
+    expect(r.code, r.stderr).toBe(0);
+    expect(r.stdout).toContain(`ok      remove-state: removed ${d.stateDir}\n`);
+    expect(r.stdout.trimEnd().split('\n').at(-1)).toBe(
+      `agentd is uninstalled from the simulated host under ${d.root}`,
+    );
+    expect(existsSync(d.stateDir)).toBe(false);
+    expect(await d.waitExit()).toBe(0);
+  });
+
+  it("a state dir without agentd's marker is refused, named, and kept; uninstall says it is not complete", async () => {
+    const dir = await makeTempDir();
+    const root = path.join(dir, 'root');
+    const stateDir = path.join(dir, 'precious');
+    await mkdir(stateDir, { recursive: true });
+    await writeFile(path.join(stateDir, 'thesis.tex'), 'years of work');
+    const r = await runAgentctl(
+      [
+        'uninstall',
+        '--yes',
+        '--host',
+        'systemd',
+        '--root',
+        root,
+        '--state-dir',
+        stateDir,
+        '--pid-file',
+        path.join(dir, 'agentd.pid'),
+      ],
+      { env: { PATH: `${simBin}${path.delimiter}${process.env.PATH}`, AGENTD_SIM_ROOT: root } },
+    );
+    expect(r.code).not.toBe(0);
+    expect(r.stdout).toContain(
+      `FAILED  remove-state: refusing to remove ${stateDir}: it does not carry agentd's marker`,
+    );
+    expect(r.stdout).not.toContain('agentd is uninstalled');
+    expect(await readFile(path.join(stateDir, 'thesis.tex'), 'utf8')).toBe('years of work');
+  });
+
   it('--keep-config keeps the applied config and /etc/agentd; human output lists the steps', async () => {
     // No daemon and no machine here: an installed node's files only.
     const dir = await makeTempDir();
@@ -258,7 +303,7 @@ describe('uninstall and the PID file', () => {
     expect(report.ok).toBe(true);
   });
 
-  it('garbage in the PID file and no agentd running: no advice to remove a file uninstall removes', async () => {
+  it("garbage in the PID file and no agentd running: nothing signalled, and the file, not agentd's, is kept", async () => {
     const dir = await makeTempDir();
     const pidFile = path.join(dir, 'agentd.pid');
     await writeFile(pidFile, 'garbage\n');
@@ -268,7 +313,10 @@ describe('uninstall and the PID file', () => {
     expect(step(report, 'stop-daemon')?.detail).toBe(
       `the PID file ${pidFile} does not hold a PID ("garbage"): nothing was signalled; no agentd runs (its instance lock is free)`,
     );
-    expect(existsSync(pidFile)).toBe(false);
+    expect(step(report, 'remove-runtime')?.detail).toContain(
+      `kept ${pidFile}: it holds no PID, so it is not agentd's PID file`,
+    );
+    expect(await readFile(pidFile, 'utf8')).toBe('garbage\n');
   });
 
   it('a PID file naming a live process that is not agentd: it is not signalled', async () => {

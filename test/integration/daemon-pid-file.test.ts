@@ -1,7 +1,9 @@
 /**
- * The PID file of the real daemon (docs/operations.md): a stale one is replaced, a live agentd's is not.
+ * The PID file of the real daemon (docs/operations.md): a stale one is replaced, a live agentd's is
+ * not, and a file that is not a PID file is refused and left alone.
  */
 import { execa } from 'execa';
+import { existsSync } from 'node:fs';
 import { lstat, mkdir, readFile, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
@@ -24,11 +26,37 @@ async function startOver(content: string) {
   return d;
 }
 
-describe('a stale PID file is replaced', () => {
-  it('garbage', async () => {
-    await startOver('this is not a pid\n');
+describe("a file that is not a PID file is not agentd's", () => {
+  it('refused with exit 2 naming it, left untouched, and the refused start creates no state dir', async () => {
+    const dir = await makeTempDir();
+    const pidFile = path.join(dir, 'notes.txt');
+    await writeFile(pidFile, 'this is not a pid\n');
+    const config = path.join(dir, 'agentd-config.yaml');
+    await writeFile(config, '');
+    const stateDir = path.join(dir, 'new', 'state');
+    const r = await runAgentd([
+      '--config',
+      config,
+      '--socket',
+      path.join(dir, 'agentd.sock'),
+      '--pid-file',
+      pidFile,
+      '--state-dir',
+      stateDir,
+      '--root',
+      path.join(dir, 'root'),
+      '--host',
+      'sim',
+    ]);
+    expect(r.timedOut).toBe(false);
+    expect(r.code, r.stderr).toBe(2);
+    expect(r.stderr).toContain(`--pid-file ${pidFile}: the file holds something other than a PID`);
+    expect(await readFile(pidFile, 'utf8')).toBe('this is not a pid\n');
+    expect(existsSync(path.join(dir, 'new'))).toBe(false);
   });
+});
 
+describe('a stale PID file is replaced', () => {
   it('a dead PID', async () => {
     await startOver(`${impossiblePid()}\n`);
   });
@@ -73,6 +101,8 @@ describe('a live agentd holds the PID file', () => {
     expect(r.stderr).toContain(pidFile);
     expect(await readFile(pidFile, 'utf8')).toBe(`${fake.pid}\n`);
     expect(fake.alive()).toBe(true);
+    // A refused start leaves no state dir behind.
+    expect(existsSync(path.join(dir, 'state'))).toBe(false);
   });
 });
 

@@ -33,6 +33,19 @@ function documentedCodes(markdown: string): Map<string, number> {
   return rows;
 }
 
+describe('AgentError', () => {
+  it('redacts its message and data when it is made (the one redactor): URL userinfo, echoed credentials', () => {
+    const err = new DownloadFailedError(
+      'download kubelet from http://user:S3cretPass@mirror/k: refused Authorization: Bearer S3cretToken42',
+      { data: { url: 'http://user:S3cretPass@mirror/k', headers: { authorization: 'Basic S3cretBasic==' } } },
+    );
+    expect(err.message).toBe(
+      'download kubelet from http://***@mirror/k: refused Authorization: Bearer [REDACTED]',
+    );
+    expect(err.data).toEqual({ url: 'http://***@mirror/k', headers: { authorization: '[REDACTED]' } });
+  });
+});
+
 describe('error codes', () => {
   it('are all documented in docs/errors.md with their JSON-RPC code, and nothing else is', async () => {
     const doc = documentedCodes(await readFile(path.join(REPO_ROOT, 'docs/errors.md'), 'utf8'));

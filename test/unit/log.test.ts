@@ -74,3 +74,30 @@ describe('pretty log colors', () => {
     expect(prettyColors({ NO_COLOR: '' }, true)).toBe(true);
   });
 });
+
+describe('every line passes the one redactor', () => {
+  it('secret fields at any depth, URL userinfo and echoed credentials in strings and in the message', async () => {
+    const { logger, text } = await capture();
+    logger.info(
+      {
+        params: { config: { Kubelet: { Auth: { BootstrapToken: 'abcdef.S3cret0123456789' } } } },
+        deep: { a: { b: { c: { caKey: 'S3cretKey' } } } },
+        req: { headers: { authorization: 'Bearer S3cretHeader' } },
+        exec: {
+          command: '/bin/cred',
+          args: ['--key', 'S3cretArg'],
+          env: [{ name: 'K', value: 'S3cretEnv' }],
+        },
+        url: 'http://user:S3cretPass@mirror.corp/kubelet',
+        err: new Error('GET http://u:S3cretErr@h/ failed'),
+      },
+      'registry said: Authorization: Bearer S3cretMessageToken',
+    );
+    const line = text();
+    expect(line).not.toContain('S3cret');
+    const parsed = JSON.parse(line) as { url: string; exec: { command: string }; msg: string };
+    expect(parsed.url).toBe('http://***@mirror.corp/kubelet');
+    expect(parsed.exec.command).toBe('/bin/cred');
+    expect(parsed.msg).toBe('registry said: Authorization: Bearer [REDACTED]');
+  });
+});

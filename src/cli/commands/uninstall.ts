@@ -98,6 +98,32 @@ function answeringHost(
   return flags.host;
 }
 
+/**
+ * The state directory to remove: --state-dir; else the one the daemon on the socket says it
+ * uses; else the default of its host: `<root>/var/lib/agentd`, or for `--host sim` the try-out's
+ * `./.agentd/state` beside its default root `./.agentd/root`. Any other --sim root names no
+ * state dir of its own: refused rather than guessed, so the report never claims a removal it
+ * did not make.
+ */
+export function uninstallStateDir(
+  ctx: Pick<CliContext, 'cwd'>,
+  flags: Pick<UninstallFlags, 'stateDir'>,
+  host: 'systemd' | 'sim',
+  root: string,
+  daemon: DaemonSays | null,
+): string {
+  if (flags.stateDir) return path.resolve(ctx.cwd, flags.stateDir);
+  if (daemon?.stateDir) return daemon.stateDir;
+  if (host === 'systemd') return path.join(root, 'var/lib/agentd');
+  const simDir = path.join(ctx.cwd, '.agentd');
+  if (root === path.join(simDir, 'root')) return path.join(simDir, 'state');
+  throw new CliError(
+    EXIT.USAGE,
+    `no agentd answers to say where the state of the --host sim node under ${root} is: name it with --state-dir (the --state-dir of the --sim daemon)`,
+    { code: 'STATE_DIR_REQUIRED', root },
+  );
+}
+
 /** Whether systemd is the running init: the check systemd's own sd_booted() makes. */
 export function systemdRuns(flag: UninstallFlags['systemd'], probe = '/run/systemd/system'): boolean {
   return flag === 'auto' ? existsSync(probe) : flag === 'yes';
@@ -116,7 +142,7 @@ export async function runUninstall(ctx: CliContext, flags: UninstallFlags): Prom
   const host = await resolveUninstallHost(ctx, flags, root, daemon);
   const { createHostPaths } = await import('../../host/paths.js');
   const paths = createHostPaths(root);
-  const stateDir = flags.stateDir ? path.resolve(ctx.cwd, flags.stateDir) : paths.resolve('/var/lib/agentd');
+  const stateDir = uninstallStateDir(ctx, flags, host, root, daemon);
   const pidFile = path.resolve(ctx.cwd, flags.pidFile);
   const socket = ctx.options.socket;
   // Before anything changes (the question included): the PID file must name the agentd that
@@ -181,7 +207,12 @@ export async function runUninstall(ctx: CliContext, flags: UninstallFlags): Prom
   const p = ctx.out.paint.bind(ctx.out);
   ctx.out.result(report, () =>
     report.ok
-      ? p('agentd is uninstalled', 'good')
+      ? p(
+          host === 'sim'
+            ? `agentd is uninstalled from the simulated host under ${root}`
+            : 'agentd is uninstalled',
+          'good',
+        )
       : p('uninstall is not complete: fix what failed and run agentctl uninstall again', 'bad'),
   );
   if (!report.ok) throw new CliExit(EXIT.FAILED);

@@ -12,10 +12,12 @@
  * skipped (and say so): the files are what a rerun needs to finish the job.
  */
 import { existsSync, lstatSync } from 'node:fs';
-import { readdir, rm, rmdir } from 'node:fs/promises';
+import { lstat, readdir, readFile, rm, rmdir } from 'node:fs/promises';
 import path from 'node:path';
 import type { MachineManager } from '../../host/machines.js';
 import type { HostPaths } from '../../host/paths.js';
+import { isPidFileContent } from '../../host/pid-file.js';
+import { hasStateDirMarker, STATE_DIR_MARKER } from '../../host/state-dir-marker.js';
 import { MACHINE_NAMES, type CommandRunner } from '../../host/types.js';
 import type { StopReport } from '../stop-daemon.js';
 
@@ -116,6 +118,15 @@ async function removeIfEmpty(dir: string): Promise<boolean> {
 function isSocket(file: string): boolean {
   try {
     return lstatSync(file).isSocket();
+  } catch {
+    return false;
+  }
+}
+
+/** Whether `file` is a regular file holding a PID file's content (a decimal PID and a newline). */
+async function holdsPid(file: string): Promise<boolean> {
+  try {
+    return (await lstat(file)).isFile() && isPidFileContent(await readFile(file, 'utf8'));
   } catch {
     return false;
   }
@@ -250,14 +261,27 @@ async function runSteps(o: UninstallOptions, held: { release(): Promise<void> }[
     });
   }
   await attempt('remove-state', async () => {
+    // Only a directory that carries agentd's marker: --state-dir may name any directory.
+    if (existsSync(o.stateDir) && !(await hasStateDirMarker(o.stateDir))) {
+      throw new Error(
+        `refusing to remove ${o.stateDir}: it does not carry agentd's marker ${STATE_DIR_MARKER}, so it is not known to be agentd's state directory; remove it yourself if it is`,
+      );
+    }
     const removed = await removeAll([o.stateDir], root);
     return { detail: removedDetail(removed), data: { removed } };
   });
   await attempt('remove-runtime', async () => {
-    // The socket only if it is one: --socket may name any path, and only a socket is ours to delete.
+    // The socket only if it is one: --socket may name any path, and only a socket is ours to
+    // delete. The PID file only if it holds a PID: --pid-file may name any file.
     const socket = isSocket(o.socket) ? [o.socket] : [];
-    const removed = await removeAll([o.paths.resolve('/run/agentd'), o.pidFile, ...socket], root);
-    return { detail: removedDetail(removed), data: { removed } };
+    const ours = await holdsPid(o.pidFile);
+    const kept = !ours && existsSync(o.pidFile) ? [o.pidFile] : [];
+    const removed = await removeAll(
+      [o.paths.resolve('/run/agentd'), ...(ours ? [o.pidFile] : []), ...socket],
+      root,
+    );
+    const note = kept.length ? `; kept ${o.pidFile}: it holds no PID, so it is not agentd's PID file` : '';
+    return { detail: `${removedDetail(removed)}${note}`, data: { removed, kept } };
   });
   await attempt('remove-unit', async () => {
     const removed = await removeAll(unitPaths(o.paths), root);

@@ -33,6 +33,8 @@ export interface CacheDeps {
   progress?: ProgressSink;
   /** Where downloads are written and hashed (default `auto`: by size and CPU count). */
   sink?: Pick<DownloadSinkOptions, 'where' | 'maxBacklogBytes'>;
+  /** The limit of a body whose size nothing declares (default `MAX_ARTIFACT_BYTES`; tests make it small). */
+  maxBytes?: number;
 }
 
 /** Where a verified file lives; `bytes` is what was downloaded for it now (0 on a hit). */
@@ -70,48 +72,61 @@ async function isFile(file: string): Promise<boolean> {
   }
 }
 
+/**
+ * The most an artifact may be when neither its GET nor its HEAD declares a size: the largest
+ * artifact agentd installs (kubelet, ~80 MiB) many times over, and far less than the free space
+ * preflight asks for (docs/operations.md, "Limits").
+ */
+export const MAX_ARTIFACT_BYTES = 1024 ** 3;
+
 /** One attempt: GET, stream to a temp file while hashing, verify, rename. Leaves nothing behind on failure. */
 async function downloadOnce(req: CacheRequest, deps: CacheDeps, file: string): Promise<number> {
   const tmp = tempNameFor(file, 'partial');
   let sink: DownloadSink | undefined;
   try {
-    const res = await send(deps.ctx, 'GET', req.url);
-    if (res.statusCode < 200 || res.statusCode >= 300) {
-      await res.body.dump();
-      throw statusError(req.what, 'GET', req.url, res.statusCode);
-    }
-    const total = contentLength(res);
-    const progress = createByteProgress(deps.progress, deps.ctx.clock, req.task, total);
-    // No fsync: entries are verified on every use (see OpenWrite).
-    sink = createDownloadSink(tmp, {
-      expectedBytes: total,
-      mode: 0o644,
-      durable: false,
-      ...deps.sink,
-      ...(deps.openWrite ? { openWrite: deps.openWrite } : {}),
-    });
-    const bytes = await pumpBody(res.body, sink, (n) => progress.update(n));
-    if (total !== undefined && bytes !== total) {
-      throw markTransient(
-        new DownloadFailedError(
-          `${req.what} from ${req.url}: body truncated (received ${bytes} of ${total} bytes)`,
-          {
-            data: { url: req.url, receivedBytes: bytes, expectedBytes: total },
-          },
-        ),
-      );
-    }
-    const written = await sink.finish();
-    if (written.sha256 !== req.sha256) {
-      throw new ChecksumMismatchError(`${req.what} from ${req.url}`, req.sha256, written.sha256, {
-        data: { url: req.url },
+    return await send(deps.ctx, 'GET', req.url, req.what, async (res) => {
+      if (res.statusCode < 200 || res.statusCode >= 300) {
+        await res.body.dump();
+        throw statusError(req.what, 'GET', req.url, res.statusCode);
+      }
+      // A body of no declared length is held to the size a HEAD declares, else to the cap.
+      const total = contentLength(res) ?? (await declaredByHead(req, deps));
+      res.guard.startBody(total ?? deps.maxBytes ?? MAX_ARTIFACT_BYTES, total);
+      const progress = createByteProgress(deps.progress, deps.ctx.clock, req.task, total);
+      // No fsync: entries are verified on every use (see OpenWrite).
+      sink = createDownloadSink(tmp, {
+        expectedBytes: total,
+        mode: 0o644,
+        durable: false,
+        ...deps.sink,
+        ...(deps.openWrite ? { openWrite: deps.openWrite } : {}),
       });
-    }
-    // Why rename last: the entry name is the digest, so it must only exist once verified.
-    await rename(tmp, file);
-    sink = undefined;
-    progress.done(bytes);
-    return bytes;
+      const bytes = await pumpBody(res.body, sink, (n, chunk) => {
+        res.guard.received(chunk);
+        progress.update(n);
+      });
+      if (total !== undefined && bytes !== total) {
+        throw markTransient(
+          new DownloadFailedError(
+            `${req.what} from ${req.url}: body truncated (received ${bytes} of ${total} bytes)`,
+            {
+              data: { url: req.url, receivedBytes: bytes, expectedBytes: total },
+            },
+          ),
+        );
+      }
+      const written = await sink.finish();
+      if (written.sha256 !== req.sha256) {
+        throw new ChecksumMismatchError(`${req.what} from ${req.url}`, req.sha256, written.sha256, {
+          data: { url: req.url },
+        });
+      }
+      // Why rename last: the entry name is the digest, so it must only exist once verified.
+      await rename(tmp, file);
+      sink = undefined;
+      progress.done(bytes);
+      return bytes;
+    });
   } catch (err) {
     await sink?.abort();
     await removeQuietly(tmp);
@@ -119,13 +134,31 @@ async function downloadOnce(req: CacheRequest, deps: CacheDeps, file: string): P
   }
 }
 
+/** The size a HEAD of the URL declares, or undefined (no Content-Length, or the HEAD failed). */
+async function declaredByHead(req: CacheRequest, deps: CacheDeps): Promise<number | undefined> {
+  try {
+    return await send(deps.ctx, 'HEAD', req.url, `${req.what}: HEAD`, async (res) => {
+      await res.body.dump();
+      return res.statusCode >= 200 && res.statusCode < 300 ? contentLength(res) : undefined;
+    });
+  } catch (err) {
+    if (deps.ctx.signal.aborted) throw err;
+    return undefined;
+  }
+}
+
 /**
  * Hand `body` to `sink`, pausing while the sink has no room. Event-based rather than
- * `for await`: per-chunk promises cost a large share of the CPU at loopback speeds. Resolves
+ * `for await`: per-chunk promises cost a large share of the CPU at loopback speeds. `onBytes`
+ * sees the running total and the chunk's size before the chunk is written, and may throw. Resolves
  * with the byte count at the end of the body; rejects (and destroys the body, aborting the
  * request) on an error of either side.
  */
-function pumpBody(body: Readable, sink: DownloadSink, onBytes: (bytes: number) => void): Promise<number> {
+function pumpBody(
+  body: Readable,
+  sink: DownloadSink,
+  onBytes: (bytes: number, chunk: number) => void,
+): Promise<number> {
   return new Promise<number>((resolve, reject) => {
     let bytes = 0;
     let settled = false;
@@ -145,9 +178,12 @@ function pumpBody(body: Readable, sink: DownloadSink, onBytes: (bytes: number) =
       reject(err instanceof Error ? err : new Error(String(err)));
     }
     function onData(chunk: Buffer): void {
-      bytes += chunk.length;
+      const size = chunk.length;
+      bytes += size;
       let room: boolean;
       try {
+        // Counted first: a chunk past the limit is never written.
+        onBytes(bytes, size);
         // the sink may take the chunk over: it is not used after this
         room = sink.write(chunk);
       } catch (err) {
@@ -158,7 +194,6 @@ function pumpBody(body: Readable, sink: DownloadSink, onBytes: (bytes: number) =
         body.pause();
         sink.onRoom(resume);
       }
-      onBytes(bytes);
     }
     function onEnd(): void {
       if (settled) return;

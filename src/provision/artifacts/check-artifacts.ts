@@ -1,9 +1,11 @@
 /** Preflight for artifacts: a HEAD of every artifact URL and its checksum URL, nothing downloaded. */
 import type { Dispatcher } from 'undici';
 import type { AgentConfig } from '../../config/agent-config.js';
+import { redactText } from '../../config/redact.js';
 import { describeError } from '../../errors.js';
 import { systemClock } from '../../host/clock.js';
 import type { Clock } from '../../host/types.js';
+import type { TransferLimits } from '../../outbound-http.js';
 import {
   contentLength,
   defaultArtifactDispatcher,
@@ -31,6 +33,8 @@ export interface CheckArtifactsOptions {
   clock?: Clock;
   dispatcher?: Dispatcher;
   concurrency?: number;
+  /** Deadline of every HEAD (default `DEFAULT_TRANSFER_LIMITS`). */
+  limits?: TransferLimits;
 }
 
 /**
@@ -50,6 +54,7 @@ export async function checkArtifacts(
       clock: options.clock ?? systemClock,
       signal,
       retry: { retries: options.retries ?? 1, baseDelayMs: 500, maxDelayMs: 2_000 },
+      ...(options.limits ? { limits: options.limits } : {}),
     };
     return checkOne(ctx, spec, options.signal);
   });
@@ -68,7 +73,10 @@ async function checkOne(
     return {
       name,
       ok: true,
-      message: `${spec.name} ${spec.version}: ${spec.url} reachable${sizeText}; checksum ${spec.checksumUrl} reachable`,
+      // A check's words are shown (preflight, the operation record): URLs without their credentials.
+      message: redactText(
+        `${spec.name} ${spec.version}: ${spec.url} reachable${sizeText}; checksum ${spec.checksumUrl} reachable`,
+      ),
     };
   } catch (err) {
     // Only the caller's cancellation is an error; everything else is a failed check.
@@ -79,9 +87,10 @@ async function checkOne(
 
 async function head(ctx: HttpContext, what: string, url: string): Promise<number | undefined> {
   return withRetries(ctx, what, url, async () => {
-    const res = await send(ctx, 'HEAD', url);
-    await res.body.dump();
-    if (res.statusCode < 200 || res.statusCode >= 300) throw statusError(what, 'HEAD', url, res.statusCode);
-    return contentLength(res);
+    return send(ctx, 'HEAD', url, what, async (res) => {
+      await res.body.dump();
+      if (res.statusCode < 200 || res.statusCode >= 300) throw statusError(what, 'HEAD', url, res.statusCode);
+      return contentLength(res);
+    });
   });
 }

@@ -5,9 +5,16 @@
  */
 import type { Dispatcher } from 'undici';
 import { loadUndici } from '../../lazy-undici.js';
-import { outboundDispatcher, viaProxy } from '../../outbound-http.js';
+import {
+  guardTransfer,
+  outboundDispatcher,
+  viaProxy,
+  type TransferGuard,
+  type TransferLimits,
+} from '../../outbound-http.js';
 import { DownloadFailedError, toAgentError as fromForeign } from '../../errors.js';
 import type { AgentError } from '../../errors.js';
+import { systemClock } from '../../host/clock.js';
 import type { Clock } from '../../host/types.js';
 import { retry } from '../../retry/backoff.js';
 import { isRetryableNetworkError, isRetryableStatus } from '../../retry/retryable.js';
@@ -34,9 +41,36 @@ export interface HttpContext {
   logger?: ArtifactLogger;
   /** Called once per retry (for the downloads-retries metric). */
   onRetry?: () => void;
+  /** Deadline and rate floor of every request (default `DEFAULT_TRANSFER_LIMITS`). */
+  limits?: TransferLimits;
+  /**
+   * The clock the bounds are judged on (default: the system clock). Not `clock`: tests of
+   * retries give that one sleeps that return at once, which would pass every deadline.
+   */
+  boundsClock?: Clock;
 }
 
 let defaultDispatcher: Promise<Dispatcher> | undefined;
+
+/** Redirects followed per request (GitHub → CDN takes one or two). */
+export const MAX_REDIRECTS = 5;
+const REDIRECT_STATUSES = new Set([300, 301, 302, 303, 307, 308]);
+
+/** The error of a redirect loop, or of a chain longer than `MAX_REDIRECTS`. */
+function tooManyRedirects(what: string, url: string, cause?: unknown): DownloadFailedError {
+  return new DownloadFailedError(
+    `${what}: too many redirects from ${url} (a loop, or more than ${MAX_REDIRECTS})${viaProxy(url)}`,
+    { cause, data: { url, maxRedirects: MAX_REDIRECTS } },
+  );
+}
+
+/** undici's words for a redirect to a URL already visited ("…Use an Agent for cross-origin redirects"). */
+function isRedirectLoop(err: unknown): boolean {
+  for (let e: unknown = err; e instanceof Error; e = e.cause) {
+    if (e.message.startsWith('Redirect loop detected')) return true;
+  }
+  return false;
+}
 
 /**
  * The process-wide dispatcher: keep-alive pool, redirects followed, generous but finite timeouts,
@@ -50,7 +84,7 @@ export function defaultArtifactDispatcher(): Promise<Dispatcher> {
       headersTimeout: 60_000,
       bodyTimeout: 60_000,
     });
-    return dispatcher.compose(redirect({ maxRedirections: 5 }));
+    return dispatcher.compose(redirect({ maxRedirections: MAX_REDIRECTS }));
   })();
   return defaultDispatcher;
 }
@@ -73,6 +107,7 @@ export function isTransient(err: unknown): boolean {
  * network failures → a transient DOWNLOAD_FAILED; AgentErrors pass through.
  */
 export function toAgentError(err: unknown, what: string, url: string, signal: AbortSignal): AgentError {
+  if (!signal.aborted && isRedirectLoop(err)) return tooManyRedirects(what, url, err);
   return fromForeign(err, what, {
     signal,
     otherwise: (_message, cause, code) => {
@@ -85,8 +120,10 @@ export function toAgentError(err: unknown, what: string, url: string, signal: Ab
   });
 }
 
-/** The error for a non-2xx answer: 5xx, 408 and 429 are transient; 403/404 and the rest are final. */
+/** The error for a non-2xx answer: 5xx, 408 and 429 are transient; 3xx (redirects left), 403/404 and the rest are final. */
 export function statusError(what: string, method: string, url: string, status: number): DownloadFailedError {
+  // A redirect still unfollowed at the end: the chain was longer than MAX_REDIRECTS.
+  if (REDIRECT_STATUSES.has(status)) return tooManyRedirects(what, url);
   const err = new DownloadFailedError(`${what}: ${method} ${url} answered HTTP ${status}${viaProxy(url)}`, {
     data: { url, status },
   });
@@ -119,18 +156,43 @@ export async function withRetries<T>(
   }
 }
 
-/** An answered request: status, headers and an undici body stream the caller must consume or dump. */
-export type HttpResponse = Dispatcher.ResponseData;
+/** An answered request: status, headers, an undici body stream, and the bounds it runs under. */
+export type HttpResponse = Dispatcher.ResponseData & { guard: TransferGuard };
 
-/** One request (no retries) on the context's dispatcher and signal. */
-export async function send(ctx: HttpContext, method: 'GET' | 'HEAD', url: string): Promise<HttpResponse> {
-  const { request } = await loadUndici();
-  return request(url, {
-    method,
-    dispatcher: ctx.dispatcher,
+/**
+ * One request (no retries) on the context's dispatcher and signal, bounded by the context's
+ * limits: `use` reads the answer, and the call ends (its judge stopped) when `use` settles. A hit
+ * bound fails it with DOWNLOAD_FAILED naming the URL, the bytes received and the limit.
+ */
+export async function send<T>(
+  ctx: HttpContext,
+  method: 'GET' | 'HEAD',
+  url: string,
+  what: string,
+  use: (res: HttpResponse) => Promise<T>,
+): Promise<T> {
+  const guard = guardTransfer({
+    what,
+    url,
+    clock: ctx.boundsClock ?? systemClock,
     signal: ctx.signal,
-    headers: { 'user-agent': 'agentd', accept: '*/*' },
+    limits: ctx.limits,
+    makeError: (message, data) => new DownloadFailedError(message, { data }),
   });
+  try {
+    const { request } = await loadUndici();
+    const res = await request(url, {
+      method,
+      dispatcher: ctx.dispatcher,
+      signal: guard.signal,
+      headers: { 'user-agent': 'agentd', accept: '*/*' },
+    });
+    return await use(Object.assign(res, { guard }));
+  } catch (err) {
+    throw guard.failure ?? err;
+  } finally {
+    guard.end();
+  }
 }
 
 /** Content-Length of a response, or undefined when absent or unparsable. */
@@ -149,27 +211,19 @@ export async function fetchText(
   url: string,
   maxBytes = 64 * 1024,
 ): Promise<string> {
-  return withRetries(ctx, what, url, async () => {
-    const res = await send(ctx, 'GET', url);
-    if (res.statusCode < 200 || res.statusCode >= 300) {
-      await res.body.dump();
-      throw statusError(what, 'GET', url, res.statusCode);
-    }
-    const chunks: Buffer[] = [];
-    let size = 0;
-    for await (const chunk of res.body as AsyncIterable<Buffer>) {
-      size += chunk.length;
-      if (size > maxBytes) {
-        res.body.destroy();
-        throw new DownloadFailedError(
-          `${what}: ${url} is larger than ${maxBytes} bytes; not a checksum file`,
-          {
-            data: { url },
-          },
-        );
+  return withRetries(ctx, what, url, () =>
+    send(ctx, 'GET', url, what, async (res) => {
+      if (res.statusCode < 200 || res.statusCode >= 300) {
+        await res.body.dump();
+        throw statusError(what, 'GET', url, res.statusCode);
       }
-      chunks.push(chunk);
-    }
-    return Buffer.concat(chunks).toString('utf8');
-  });
+      res.guard.startBody(maxBytes, contentLength(res));
+      const chunks: Buffer[] = [];
+      for await (const chunk of res.body as AsyncIterable<Buffer>) {
+        res.guard.received(chunk.length);
+        chunks.push(chunk);
+      }
+      return Buffer.concat(chunks).toString('utf8');
+    }),
+  );
 }

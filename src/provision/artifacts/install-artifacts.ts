@@ -17,6 +17,7 @@ import {
 } from '../../errors.js';
 import { systemClock } from '../../host/clock.js';
 import type { Clock, ProgressSink } from '../../host/types.js';
+import type { TransferLimits } from '../../outbound-http.js';
 import { ensureCached, type CacheDeps } from './cache.js';
 import { parseChecksumFile } from './checksum-file.js';
 import { defaultOpenWrite } from './file-io.js';
@@ -51,6 +52,8 @@ export interface InstallArtifactsOptions {
   dispatcher?: Dispatcher;
   /** Test seam for file writes (ENOSPC); default `fs.createWriteStream`, fsync for rootfs files. */
   openWrite?: OpenWrite;
+  /** Deadline, rate floor and size bounds of every request (default `DEFAULT_TRANSFER_LIMITS`). */
+  limits?: TransferLimits;
 }
 
 /** What an install run did. */
@@ -104,6 +107,7 @@ export async function installArtifacts(
       onRetry: () => {
         retries++;
       },
+      ...(options.limits ? { limits: options.limits } : {}),
       ...(options.logger ? { logger: options.logger } : {}),
     };
     return installOne(spec, rootfsDir, probe, {

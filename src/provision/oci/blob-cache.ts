@@ -41,8 +41,11 @@ export async function ensureBlob(
   const existing = await stat(final).catch(() => undefined);
   if (existing?.isFile() && existing.size === descriptor.size) return { path: final, downloadedBytes: 0 };
   await mkdir(path.dirname(final), { recursive: true });
-  const downloadedBytes = await client.fetchBlob(descriptor, (body, what) =>
-    downloadTo(final, body, descriptor, what, onBytes),
+  const downloadedBytes = await client.fetchBlob(descriptor, (body, what, received) =>
+    downloadTo(final, body, descriptor, what, (n) => {
+      received(n);
+      onBytes(n);
+    }),
   );
   return { path: final, downloadedBytes };
 }
@@ -66,12 +69,14 @@ async function downloadTo(
       received += size;
       if (received > descriptor.size) {
         throw new ImagePullFailedError(
-          `${what}: blob is larger than the ${descriptor.size} bytes its descriptor declares`,
+          `${what}: blob is larger than the ${descriptor.size} bytes its descriptor declares (received ${received} bytes)`,
+          { data: { receivedBytes: received, limitBytes: descriptor.size } },
         );
       }
+      // Counted (and bounded: onBytes may throw) before the sink takes the chunk.
+      onBytes(size);
       // the sink may take the chunk over: it is not used after this
       const room = sink.write(chunk);
-      onBytes(size);
       if (!room) await new Promise<void>((resume) => sink.onRoom(resume));
     }
     if (received < descriptor.size) {

@@ -7,7 +7,13 @@
 import type { Readable } from 'node:stream';
 import type { Dispatcher } from 'undici';
 import { loadUndici } from '../../lazy-undici.js';
-import { outboundDispatcher, viaProxy } from '../../outbound-http.js';
+import {
+  guardTransfer,
+  outboundDispatcher,
+  viaProxy,
+  type TransferGuard,
+  type TransferLimits,
+} from '../../outbound-http.js';
 import { ChecksumMismatchError, ImagePullFailedError } from '../../errors.js';
 import type { Clock } from '../../host/types.js';
 import { systemClock } from '../../host/clock.js';
@@ -34,6 +40,10 @@ export interface RegistryClientOptions {
   retries?: number;
   /** Credentials from the registry auth file (registry-auth.ts); absent or null: anonymous, no file. */
   auth?: RegistryAuth | null;
+  /** Deadline and rate floor of every call (default `DEFAULT_TRANSFER_LIMITS`). */
+  limits?: TransferLimits | undefined;
+  /** The clock the bounds are judged on (default: the system clock; `clock` times the backoff). */
+  boundsClock?: Clock | undefined;
 }
 
 /** A manifest body as served, with the digest computed from its bytes. */
@@ -96,6 +106,8 @@ export class RegistryClient {
   readonly #logger: OciLogger;
   readonly #retry: RetryOptions;
   readonly #auth: RegistryAuth | null;
+  readonly #clock: Clock;
+  readonly #limits: TransferLimits | undefined;
   /** What the registry's origin is sent once a challenge was answered: `Bearer <token>` or `Basic …`. */
   #authorization: string | undefined;
 
@@ -108,6 +120,8 @@ export class RegistryClient {
     this.#signal = options.signal;
     this.#logger = options.logger ?? silentLogger;
     this.#auth = options.auth ?? null;
+    this.#clock = options.boundsClock ?? systemClock;
+    this.#limits = options.limits;
     this.#retry = {
       retries: options.retries ?? 4,
       clock: options.clock ?? systemClock,
@@ -126,8 +140,10 @@ export class RegistryClient {
     return withRetries(
       what,
       async () => {
-        const res = await this.#send(url, MANIFEST_ACCEPT, what);
-        const body = await readLimited(res.body, MAX_MANIFEST_BYTES, what);
+        const { res, body } = await this.#call(url, MANIFEST_ACCEPT, what, async (res) => ({
+          res,
+          body: await readLimited(res.body, MAX_MANIFEST_BYTES, what),
+        }));
         const digest = sha256Digest(body);
         if (isSha256Digest(reference) && digest !== reference) {
           throw new ChecksumMismatchError(`${what}: manifest`, reference, digest);
@@ -148,23 +164,52 @@ export class RegistryClient {
    */
   async fetchBlob<T>(
     descriptor: Descriptor,
-    consume: (body: Readable, what: string) => Promise<T>,
+    consume: (body: Readable, what: string, received: (bytes: number) => void) => Promise<T>,
   ): Promise<T> {
     const url = `${this.baseUrl}/v2/${this.#ref.repository}/blobs/${descriptor.digest}`;
     const what = `${this.label}: GET ${url}`;
     return withRetries(
       what,
-      async () => {
-        const res = await this.#send(url, '*/*', what);
-        try {
-          return await consume(res.body, what);
-        } catch (err) {
-          res.body.destroy();
-          throw classifyRequestError(err, what, this.#signal);
-        }
-      },
+      () =>
+        this.#call(url, '*/*', what, async (res, guard) => {
+          // The descriptor's size is the limit, and its time at the floor rate extends the deadline.
+          guard.startBody(descriptor.size, descriptor.size);
+          try {
+            return await consume(res.body, what, (n) => guard.received(n));
+          } catch (err) {
+            res.body.destroy();
+            throw classifyRequestError(guard.failure ?? err, what, this.#signal);
+          }
+        }),
       this.#retry,
     );
+  }
+
+  /**
+   * One call (redirects and the token flow included) under its bounds: the deadline runs from
+   * its first request to the end of `use`, which reads the answer.
+   */
+  async #call<T>(
+    url: string,
+    accept: string,
+    what: string,
+    use: (res: ResponseData, guard: TransferGuard) => Promise<T>,
+  ): Promise<T> {
+    const guard = guardTransfer({
+      what,
+      url,
+      clock: this.#clock,
+      signal: this.#signal,
+      limits: this.#limits,
+      makeError: (message, data) => new ImagePullFailedError(message, { data }),
+    });
+    try {
+      return await use(await this.#send(url, accept, what, guard.signal), guard);
+    } catch (err) {
+      throw guard.failure ?? err;
+    } finally {
+      guard.end();
+    }
   }
 
   /** Release the connections of the private dispatcher (a caller's dispatcher is left open). */
@@ -173,7 +218,7 @@ export class RegistryClient {
   }
 
   /** One request with redirects and one round of the token flow; resolves only on HTTP 200. */
-  async #send(start: string, accept: string, what: string): Promise<ResponseData> {
+  async #send(start: string, accept: string, what: string, signal: AbortSignal): Promise<ResponseData> {
     let url = new URL(start);
     let authenticated = false;
     for (let hops = 0; hops <= MAX_REDIRECTS;) {
@@ -183,7 +228,7 @@ export class RegistryClient {
       const headers: Record<string, string> = { accept, 'user-agent': USER_AGENT };
       if (sameOrigin && this.#authorization) headers.authorization = this.#authorization;
       this.#logger.debug({ url: url.toString() }, `registry request GET ${url.toString()}`);
-      const res = await this.#request(url, headers, what);
+      const res = await this.#request(url, headers, what, signal);
       if (res.statusCode === 200) return res;
       if (REDIRECT_CODES.has(res.statusCode)) {
         const location = header(res, 'location');
@@ -197,7 +242,7 @@ export class RegistryClient {
       if (res.statusCode === 401 && sameOrigin && !authenticated) {
         const challenge = header(res, 'www-authenticate');
         await res.body.dump();
-        await this.#authenticate(challenge, what);
+        await this.#authenticate(challenge, what, signal);
         authenticated = true;
         continue;
       }
@@ -215,7 +260,12 @@ export class RegistryClient {
     throw new ImagePullFailedError(`${what}: more than ${MAX_REDIRECTS} redirects`);
   }
 
-  async #request(url: URL, headers: Record<string, string>, what: string): Promise<ResponseData> {
+  async #request(
+    url: URL,
+    headers: Record<string, string>,
+    what: string,
+    signal: AbortSignal,
+  ): Promise<ResponseData> {
     try {
       const undici = await loadUndici();
       // Made once per client; requests of one client run one after the other.
@@ -229,7 +279,7 @@ export class RegistryClient {
         method: 'GET',
         headers,
         dispatcher: this.#dispatcher,
-        signal: this.#signal,
+        signal,
       });
     } catch (err) {
       throw classifyRequestError(err, `${what}${viaProxy(url)}`, this.#signal);
@@ -251,7 +301,7 @@ export class RegistryClient {
    * <realm>?service=…&scope=…, with the credentials when there are some) and keep the token for
    * this client.
    */
-  async #authenticate(headerValue: string | undefined, what: string): Promise<void> {
+  async #authenticate(headerValue: string | undefined, what: string, signal: AbortSignal): Promise<void> {
     const challenge = parseAuthChallenge(headerValue);
     const credentials = this.#auth?.credentials ?? null;
     if (challenge?.scheme === 'basic') {
@@ -289,7 +339,7 @@ export class RegistryClient {
       realm.searchParams.set('account', credentials.username);
       headers.authorization = basicAuthorization(credentials);
     }
-    const res = await this.#request(realm, headers, tokenWhat);
+    const res = await this.#request(realm, headers, tokenWhat, signal);
     if (res.statusCode !== 200) {
       const message = `${tokenWhat}: ${await describeFailure(res)}`;
       if (res.statusCode === 429 || res.statusCode >= 500) throw new TransientPullError(message);

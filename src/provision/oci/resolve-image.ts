@@ -12,6 +12,7 @@ import { parseManifestDocument, selectPlatformManifest } from './manifest.js';
 import type { ImageManifest } from './manifest.js';
 import { RegistryClient } from './registry-client.js';
 import { OCI_ARCHES } from './types.js';
+import type { TransferLimits } from '../../outbound-http.js';
 import type { OciArch, OciLogger } from './types.js';
 
 /** Options shared by `resolveImage` and `pullImage`. */
@@ -28,6 +29,10 @@ export interface ResolveImageOptions {
   dispatcher?: Dispatcher;
   /** The registry auth file (registry-auth.ts), read at each call; absent or null: anonymous. */
   registryAuthFile?: string | null;
+  /** Deadline and rate floor of every registry call (default `DEFAULT_TRANSFER_LIMITS`). */
+  limits?: TransferLimits;
+  /** The clock the bounds are judged on (default: the system clock; `clock` times the backoff). */
+  boundsClock?: Clock;
 }
 
 /** What a reference resolves to. */

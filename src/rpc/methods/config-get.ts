@@ -7,7 +7,7 @@ export const configGet = defineMethod({
   name: 'config.get',
   summary: 'The applied config of the active machine, secrets redacted.',
   description:
-    'Returns the agent config (PascalCase, as in the applied-config file) with the bootstrap token and exec-credential env values replaced by [REDACTED]. NOT_FOUND on a node that has not joined.',
+    "Returns the agent config (PascalCase, as in the applied-config file) with its secrets redacted: the bootstrap token and the exec credential's args and env values replaced by [REDACTED], credentials in URLs (http://user:pass@…) by ***. NOT_FOUND on a node that has not joined.",
   mutating: false,
   errors: ['NOT_FOUND', 'CHECKSUM_MISMATCH', 'INVALID_CONFIG'],
   params: z.strictObject({}),

@@ -19,6 +19,10 @@ export const statusResult = z
       pidFile: z.string().optional().meta({
         description: 'The --pid-file: agentctl stop and uninstall check that it names this daemon.',
       }),
+      stateDir: z.string().optional().meta({
+        description:
+          "The --state-dir: agentctl uninstall removes this directory (when it carries agentd's marker).",
+      }),
     }),
     node: nodeStatusSchema,
     operation: operationSchema.nullable().meta({ description: 'The running operation, if any.' }),

@@ -76,6 +76,7 @@ describe('loadDaemonConfig defaults', () => {
       shutdownGraceMs: 30_000,
       machineStartTimeoutMs: 120_000,
       verifyTimeoutMs: 180_000,
+      transferLimits: { minRateBytesPerSecond: 10 * 1024, rateWindowMs: 60_000, requestTimeoutMs: 120_000 },
       logLevel: 'info',
       logFormat: 'json',
       // No proxy variable in the environment: every outbound request goes directly.
@@ -91,6 +92,22 @@ describe('loadDaemonConfig defaults', () => {
     expect(() => load({ env: { HTTP_PROXY: 'ftp://proxy.corp' } })).toThrow(
       expect.objectContaining({ code: 'INVALID_CONFIG', message: expect.stringContaining('HTTP_PROXY=') }),
     );
+  });
+
+  it('takes the download bounds from a flag, the environment or the file, and names a bad one', async () => {
+    expect(load({ flags: { downloadMinRate: '1MiB/s' } }).transferLimits.minRateBytesPerSecond).toBe(
+      1024 ** 2,
+    );
+    expect(load({ env: { AGENTD_DOWNLOAD_RATE_WINDOW: '5m' } }).transferLimits.rateWindowMs).toBe(300_000);
+    const file = await configFile('downloadMinRate: 500B/s\noutboundTimeout: 30s\n', 'bounds.yaml');
+    expect(load({ flags: { config: file } }).transferLimits).toEqual({
+      minRateBytesPerSecond: 500,
+      rateWindowMs: 60_000,
+      requestTimeoutMs: 30_000,
+    });
+    expect(() => load({ flags: { downloadMinRate: 'fast' } })).toThrow(/--download-min-rate.*10KiB\/s/);
+    expect(() => load({ flags: { downloadMinRate: '0' } })).toThrow(/at least 1B\/s/);
+    expect(() => load({ flags: { outboundTimeout: '10ms' } })).toThrow(/--outbound-timeout.*at least 1s/);
   });
 
   it('takes the machine start and verify timeouts from a flag, the environment or the file', async () => {

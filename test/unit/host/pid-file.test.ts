@@ -1,4 +1,4 @@
-import { mkdir, mkdtemp, readFile, rm, stat, writeFile } from 'node:fs/promises';
+import { mkdir, mkdtemp, readdir, readFile, rm, stat, writeFile } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
@@ -35,6 +35,8 @@ describe('inspectPidFile', () => {
     ['a float', '12.5'],
     ['two pids', '12 13'],
     ['too long', '12345678901'],
+    // A PID file is a PID and a newline: a file that merely starts with digits is someone else's.
+    ['digits then text', '123\nmy notes\n'],
   ])('garbage: %s', async (_name, content) => {
     await writeFile(pidFile, content);
     const state = await inspectPidFile(pidFile);
@@ -126,10 +128,18 @@ describe('writePidFile and removePidFile', () => {
     expect((await stat(pidFile)).mode & 0o777).toBe(0o644);
   });
 
-  it('replaces an existing file', async () => {
-    await writeFile(pidFile, 'garbage');
-    await writePidFile(pidFile, 777);
+  it('replaces a stale PID file when asked to', async () => {
+    await writeFile(pidFile, '99999\n');
+    await writePidFile(pidFile, 777, 'replace');
     expect(await readFile(pidFile, 'utf8')).toBe('777\n');
+  });
+
+  it('creates only where nothing is (O_EXCL): an existing file is refused and left as it was', async () => {
+    await writeFile(pidFile, 'my notes\n');
+    await expect(writePidFile(pidFile, 777)).rejects.toMatchObject({ code: 'PRECONDITION_FAILED' });
+    expect(await readFile(pidFile, 'utf8')).toBe('my notes\n');
+    // No temp file is left behind either.
+    expect((await readdir(dir)).sort()).toEqual(['agentd.pid']);
   });
 
   it('removes the file when it names our PID', async () => {

@@ -20,7 +20,12 @@ import { createHostPaths, type HostPaths } from '../../../src/host/paths.js';
 import { createMetrics } from '../../../src/metrics/metrics.js';
 import { defaultOpenWrite } from '../../../src/provision/artifacts/file-io.js';
 import type { OpenWrite } from '../../../src/provision/artifacts/types.js';
-import { createProvisioner, hostArch, type ProvisionerOptions } from '../../../src/provision/provisioner.js';
+import {
+  createProvisioner,
+  describeDiskSpace,
+  hostArch,
+  type ProvisionerOptions,
+} from '../../../src/provision/provisioner.js';
 import { startMirror, type Mirror } from '../../../src/sim/mirror/index.js';
 import { createOciImage, type OciImage } from '../../../src/sim/mirror/oci-image.js';
 import {
@@ -251,6 +256,14 @@ describe('createProvisioner', () => {
       // The machines directory does not exist yet: its nearest existing parent is measured.
       expect(disk?.message).toContain(paths.root);
       expect(disk?.message).toMatch(/GiB free in .* \(need \d+/);
+    });
+
+    it('says figures that differ when the space is short: MiB below 1 GiB, free rounded down, need up', () => {
+      const GiB = 1024 ** 3;
+      expect(describeDiskSpace(0.04 * GiB, 0.1 * GiB, '/m')).toBe('40 MiB free in /m (need 103 MiB)');
+      expect(describeDiskSpace(1.99 * GiB, 2 * GiB, '/m')).toBe('1.9 GiB free in /m (need 2.0 GiB)');
+      expect(describeDiskSpace(900 * 1024 ** 2, 2 * GiB, '/m')).toBe('900 MiB free in /m (need 2.0 GiB)');
+      expect(describeDiskSpace(12.34 * GiB, 2 * GiB, '/m')).toBe('12.3 GiB free in /m (need 2.0 GiB)');
     });
 
     it('reports an unreachable mirror as failed checks, never by throwing', async () => {

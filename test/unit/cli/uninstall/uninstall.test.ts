@@ -1,5 +1,5 @@
 import { existsSync } from 'node:fs';
-import { mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { mkdir, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
@@ -24,16 +24,23 @@ const FILES = [
   '/etc/unbounded/agent/kube1-applied-config.json.sha256',
   '/etc/agentd/config.yaml',
   '/var/lib/agentd/journal.json',
+  '/var/lib/agentd/.agentd-state-dir',
   '/run/agentd/agentd.pid',
   '/etc/systemd/system/agentd.service',
   '/etc/systemd/system/multi-user.target.wants/agentd.service',
   '/var/lib/machines/kube1/etc/hostname',
 ];
 
+/** What agentd writes into its marker and PID file; every other file holds `x`. */
+const CONTENT: Record<string, string> = {
+  '/var/lib/agentd/.agentd-state-dir': 'agentd state directory\n',
+  '/run/agentd/agentd.pid': '42\n',
+};
+
 async function populate(): Promise<void> {
   for (const f of FILES) {
     await mkdir(path.dirname(path.join(root, f)), { recursive: true });
-    await writeFile(path.join(root, f), 'x');
+    await writeFile(path.join(root, f), CONTENT[f] ?? 'x');
   }
 }
 
@@ -233,6 +240,33 @@ describe('runUninstallSteps', () => {
     expect(existsSync(at('/etc/unbounded/agent/kube1-applied-config.json'))).toBe(true);
     expect(existsSync(at('/etc/agentd/config.yaml'))).toBe(true);
     expect(existsSync(at('/var/lib/agentd'))).toBe(false);
+  });
+
+  it("refuses a state dir without agentd's marker, naming it, and leaves it as it is", async () => {
+    await populate();
+    await rm(at('/var/lib/agentd/.agentd-state-dir'));
+    const report = await runUninstallSteps(options(fakes()));
+    expect(report.ok).toBe(false);
+    const state = report.steps.find((s) => s.step === 'remove-state');
+    expect(state).toMatchObject({ ok: false, skipped: false });
+    expect(state?.detail).toBe(
+      `refusing to remove ${at('/var/lib/agentd')}: it does not carry agentd's marker .agentd-state-dir, so it is not known to be agentd's state directory; remove it yourself if it is`,
+    );
+    expect(existsSync(at('/var/lib/agentd/journal.json'))).toBe(true);
+    // A marker by that name that is not agentd's counts for nothing either.
+    await writeFile(at('/var/lib/agentd/.agentd-state-dir'), 'my notes\n');
+    expect((await runUninstallSteps(options(fakes()))).ok).toBe(false);
+    expect(existsSync(at('/var/lib/agentd/journal.json'))).toBe(true);
+  });
+
+  it('removes the --pid-file path only when it holds a PID', async () => {
+    await populate();
+    await writeFile(at('/run/agentd/agentd.pid'), 'precious\n');
+    const pidFile = at('notes.txt');
+    await writeFile(pidFile, 'precious\n');
+    const report = await runUninstallSteps(options(fakes(), { pidFile }));
+    expect(report.ok).toBe(true);
+    expect(await readFile(pidFile, 'utf8')).toBe('precious\n');
   });
 
   it('never removes the root, and removes a --socket path only if it is a socket', async () => {

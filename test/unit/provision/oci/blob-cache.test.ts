@@ -23,8 +23,10 @@ function clientServing(bytes: Buffer): RegistryClient {
   const chunks: Buffer[] = [];
   for (let i = 0; i < bytes.length; i += 65_536) chunks.push(bytes.subarray(i, i + 65_536));
   return {
-    fetchBlob: (_d: Descriptor, consume: (body: Readable, what: string) => Promise<unknown>) =>
-      consume(Readable.from(chunks), 'blob test'),
+    fetchBlob: (
+      _d: Descriptor,
+      consume: (body: Readable, what: string, received: (n: number) => void) => Promise<unknown>,
+    ) => consume(Readable.from(chunks), 'blob test', () => undefined),
   } as unknown as RegistryClient;
 }
 
