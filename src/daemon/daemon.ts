@@ -11,7 +11,6 @@ import type { Logger } from 'pino';
 import type { DaemonConfig } from '../config/daemon-config.js';
 import { Engine } from '../engine/engine.js';
 import { EventBus } from '../engine/events.js';
-import { FINAL_STATES } from '../engine/operation.js';
 import type { InFlight } from '../engine/operation-slot.js';
 import { StatusVersion } from '../engine/status-version.js';
 import { PreconditionFailedError, describeError } from '../errors.js';
@@ -30,13 +29,6 @@ import { buildOpenRpcDocument } from '../rpc/openrpc.js';
 import type { DaemonInfo, DaemonState, RpcServices, WatcherStatus } from '../rpc/services.js';
 import { VERSION } from '../version.js';
 import { createAdminApp, createMetricsApp, type Readiness } from '../server/app.js';
-import {
-  createHeapTrimmer,
-  fixMmapThreshold,
-  loadMallocTrim,
-  loadPageOut,
-  MMAP_THRESHOLD_BYTES,
-} from './heap-trim.js';
 import { createSdNotifier } from './sd-notify.js';
 import { createHost, type Host } from './host-wiring.js';
 import { createKubeWiring, type KubeWiringOptions } from './kube-wiring.js';
@@ -158,14 +150,6 @@ async function startServing(
   const readinessReasons: string[] = ['startup recovery has not finished'];
   const metrics = createMetrics({ version: VERSION });
   const events = new EventBus();
-  // Large C blocks are unmapped when freed, and after work malloc's free memory and the
-  // executable's clean pages go back to the kernel (heap-trim.ts).
-  if (fixMmapThreshold()) logger.debug({ bytes: MMAP_THRESHOLD_BYTES }, 'fixed glibc’s mmap threshold');
-  const heapTrimmer = createHeapTrimmer({ trim: loadMallocTrim(), pageOut: loadPageOut(), clock, logger });
-  cleanup.push('stop the heap trimmer', () => heapTrimmer.stop());
-  events.subscribe((_seq, event) => {
-    if (event.type === 'operation' && FINAL_STATES.has(event.operation.state)) heapTrimmer.poke();
-  });
   // Downloads, image pulls and health checks go through the proxy of HTTPS_PROXY & co. (before any request).
   useOutboundProxy(config.proxy);
   const proxy = describeProxy(config.proxy);
@@ -407,8 +391,6 @@ async function startServing(
       .completePendingUncordon()
       .catch((err: unknown) => logger.error({ err: describeError(err) }, 'completing a pending uncordon'));
   }
-  // Startup (recovery, the Kubernetes client) was work too.
-  heapTrimmer.poke();
   // The watcher starts only now: its first reconcile may call `update`.
   kubeWiring.start(dispatcher);
   // Repair too: its first check (at once) restarts an active machine found stopped.
