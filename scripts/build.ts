@@ -18,6 +18,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
 import { build, type BuildOptions, type Metafile, type Plugin } from 'esbuild';
+import { bundledPackages, NOTICES_FILE, renderNotices } from './notices.js';
 
 /** The repository root (this file is scripts/build.ts). */
 export const REPO_ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
@@ -382,6 +383,10 @@ export async function buildBundle(root: string = REPO_ROOT): Promise<Metafile> {
       Object.assign(metafile.outputs, r.metafile.outputs);
     }
   }
+  // The licence of every package the bundles carry, from what they carry (scripts/notices.ts).
+  const packages = await bundledPackages(root, Object.keys(metafile.inputs));
+  await mkdir(path.join(root, 'dist'), { recursive: true });
+  await writeFile(path.join(root, 'dist', NOTICES_FILE), renderNotices(packages));
   const dynamic = externalDynamicImports(metafile);
   if (dynamic.length > 0) {
     throw new Error(
