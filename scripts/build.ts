@@ -96,7 +96,7 @@ const OPTIONAL_EXTERNALS = ['bufferutil', 'utf-8-validate'];
  * - `--bytecode-old-age=1`, also when set at run time once serving (until 2026-11-27): in bursts
  *   of calls with idle gaps, the daemon fell after ~40 s to ~0.7 of a bare server's throughput
  *   and stayed there (median 0.73 against 0.89 without it, same rounds), for no idle memory the
- *   release executable could measure (docs/benchmarks.md, "RPC", 2026-11-27).
+ *   release executable could measure (docs/benchmarks.md, "RPC", and that file's history).
  * A flag added here must leave the flag hash alone (test/system/release.test.ts checks).
  */
 export const RUNTIME_FLAGS: readonly string[] = ['--single-threaded-gc'];
