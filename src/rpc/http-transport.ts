@@ -3,6 +3,7 @@
  * one connection per request: agentctl makes one call and exits, so nothing is pooled.
  */
 import http from 'node:http';
+import net from 'node:net';
 import { BadAnswerError, type RpcTransport } from './client.js';
 import { RPC_BODY_LIMIT } from './limits.js';
 
@@ -85,8 +86,8 @@ export interface SocketHttpAnswer {
 }
 
 /**
- * One HTTP/1.1 request over the socket, on a connection of its own (no agent, `connection:
- * close`); resolves with the whole answer once it has been read.
+ * One HTTP/1.1 request over the socket, on a connection of its own (`connection: close`);
+ * resolves with the whole answer once it has been read.
  *
  * What can go wrong is told apart for the caller (src/cli/lost-answer.ts): a connection that
  * failed sent nothing; once the socket is connected the request is written, so a timeout, a
@@ -108,10 +109,12 @@ export function requestOverSocket(o: HttpRequestOptions): Promise<SocketHttpAnsw
     let sent = false;
     let answered = false;
     const req = http.request({
-      socketPath: o.socketPath,
       method: o.method,
       path: o.path,
-      agent: false,
+      // A connection of its own, and no Agent: an Agent's socket setup (it matches the host
+      // name against the IP address patterns, which V8 compiles first) cost agentctl ~6 ms of
+      // CPU on Node 26, a fifth of a bare start (docs/benchmarks.md, "CLI startup").
+      createConnection: () => net.createConnection(o.socketPath),
       headers: {
         host: 'localhost',
         connection: 'close',
