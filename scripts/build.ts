@@ -18,6 +18,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
 import { build, type BuildOptions, type Metafile, type Plugin } from 'esbuild';
+import { bundledPackages, NOTICES_FILE, renderNotices } from './notices.js';
 
 /** The repository root (this file is scripts/build.ts). */
 export const REPO_ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
@@ -95,7 +96,7 @@ const OPTIONAL_EXTERNALS = ['bufferutil', 'utf-8-validate'];
  * - `--bytecode-old-age=1`, also when set at run time once serving (until 2026-11-27): in bursts
  *   of calls with idle gaps, the daemon fell after ~40 s to ~0.7 of a bare server's throughput
  *   and stayed there (median 0.73 against 0.89 without it, same rounds), for no idle memory the
- *   release executable could measure (docs/benchmarks.md, "RPC", 2026-11-27).
+ *   release executable could measure (docs/benchmarks.md, "RPC", and that file's history).
  * A flag added here must leave the flag hash alone (test/system/release.test.ts checks).
  */
 export const RUNTIME_FLAGS: readonly string[] = ['--single-threaded-gc'];
@@ -382,6 +383,10 @@ export async function buildBundle(root: string = REPO_ROOT): Promise<Metafile> {
       Object.assign(metafile.outputs, r.metafile.outputs);
     }
   }
+  // The licence of every package the bundles carry, from what they carry (scripts/notices.ts).
+  const packages = await bundledPackages(root, Object.keys(metafile.inputs));
+  await mkdir(path.join(root, 'dist'), { recursive: true });
+  await writeFile(path.join(root, 'dist', NOTICES_FILE), renderNotices(packages));
   const dynamic = externalDynamicImports(metafile);
   if (dynamic.length > 0) {
     throw new Error(

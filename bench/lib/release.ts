@@ -24,7 +24,7 @@ export interface ReleaseExecutable {
  * the release and its baseline runtime alike. How a file sits in the page cache changes how fast
  * a program mapped from it starts: the same release executable read 1.31 × `node -e 0` straight
  * after tar wrote it (1.40–1.50 at another hour), 1.19 straight after `cp` wrote it, and
- * 1.25–1.28 read back from disk (docs/benchmarks.md, "CLI startup", 2026-11-29). A bench that
+ * 1.25–1.28 read back from disk (docs/benchmarks.md, "CLI startup", and that file's history). A bench that
  * measured the file as tar left it measured the unpacking, not the program.
  */
 export function evictFromPageCache(files: readonly string[]): void {

@@ -45,15 +45,18 @@ const exists = (file: string): Promise<boolean> =>
 export interface NodeRuntime {
   /** The `node` executable (in the cache: never modify it). */
   node: string;
+  /** Node.js's LICENSE from the same package (its own and its dependencies' licences). */
+  license: string;
   version: string;
   /** True when it came from the cache, false when it was downloaded now. */
   cached: boolean;
 }
 
 /**
- * The pinned runtime's `node`, from the cache or fetched now. The package tarball is checked
- * against the pinned integrity before anything of it is used; the cache entry is complete or
- * absent (written under a temporary name, renamed last).
+ * The pinned runtime's `node` and LICENSE, from the cache or fetched now. The package tarball is
+ * checked against the pinned integrity before anything of it is used; the cache entry is complete
+ * or absent (written under a temporary name, renamed last). A cache entry from before the
+ * LICENSE was kept gets it added beside its `node`, which stays in place for whoever uses it.
  */
 export async function ensureNodeRuntime(
   runtime: { package: string; version: string; integrity: string } = NODE_RUNTIME,
@@ -61,10 +64,11 @@ export async function ensureNodeRuntime(
 ): Promise<NodeRuntime> {
   const dir = path.join(cache, `${runtime.package}-${runtime.version}`);
   const node = path.join(dir, 'bin', 'node');
+  const license = path.join(dir, 'LICENSE');
   const stamp = path.join(dir, 'integrity');
-  if ((await exists(node)) && (await readFile(stamp, 'utf8').catch(() => '')).trim() === runtime.integrity) {
-    return { node, version: runtime.version, cached: true };
-  }
+  const cachedNode =
+    (await exists(node)) && (await readFile(stamp, 'utf8').catch(() => '')).trim() === runtime.integrity;
+  if (cachedNode && (await exists(license))) return { node, license, version: runtime.version, cached: true };
   await mkdir(cache, { recursive: true });
   const work = await mkdtemp(path.join(cache, '.fetch-'));
   try {
@@ -85,12 +89,18 @@ export async function ensureNodeRuntime(
     }
     const unpacked = path.join(work, 'unpacked');
     await mkdir(unpacked);
-    await extract({ file: tgz, cwd: unpacked, strip: 1, filter: (p) => p === 'package/bin/node' });
+    const wanted = cachedNode ? ['package/LICENSE'] : ['package/bin/node', 'package/LICENSE'];
+    await extract({ file: tgz, cwd: unpacked, strip: 1, filter: (p) => wanted.includes(p) });
+    if (!(await exists(path.join(unpacked, 'LICENSE')))) throw new Error(`${spec}: no LICENSE in the package`);
+    if (cachedNode) {
+      await rename(path.join(unpacked, 'LICENSE'), license);
+      return { node, license, version: runtime.version, cached: true };
+    }
     if (!(await exists(path.join(unpacked, 'bin', 'node')))) throw new Error(`${spec}: no bin/node in the package`);
     await writeFile(path.join(unpacked, 'integrity'), `${runtime.integrity}\n`);
     await rm(dir, { recursive: true, force: true });
     await rename(unpacked, dir);
-    return { node, version: runtime.version, cached: false };
+    return { node, license, version: runtime.version, cached: false };
   } finally {
     await rm(work, { recursive: true, force: true });
   }

@@ -3,8 +3,10 @@
  *
  *   agentd-<version>-linux-x64.tar.gz   agentd-<version>-linux-x64/ with the executable, install.sh,
  *                                       the unit, deploy/, docs/, man/, openapi/, examples/,
- *                                       README.md, LICENSE
- *   agentd_<version>_amd64.deb          the same executable, unit, man pages and docs for dpkg
+ *                                       README.md, LICENSE, THIRD-PARTY-NOTICES
+ *   agentd_<version>_amd64.deb          the same executable, unit, man pages, docs and shell
+ *                                       completions for dpkg; /usr/share/doc/agentd/copyright
+ *                                       holds LICENSE and the third-party notices
  *   SHA256SUMS                          `sha256sum -c` format
  *
  * The executable is a Node single executable application: a small main that picks a program by
@@ -23,6 +25,7 @@ import { gzipSync } from 'node:zlib';
 import { execa } from 'execa';
 import { encodeEmbedded } from '../../src/embedded.js';
 import { BUNDLES, RELEASE_NODE_OPTIONS, REPO_ROOT, RUNTIME_FLAGS, buildBundle, writeCodeCaches } from '../build.js';
+import { addNotice, NOTICES_FILE } from '../notices.js';
 import { ensureNodeRuntime, NODE_RUNTIME } from './node-runtime.js';
 
 const HERE = path.dirname(fileURLToPath(import.meta.url));
@@ -51,6 +54,31 @@ const DEB_DEPENDS = [
   'libgcc-s1 | libgcc1',
   'libatomic1',
 ];
+
+/** Where the .deb installs `agentctl completion <shell>`: each shell's directory for packages. */
+export const DEB_COMPLETIONS = {
+  bash: 'usr/share/bash-completion/completions/agentctl',
+  zsh: 'usr/share/zsh/vendor-completions/_agentctl',
+  fish: 'usr/share/fish/vendor_completions.d/agentctl.fish',
+} as const;
+
+/**
+ * The .deb's Maintainer: the project, with the address package.json's `author` gives (one place
+ * to change it); refused when it has none, rather than a placeholder.
+ */
+export function debMaintainer(pkg: { author?: unknown }): string {
+  const a = pkg.author;
+  const text =
+    typeof a === 'string'
+      ? a
+      : a && typeof a === 'object' && typeof (a as { name?: unknown }).name === 'string'
+        ? `${(a as { name: string }).name} <${String((a as { email?: unknown }).email ?? '')}>`
+        : '';
+  if (!/^[^<>]+ <[^<>@\s]+@[^<>@\s]+\.[a-z]{2,}>$/i.test(text.trim())) {
+    throw new Error(`package.json: author must be "Name <address>" for the .deb's Maintainer; got ${JSON.stringify(a)}`);
+  }
+  return text.trim();
+}
 
 /** The unit's ExecStart in systemd/agentd.service, rewritten for the .deb's /usr/bin. */
 const UNIT_EXEC_START = 'ExecStart=/usr/local/bin/agentd';
@@ -200,7 +228,12 @@ async function installedKiB(dir: string): Promise<number> {
 async function makeDeb(o: {
   root: string;
   exe: string;
+  /** `agentctl`, a link to the executable: it prints the completion scripts. */
+  agentctl: string;
   version: string;
+  maintainer: string;
+  /** The third-party notices, runtime included. */
+  notices: string;
   out: string;
   work: string;
   epoch: number;
@@ -230,11 +263,23 @@ async function makeDeb(o: {
   await copyDocs(o.root, path.join(doc, 'docs'));
   await copyFile(path.join(o.root, 'README.md'), path.join(doc, 'README.md'));
   for (const tree of DOC_TREES) await cp(path.join(o.root, tree), path.join(doc, tree), { recursive: true });
-  await copyFile(path.join(o.root, 'LICENSE'), path.join(doc, 'copyright'));
+  // Debian's place for the licences: agentd's own, then every bundled package's and the runtime's.
+  const license = await readFile(path.join(o.root, 'LICENSE'), 'utf8');
+  await writeFile(
+    path.join(doc, 'copyright'),
+    `agentd ${o.version}\n\nagentd is licensed under the Apache License 2.0:\n\n${license.trimEnd()}\n\n${o.notices}`,
+  );
+  // Each shell's completion, as `agentctl completion <shell>` prints it.
+  for (const [shell, file] of Object.entries(DEB_COMPLETIONS)) {
+    const script = await execa(o.agentctl, ['completion', shell]);
+    await mkdir(path.dirname(path.join(pkg, file)), { recursive: true });
+    await writeFile(path.join(pkg, file), `${script.stdout.trimEnd()}\n`);
+  }
   await cp(path.join(o.root, 'deploy'), path.join(usr, 'share', 'agentd', 'deploy'), { recursive: true });
   // What the docs link to that the package installs elsewhere, under the names the links use
   // (relative links: they resolve inside the package, and on the host).
   await symlink('copyright', path.join(doc, 'LICENSE'));
+  await symlink('copyright', path.join(doc, NOTICES_FILE));
   await symlink('../../agentd/deploy', path.join(doc, 'deploy'));
   await mkdir(path.join(doc, 'systemd'));
   await symlink('../../../../lib/systemd/system/agentd.service', path.join(doc, 'systemd', 'agentd.service'));
@@ -245,7 +290,7 @@ async function makeDeb(o: {
     'Package: agentd',
     `Version: ${o.version}`,
     'Architecture: amd64',
-    'Maintainer: agentd maintainers <agentd@localhost>',
+    `Maintainer: ${o.maintainer}`,
     `Installed-Size: ${await installedKiB(usr)}`,
     `Depends: ${DEB_DEPENDS.join(', ')}`,
     'Section: admin',
@@ -282,7 +327,9 @@ export async function release(
 ): Promise<ReleaseResult> {
   const root = o.root ?? REPO_ROOT;
   const outDir = path.resolve(o.outDir ?? path.join(root, 'release'));
-  const { version } = JSON.parse(await readFile(path.join(root, 'package.json'), 'utf8')) as { version: string };
+  const pkg = JSON.parse(await readFile(path.join(root, 'package.json'), 'utf8')) as { version: string; author?: unknown };
+  const { version } = pkg;
+  const maintainer = debMaintainer(pkg);
   const epoch = await sourceDateEpoch(root);
   const work = await mkdtemp(path.join(os.tmpdir(), 'agentd-release-'));
   try {
@@ -313,6 +360,12 @@ export async function release(
     for (const page of MAN_PAGES) await copyFile(path.join(root, 'docs', 'man', page), path.join(stage, 'man', page));
     await copyFile(path.join(root, 'README.md'), path.join(stage, 'README.md'));
     await copyFile(path.join(root, 'LICENSE'), path.join(stage, 'LICENSE'));
+    // What the bundles carry (scripts/build.ts wrote it from them) and the runtime inside.
+    const notices = addNotice(await readFile(path.join(root, 'dist', NOTICES_FILE), 'utf8'), {
+      title: `Node.js ${runtime.version} (the runtime inside the agentd executable; its LICENSE lists its own dependencies)`,
+      text: await readFile(runtime.license, 'utf8'),
+    });
+    await writeFile(path.join(stage, NOTICES_FILE), notices);
 
     await mkdir(outDir, { recursive: true });
     const tarball = path.join(outDir, `${name}.tar.gz`);
@@ -322,7 +375,7 @@ export async function release(
     log(`packing ${path.basename(tarball)}`);
     await makeTarball(path.dirname(stage), name, tarball, epoch);
     log(`building ${path.basename(deb)}`);
-    await makeDeb({ root, exe, version, out: deb, work, epoch });
+    await makeDeb({ root, exe, agentctl: path.join(stage, 'agentctl'), version, maintainer, notices, out: deb, work, epoch });
     const lines = [];
     for (const file of [tarball, deb]) lines.push(`${await sha256(file)}  ${path.basename(file)}`);
     await writeFile(sums, `${lines.join('\n')}\n`);

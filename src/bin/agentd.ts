@@ -18,7 +18,6 @@ import {
 import { describeError, isAgentError } from '../errors.js';
 import { createLogger } from '../log.js';
 import { VERSION } from '../version.js';
-import { keepNextTickShape } from './keep-tick-shape.js';
 import { exitQuietlyOnBrokenPipe, runProgram } from './run.js';
 import type { Daemon } from '../daemon/daemon.js';
 
@@ -238,8 +237,6 @@ export async function runAgentd(argv: string[]): Promise<number> {
     logger.info({ signal: 'SIGUSR2' }, 'SIGUSR2 ignored: agentd has no use for it'),
   );
   try {
-    // A long-lived server on Node 26 needs it (keep-tick-shape.ts); --help and --version do not.
-    keepNextTickShape();
     // Loaded only now: a bad flag or config value is reported without loading the server.
     const { startDaemon } = await import('../daemon/daemon.js');
     daemon = await startDaemon(config, { logger, stopRequested: startup.signal });

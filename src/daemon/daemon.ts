@@ -36,13 +36,6 @@ import { buildOpenRpcDocument } from '../rpc/openrpc.js';
 import type { DaemonInfo, DaemonState, RpcServices, WatcherStatus } from '../rpc/services.js';
 import { VERSION } from '../version.js';
 import { createAdminApp, createMetricsApp, type Readiness } from '../server/app.js';
-import {
-  createHeapTrimmer,
-  fixMmapThreshold,
-  loadMallocTrim,
-  loadPageOut,
-  MMAP_THRESHOLD_BYTES,
-} from './heap-trim.js';
 import { createSdNotifier } from './sd-notify.js';
 import { createHost, type Host } from './host-wiring.js';
 import { createKubeWiring, type KubeWiringOptions } from './kube-wiring.js';
@@ -173,14 +166,6 @@ async function startServing(
   const metrics = createMetrics({ version: VERSION });
   metrics.zeroOperationSeries(OPERATION_KINDS, FINAL_STATES);
   const events = new EventBus();
-  // Large C blocks are unmapped when freed, and after work malloc's free memory and the
-  // executable's clean pages go back to the kernel (heap-trim.ts).
-  if (fixMmapThreshold()) logger.debug({ bytes: MMAP_THRESHOLD_BYTES }, 'fixed glibc’s mmap threshold');
-  const heapTrimmer = createHeapTrimmer({ trim: loadMallocTrim(), pageOut: loadPageOut(), clock, logger });
-  cleanup.push('stop the heap trimmer', () => heapTrimmer.stop());
-  events.subscribe((_seq, event) => {
-    if (event.type === 'operation' && FINAL_STATES.has(event.operation.state)) heapTrimmer.poke();
-  });
   // Downloads, image pulls and health checks go through the proxy of HTTPS_PROXY & co. (before any request).
   useOutboundProxy(config.proxy);
   const proxy = describeProxy(config.proxy);
@@ -428,8 +413,6 @@ async function startServing(
       .completePendingUncordon()
       .catch((err: unknown) => logger.error({ err: describeError(err) }, 'completing a pending uncordon'));
   }
-  // Startup (recovery, the Kubernetes client) was work too.
-  heapTrimmer.poke();
   // The watcher starts only now: its first reconcile may call `update`.
   kubeWiring.start(dispatcher);
   // Repair too: its first check (at once) restarts an active machine found stopped.

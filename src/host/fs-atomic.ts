@@ -5,15 +5,17 @@
  * journal could come back as its previous version after a power cut).
  *
  * Only a regular file (or nothing) is replaced. A symbolic link in the place of the file is
- * refused, never written through: write-file-atomic resolves links and renames over their target,
- * so a link planted at a path a root daemon writes (its PID file, its state) would let the daemon
- * replace any file of the host with its own bytes. Anything else that is not a regular file is
- * refused too: the rename would turn a device node such as `--pid-file /dev/null` into a regular
- * file, breaking every program of the host that writes to it.
+ * refused, never written through: a link planted at a path a root daemon writes (its PID file,
+ * its state) would otherwise let the daemon replace any file of the host with its own bytes.
+ * Anything else that is not a regular file is refused too: the rename would turn a device node
+ * such as `--pid-file /dev/null` into a regular file, breaking every program of the host that
+ * writes to it. The check comes before the write, so a link planted in between is possible: the
+ * write never resolves the path, and rename(2) replaces such a link itself, leaving its target
+ * as it was (write-file-atomic, which this replaces, resolved links before writing).
  */
-import { lstat, mkdir, open, stat } from 'node:fs/promises';
+import { randomBytes } from 'node:crypto';
+import { promises as fsp } from 'node:fs';
 import path from 'node:path';
-import writeFileAtomicCb from 'write-file-atomic';
 import {
   describeError,
   errorCode,
@@ -36,21 +38,35 @@ export async function writeFileAtomic(
   data: string | Uint8Array,
   options: AtomicWriteOptions = {},
 ): Promise<void> {
-  await mkdir(path.dirname(file), { recursive: true, mode: options.dirMode ?? 0o755 });
+  await fsp.mkdir(path.dirname(file), { recursive: true, mode: options.dirMode ?? 0o755 });
   await refuseNonRegular(file);
+  const mode = options.mode ?? 0o644;
+  // In the same directory (rename(2) does not cross file systems), named after the file so that
+  // a leftover says whose it was; `wx` fails rather than open anything already there.
+  const temp = path.join(
+    path.dirname(file),
+    `.${path.basename(file)}.${process.pid}.${randomBytes(6).toString('hex')}.tmp`,
+  );
   try {
-    await writeFileAtomicCb(file, typeof data === 'string' ? data : Buffer.from(data), {
-      mode: options.mode ?? 0o644,
-      fsync: true,
-    });
+    const handle = await fsp.open(temp, 'wx', mode);
+    try {
+      await handle.writeFile(data);
+      // The umask applied at open; the file gets exactly `mode`.
+      await handle.chmod(mode);
+      await handle.sync();
+    } finally {
+      await handle.close();
+    }
+    await fsp.rename(temp, file);
     await fsyncDir(path.dirname(file));
   } catch (err) {
+    await fsp.rm(temp, { force: true }).catch(() => undefined);
     throw noSpaceOr(err, `write ${file}`);
   }
 }
 
 async function refuseNonRegular(file: string): Promise<void> {
-  const st = await lstat(file).catch((err: unknown) => {
+  const st = await fsp.lstat(file).catch((err: unknown) => {
     if (errorCode(err) === 'ENOENT') return undefined;
     throw noSpaceOr(err, `write ${file}`);
   });
@@ -94,7 +110,7 @@ export function stateWriteError(err: unknown, file: string): AgentError {
 
 /** Flush a directory's entries (a rename, a new file) to disk. */
 export async function fsyncDir(dir: string): Promise<void> {
-  const handle = await open(dir, 'r');
+  const handle = await fsp.open(dir, 'r');
   try {
     await handle.sync();
   } finally {
@@ -105,7 +121,7 @@ export async function fsyncDir(dir: string): Promise<void> {
 /** Whether `p` exists (anything stat can see; a dangling link does not). */
 export async function pathExists(p: string): Promise<boolean> {
   try {
-    await stat(p);
+    await fsp.stat(p);
     return true;
   } catch {
     return false;

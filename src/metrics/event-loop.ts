@@ -31,11 +31,28 @@ export const EVENT_LOOP_DELAY_METRICS = {
 
 type Stat = keyof typeof EVENT_LOOP_DELAY_METRICS;
 
+/** The part of Node's delay monitor used here (tests give a recorded one). */
+export type DelayMonitor = Pick<
+  IntervalHistogram,
+  'count' | 'min' | 'max' | 'mean' | 'stddev' | 'percentile' | 'enable' | 'disable' | 'reset'
+>;
+
 export interface EventLoopDelayOptions {
   /** Sample every this many ms while active (default 1000). */
   resolutionMs?: number;
   /** Stop sampling when no scrape came for this long (default 10 min: any scrape interval). */
   idleOffMs?: number;
+  /** Make the monitor (default: node:perf_hooks' monitorEventLoopDelay). */
+  createMonitor?: (resolutionMs: number) => DelayMonitor;
+  /** Run `fn` after `ms` unless cancelled (default: an unref'd setTimeout). */
+  after?: (ms: number, fn: () => void) => () => void;
+}
+
+function unrefTimer(ms: number, fn: () => void): () => void {
+  const t = setTimeout(fn, ms);
+  // A pending switch-off must not keep the process (or a test run) alive.
+  t.unref();
+  return () => clearTimeout(t);
 }
 
 export interface EventLoopDelay {
@@ -50,15 +67,17 @@ export function registerEventLoopDelay(registry: Registry, o: EventLoopDelayOpti
   const idleOffMs = o.idleOffMs ?? 600_000;
   const resolutionMs = o.resolutionMs ?? 1000;
   const intervalNs = resolutionMs * 1e6;
-  let histogram: IntervalHistogram | null = null;
-  let idleTimer: NodeJS.Timeout | undefined;
+  const createMonitor = o.createMonitor ?? ((resolution) => monitorEventLoopDelay({ resolution }));
+  const after = o.after ?? unrefTimer;
+  let histogram: DelayMonitor | null = null;
+  let cancelIdle = (): void => undefined;
 
   const stop = (): void => {
-    clearTimeout(idleTimer);
+    cancelIdle();
     histogram?.disable();
     histogram = null;
   };
-  const read = (h: IntervalHistogram | null): Record<Stat, number> => {
+  const read = (h: DelayMonitor | null): Record<Stat, number> => {
     const count = h === null ? 0 : Number(h.count);
     const s = (ns: number): number => (count === 0 ? Number.NaN : ns / 1e9);
     // Past the interval; a wake-up a little early (the timer's own rounding) is not lag.
@@ -79,13 +98,11 @@ export function registerEventLoopDelay(registry: Registry, o: EventLoopDelayOpti
     const values = read(histogram);
     for (const stat of Object.keys(gauges) as Stat[]) gauges[stat].set(values[stat]);
     if (histogram === null) {
-      histogram = monitorEventLoopDelay({ resolution: resolutionMs });
+      histogram = createMonitor(resolutionMs);
       histogram.enable();
     } else histogram.reset();
-    clearTimeout(idleTimer);
-    idleTimer = setTimeout(stop, idleOffMs);
-    // Why unref: a pending switch-off must not keep the process (or a test run) alive.
-    idleTimer.unref();
+    cancelIdle();
+    cancelIdle = after(idleOffMs, stop);
   };
   for (const [stat, [name, help]] of Object.entries(EVENT_LOOP_DELAY_METRICS) as [
     Stat,

@@ -1,7 +1,8 @@
 /**
- * JSON-RPC over HTTP on the unix socket, one connection per request: agentctl's start-up time
- * matters more here than a pooled client (`requestOverSocket`).
+ * JSON-RPC over HTTP on the unix socket, through node:http's client (`request({ socketPath })`),
+ * one connection per request: agentctl makes one call and exits, so nothing is pooled.
  */
+import http from 'node:http';
 import net from 'node:net';
 import { BadAnswerError, type RpcTransport } from './client.js';
 import { RPC_BODY_LIMIT } from './limits.js';
@@ -85,82 +86,104 @@ export interface SocketHttpAnswer {
 }
 
 /**
- * One HTTP/1.1 request over the socket, on a connection of its own that the daemon closes after
- * answering (`connection: close`); resolves with the whole answer once it has.
+ * One HTTP/1.1 request over the socket, on a connection of its own (`connection: close`);
+ * resolves with the whole answer once it has been read.
  *
- * Written on node:net rather than node:http: agentctl's start-up is what a script calling it in
- * a loop pays, and node:http's client (its modules, and its request path compiled on first use)
- * cost ~10 ms more than this on Node 26, a quarter of what agentctl adds to a bare Node start
- * (docs/benchmarks.md, "CLI startup"). The peer is agentd's own server, and the answer is read
- * whole, so the parsing needed is small: a status line, headers, and a body delimited by
- * `content-length` or chunked, or by the end of the connection. The event stream, which stays
- * open, uses node:http (src/cli/follow/event-stream.ts).
+ * What can go wrong is told apart for the caller (src/cli/lost-answer.ts): a connection that
+ * failed sent nothing; once the socket is connected the request is written, so a timeout, a
+ * reset or a connection closed without a byte of answer may follow a request the daemon acted
+ * on (`requestSent`). An answer that is malformed or cut is a BadAnswerError.
  */
 export function requestOverSocket(o: HttpRequestOptions): Promise<SocketHttpAnswer> {
   return new Promise((resolve, reject) => {
     const body = o.body === undefined ? undefined : Buffer.from(o.body, 'utf8');
-    const headers: Record<string, string> = {
-      host: 'localhost',
-      connection: 'close',
-      ...(body !== undefined
-        ? { 'content-type': 'application/json', 'content-length': String(body.length) }
-        : {}),
-      ...o.headers,
-    };
-    const head =
-      `${o.method} ${o.path} HTTP/1.1\r\n` +
-      Object.entries(headers)
-        .map(([name, value]) => `${name}: ${value}\r\n`)
-        .join('') +
-      '\r\n';
-    const chunks: Buffer[] = [];
     let settled = false;
     const settle = (err: Error | null, answer?: SocketHttpAnswer): void => {
       if (settled) return;
       settled = true;
-      socket.destroy();
+      req.destroy();
       if (err) reject(err);
       else resolve(answer as SocketHttpAnswer);
     };
     // Once connected, the request is written: from then on the daemon may have received it.
     let sent = false;
-    const socket = net.createConnection(o.socketPath, () => {
-      sent = true;
-      socket.write(body === undefined ? head : Buffer.concat([Buffer.from(head, 'latin1'), body]));
+    let answered = false;
+    const req = http.request({
+      method: o.method,
+      path: o.path,
+      // A connection of its own, and no Agent: an Agent's socket setup (it matches the host
+      // name against the IP address patterns, which V8 compiles first) cost agentctl ~6 ms of
+      // CPU on Node 26, a fifth of a bare start (docs/benchmarks.md, "CLI startup").
+      createConnection: () => net.createConnection(o.socketPath),
+      headers: {
+        host: 'localhost',
+        connection: 'close',
+        ...(body !== undefined
+          ? { 'content-type': 'application/json', 'content-length': String(body.length) }
+          : {}),
+        ...o.headers,
+      },
     });
+    req.once('socket', (socket) => socket.once('connect', () => (sent = true)));
     if (o.timeoutMs !== undefined) {
-      socket.setTimeout(o.timeoutMs, () =>
+      const limit = o.timeoutMs;
+      req.setTimeout(limit, () =>
         settle(
-          new DaemonUnreachableError(
-            o.socketPath,
-            'timeout',
-            `no answer within ${o.timeoutMs} ms`,
-            sent,
-            o.timeoutMs,
-          ),
+          new DaemonUnreachableError(o.socketPath, 'timeout', `no answer within ${limit} ms`, sent, limit),
         ),
       );
     }
-    socket.on('data', (c: Buffer) => chunks.push(c));
-    socket.on('error', (err: NodeJS.ErrnoException) => settle(unreachableError(o.socketPath, err, sent)));
-    // The daemon closes the connection once it has answered; a close without an end (and
-    // without an error) is parsed the same way, and a cut answer then fails to parse.
-    const onEnd = (): void => {
-      // Closed without a byte of answer (a daemon stopping or dying as the call came in):
-      // unreachable, as for a refused connection, so the caller knows nothing was answered;
-      // but the request went out, so a mutating one may have been acted on.
-      if (chunks.length === 0) {
-        settle(new DaemonUnreachableError(o.socketPath, 'closed', CLOSED_WITHOUT_ANSWER, sent));
-        return;
+    req.on('error', (err: NodeJS.ErrnoException) => {
+      if (typeof err.code === 'string' && err.code.startsWith('HPE_')) {
+        settle(new BadHttpAnswerError(`could not be parsed (${err.message})`));
+      } else if (answered) {
+        return; // a cut answer, told by the answer's own events below
+      } else if (sent && err.code === 'ECONNRESET' && err.message === 'socket hang up') {
+        // Closed before a whole status line and headers. Without a byte of answer (a daemon
+        // stopping or dying as the call came in): unreachable, as for a refused connection, so
+        // the caller knows nothing was answered; but the request went out, so a mutating one
+        // may have been acted on.
+        settle(
+          (req.socket?.bytesRead ?? 0) > 0
+            ? new BadHttpAnswerError('ends inside its headers')
+            : new DaemonUnreachableError(o.socketPath, 'closed', CLOSED_WITHOUT_ANSWER, true),
+        );
+      } else {
+        settle(unreachableError(o.socketPath, err, sent));
       }
-      try {
-        settle(null, parseAnswer(Buffer.concat(chunks)));
-      } catch (err) {
-        settle(err as Error);
-      }
-    };
-    socket.on('end', onEnd);
-    socket.on('close', onEnd);
+    });
+    req.on('response', (res) => {
+      answered = true;
+      const chunks: Buffer[] = [];
+      let received = 0;
+      res.on('data', (c: Buffer) => {
+        chunks.push(c);
+        received += c.length;
+      });
+      const cut = (): void => {
+        const length = res.headers['content-length'];
+        settle(
+          new BadHttpAnswerError(
+            length === undefined
+              ? `was cut after ${received} bytes of body`
+              : `was cut: ${received} of ${length} bytes of body`,
+          ),
+        );
+      };
+      res.on('error', cut);
+      res.on('aborted', cut);
+      res.on('end', () => {
+        const headers: Record<string, string> = {};
+        for (const [name, value] of Object.entries(res.headers)) {
+          if (value !== undefined) headers[name] = Array.isArray(value) ? value.join(', ') : value;
+        }
+        settle(null, { status: res.statusCode ?? 0, headers, body: Buffer.concat(chunks).toString('utf8') });
+      });
+      res.on('close', () => {
+        if (!res.complete) cut();
+      });
+    });
+    req.end(body);
   });
 }
 
@@ -168,64 +191,6 @@ export function requestOverSocket(o: HttpRequestOptions): Promise<SocketHttpAnsw
 class BadHttpAnswerError extends BadAnswerError {
   constructor(detail: string) {
     super(`the daemon's HTTP answer ${detail}`);
-  }
-}
-
-/** Parse a whole HTTP/1.1 answer read up to the end of the connection. */
-export function parseAnswer(raw: Buffer): SocketHttpAnswer {
-  let rest = raw;
-  for (;;) {
-    const end = rest.indexOf('\r\n\r\n');
-    if (end < 0) throw new BadHttpAnswerError(raw.length === 0 ? 'is empty' : 'ends inside its headers');
-    const [statusLine = '', ...lines] = rest.subarray(0, end).toString('latin1').split('\r\n');
-    const m = /^HTTP\/1\.[01] (\d{3})(?: |$)/.exec(statusLine);
-    if (!m) throw new BadHttpAnswerError(`starts with ${JSON.stringify(statusLine.slice(0, 40))}`);
-    const status = Number(m[1]);
-    const headers: Record<string, string> = {};
-    for (const line of lines) {
-      const colon = line.indexOf(':');
-      if (colon <= 0)
-        throw new BadHttpAnswerError(
-          `has a header line without a name: ${JSON.stringify(line.slice(0, 40))}`,
-        );
-      const name = line.slice(0, colon).trim().toLowerCase();
-      const value = line.slice(colon + 1).trim();
-      headers[name] = name in headers ? `${headers[name]}, ${value}` : value;
-    }
-    rest = rest.subarray(end + 4);
-    // An interim answer (100 Continue and the like) comes before the real one.
-    if (status >= 100 && status < 200) continue;
-    return { status, headers, body: answerBody(rest, status, headers).toString('utf8') };
-  }
-}
-
-function answerBody(rest: Buffer, status: number, headers: Record<string, string>): Buffer {
-  if (status === 204 || status === 304) return Buffer.alloc(0);
-  if (/(?:^|,)\s*chunked\s*$/i.test(headers['transfer-encoding'] ?? '')) return dechunk(rest);
-  const length = headers['content-length'];
-  if (length === undefined) return rest;
-  if (!/^\d+$/.test(length)) throw new BadHttpAnswerError(`has content-length ${JSON.stringify(length)}`);
-  const n = Number(length);
-  if (rest.length < n) throw new BadHttpAnswerError(`was cut: ${rest.length} of ${n} bytes of body`);
-  return rest.subarray(0, n);
-}
-
-/** The body of a chunked answer (its trailers, if any, are dropped). */
-function dechunk(raw: Buffer): Buffer {
-  const parts: Buffer[] = [];
-  let at = 0;
-  for (;;) {
-    const lineEnd = raw.indexOf('\r\n', at);
-    if (lineEnd < 0) throw new BadHttpAnswerError('was cut inside a chunk size');
-    const size = raw.subarray(at, lineEnd).toString('latin1').split(';')[0]?.trim() ?? '';
-    if (!/^[0-9a-fA-F]+$/.test(size))
-      throw new BadHttpAnswerError(`has a chunk size of ${JSON.stringify(size.slice(0, 20))}`);
-    const n = parseInt(size, 16);
-    if (n === 0) return Buffer.concat(parts);
-    const start = lineEnd + 2;
-    if (raw.length < start + n + 2) throw new BadHttpAnswerError('was cut inside a chunk');
-    parts.push(raw.subarray(start, start + n));
-    at = start + n + 2;
   }
 }
 

@@ -27,8 +27,12 @@ export class WorkQueue {
   readonly #o: WorkQueueOptions;
   /** Keys waiting to be processed, in order; a key is in here at most once. */
   readonly #dirty = new Set<string>();
-  /** When each delayed key is due (the earliest wins). */
-  readonly #delayed = new Map<string, number>();
+  /**
+   * Each delayed key's one pending delay: when it is due, and how to cancel it. A shorter delay
+   * supersedes a longer one, whose timer is cancelled, so the key is added once, at the earlier
+   * time (client-go's delaying queue keeps one entry per key the same way).
+   */
+  readonly #delayed = new Map<string, { due: number; cancel: AbortController }>();
   readonly #failures = new Map<string, number>();
   readonly #controller = new AbortController();
   #wake: (() => void) | null = null;
@@ -46,16 +50,22 @@ export class WorkQueue {
     this.#wake?.();
   }
 
-  /** Add `key` after `ms` of the clock's time. */
+  /** Add `key` after `ms` of the clock's time; an earlier pending delay of the key wins. */
   addAfter(key: string, ms: number): void {
+    if (this.#controller.signal.aborted) return;
     if (ms <= 0) return this.add(key);
     const due = this.#o.clock.now() + ms;
     const pending = this.#delayed.get(key);
-    if (pending !== undefined && pending <= due) return;
-    this.#delayed.set(key, due);
-    this.#o.clock.sleep(ms, this.#controller.signal).then(
+    if (pending !== undefined) {
+      if (pending.due <= due) return;
+      pending.cancel.abort();
+    }
+    const entry = { due, cancel: new AbortController() };
+    this.#delayed.set(key, entry);
+    this.#o.clock.sleep(ms, AbortSignal.any([this.#controller.signal, entry.cancel.signal])).then(
       () => {
-        if (this.#delayed.get(key) === due) this.#delayed.delete(key);
+        if (this.#delayed.get(key) !== entry) return; // superseded meanwhile
+        this.#delayed.delete(key);
         this.add(key);
       },
       () => undefined,

@@ -40,4 +40,17 @@ describe('the daemon bundle', () => {
     expect(locales).toContain('en.js');
     expect(locales.filter((f) => f !== 'en.js' && f !== 'index.js')).toEqual([]);
   });
+
+  it('holds one tar stack: tar-stream, which the Kubernetes client brings too, and no other parser', async () => {
+    const files = await bundledFiles('agentd.cjs');
+    expect(files.some((f) => f.includes('node_modules/tar-stream/extract.js'))).toBe(true);
+    expect(files.filter((f) => /node_modules\/(tar|minizlib|write-file-atomic)\//.test(f))).toEqual([]);
+    // The project's own reader is the policy around tar-stream, not a parser of headers.
+    expect(
+      files
+        .filter((f) => f.includes('src/provision/tar/'))
+        .map((f) => path.basename(f))
+        .sort(),
+    ).toEqual(['entry-path.ts', 'entry-policy.ts', 'tar-reader.ts']);
+  });
 });

@@ -39,7 +39,7 @@ describe("the daemon's runtime", () => {
     // At start, no flag V8 hashes into its caches: Node's cache of its built-in modules is valid.
     expect(seen.flagHashAtStart).toBe(flagHash([]));
     // Nor later: `--bytecode-old-age=1`, once set here when serving, cost bursts of RPC calls a
-    // fifth of their throughput (docs/benchmarks.md, "RPC", 2026-11-27).
+    // fifth of their throughput (docs/benchmarks.md, "RPC", and that file's history).
     expect(seen.flagHashAtExit).toBe(flagHash([]));
     expect(flagHash(['--bytecode-old-age=1'])).not.toBe(flagHash([]));
     // The join downloaded its artifacts with undici (src/provision/artifacts/http.ts) over

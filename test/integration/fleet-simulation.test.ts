@@ -200,7 +200,20 @@ describe('fleet simulation: 20 agents, one API server', () => {
       some.every((a) => nodeUpdated(a)?.status === 'False' && nodeUpdated(a)?.reason === 'Paused'),
     );
     for (const a of some) expect((await a.rpc.call('status')).operation?.wait?.reason).toBe('Paused');
-    await delay(500);
+    // An edit that keeps the pause wakes every waiting gate: each looks again (a counted
+    // decision) and still waits, no node goes down and no slot is taken.
+    const looks = async (a: FleetAgent): Promise<number> =>
+      (await a.daemon.metrics.fleetGateDecisions.get()).values.find(
+        (v) => v.labels.result === 'wait' && v.labels.reason === 'Paused',
+      )?.value ?? 0;
+    const before = await Promise.all(some.map(looks));
+    await policy(
+      '# operators keep notes here\nmaxConcurrent: 4\npaused: true\n',
+      (p) => p.maxConcurrent === 4,
+    );
+    await until('every paused gate to look again', async () =>
+      (await Promise.all(some.map(looks))).every((n, i) => n > (before[i] ?? 0)),
+    );
     expect(some.filter((a) => (counter.wentDownAt.get(a.name) ?? 0) >= since)).toEqual([]);
     expect(heldSlots()).toEqual([]);
     const r = await agents[10]?.rpc.call('fleet.resume');

@@ -26,7 +26,10 @@ export const RELEASE_INPUTS = [
   'dist/sea-main.cjs',
   'dist/sink-worker.cjs',
   'dist/load-bundle.cjs',
+  'dist/THIRD-PARTY-NOTICES',
   'scripts/release',
+  // The notices of the bundled packages, with the runtime's added (scripts/notices.ts).
+  'scripts/notices.ts',
   // RUNTIME_FLAGS and the code caches' making.
   'scripts/build.ts',
   // The sources of the bundles above, and the embedded files' format (src/embedded.ts).

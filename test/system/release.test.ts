@@ -43,8 +43,9 @@ import { gunzipSync } from 'node:zlib';
 import { build } from 'esbuild';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { RUNTIME_FLAGS } from '../../scripts/build.js';
+import { packageDirOf } from '../../scripts/notices.js';
 import { ensureNodeRuntime } from '../../scripts/release/node-runtime.js';
-import type { ReleaseResult } from '../../scripts/release/release.js';
+import { DEB_COMPLETIONS, type ReleaseResult } from '../../scripts/release/release.js';
 import { unitPaths } from '../../src/cli/uninstall/uninstall.js';
 import { openEmbedded } from '../../src/embedded.js';
 import { createHostPaths } from '../../src/host/paths.js';
@@ -271,6 +272,80 @@ describe.skipIf(!available && !required)('npm run release', () => {
     expect(await readlink(path.join(dir, 'agentctl'))).toBe('agentd');
   });
 
+  it('the tarball and the .deb carry the licence of every bundled package and of the Node.js runtime', async () => {
+    // What the bundles carry, read from their source maps (not from the build's own list).
+    const dirs = new Set<string>();
+    for (const bundle of ['agentd.cjs', 'agentctl.cjs', 'agentctl-libs.cjs', 'sink-worker.cjs']) {
+      const map = JSON.parse(await readFile(path.join(REPO_ROOT, 'dist', `${bundle}.map`), 'utf8')) as {
+        sources: string[];
+      };
+      for (const source of map.sources) {
+        const d = packageDirOf(path.relative(REPO_ROOT, path.resolve(REPO_ROOT, 'dist', source)));
+        // A bundled package's own source map may name its sources outside any package
+        // (`node_modules/src/utils.ts`): no package of the tree, nothing bundled from it.
+        if (d !== null && existsSync(path.join(REPO_ROOT, d, 'package.json'))) dirs.add(d);
+      }
+    }
+    expect(dirs.size).toBeGreaterThan(30);
+    const notices = await readFile(path.join(dir, 'THIRD-PARTY-NOTICES'), 'utf8');
+    const missing: string[] = [];
+    for (const d of dirs) {
+      const pkg = JSON.parse(await readFile(path.join(REPO_ROOT, d, 'package.json'), 'utf8')) as {
+        name: string;
+        version: string;
+      };
+      const header = `\n${pkg.name} ${pkg.version} (`;
+      const at = notices.indexOf(header);
+      // Its section holds licence text: its own file's first lines where it ships one.
+      const files = (await readdir(path.join(REPO_ROOT, d))).filter((f) => /^(licen[cs]e|copying)/i.test(f));
+      const first =
+        files[0] && (await readFile(path.join(REPO_ROOT, d, files[0]), 'utf8')).trim().slice(0, 120);
+      if (at < 0 || (first && !notices.includes(first))) missing.push(`${pkg.name} ${pkg.version}`);
+    }
+    expect(missing).toEqual([]);
+    const runtime = await ensureNodeRuntime();
+    expect(notices).toContain(`\nNode.js ${runtime.version} (the runtime inside the agentd executable`);
+    expect(notices).toContain((await readFile(runtime.license, 'utf8')).trim().slice(0, 200));
+
+    const deb = await makeTempDir('agentd-release-deb-');
+    try {
+      await run('dpkg-deb', ['-x', r.deb, deb]);
+      const copyright = await readFile(path.join(deb, 'usr/share/doc/agentd/copyright'), 'utf8');
+      expect(copyright).toContain((await readFile(path.join(REPO_ROOT, 'LICENSE'), 'utf8')).trim());
+      expect(copyright).toContain(notices.trim());
+    } finally {
+      await rm(deb, { recursive: true, force: true });
+    }
+  });
+
+  it('the .deb names the project as its maintainer and installs the shell completions', async () => {
+    const maintainer = (await run('dpkg-deb', ['-f', r.deb, 'Maintainer'])).stdout.trim();
+    const pkg = JSON.parse(await readFile(path.join(REPO_ROOT, 'package.json'), 'utf8')) as {
+      author: string;
+    };
+    expect(maintainer).toBe(pkg.author);
+    expect(maintainer).not.toMatch(/localhost|example|placeholder/i);
+    const deb = await makeTempDir('agentd-release-deb-');
+    try {
+      await run('dpkg-deb', ['-x', r.deb, deb]);
+      for (const [shell, file] of Object.entries(DEB_COMPLETIONS)) {
+        const shipped = await readFile(path.join(deb, file), 'utf8');
+        // What the shipped agentctl prints for that shell.
+        const printed = (await run(path.join(dir, 'agentctl'), ['completion', shell])).stdout;
+        expect(shipped, file).toBe(`${printed.trimEnd()}\n`);
+        expect(shipped).toMatch(/agentctl/);
+      }
+      // bash reads it: the completion function is defined for agentctl.
+      const bash = await run('bash', [
+        '-c',
+        `source ${path.join(deb, DEB_COMPLETIONS.bash)} && complete -p agentctl`,
+      ]);
+      expect(bash.stdout).toMatch(/ agentctl$/m);
+    } finally {
+      await rm(deb, { recursive: true, force: true });
+    }
+  });
+
   it('builds the shared artifacts from a key that covers every input of the release', async () => {
     const covered = (file: string): boolean =>
       RELEASE_INPUTS.some((input) => file === input || file.startsWith(`${input}/`));
@@ -295,7 +370,10 @@ describe.skipIf(!available && !required)('npm run release', () => {
       .trim()
       .split('\n')
       .map((e) => e.replace(/^[^/]+\//, ''))
-      .filter((e) => e !== '' && !e.endsWith('/') && e !== 'agentd' && e !== 'agentctl');
+      // Made by the release, not copied: the executable, its link, the notices (tested below).
+      .filter(
+        (e) => e !== '' && !e.endsWith('/') && !['agentd', 'agentctl', 'THIRD-PARTY-NOTICES'].includes(e),
+      );
     const source = (entry: string): string =>
       entry === 'install.sh'
         ? 'scripts/release/install.sh'

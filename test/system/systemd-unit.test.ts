@@ -66,7 +66,7 @@ describe('systemd/agentd.service', () => {
     expect(get('Unit', 'Wants')?.join(' ')).toMatch(/network-online\.target.*machines\.target/);
     // Ready once startup recovery is done (systemd-notify on agentd's behalf), with a watchdog.
     expect(get('Service', 'Type')).toEqual(['notify']);
-    expect(get('Service', 'NotifyAccess')).toEqual(['all']);
+    expect(get('Service', 'NotifyAccess')).toEqual(['main']);
     expect(seconds(get('Service', 'WatchdogSec')?.[0] ?? '0')).toBeGreaterThan(60);
     expect(seconds(get('Service', 'TimeoutStartSec')?.[0] ?? '0')).toBeGreaterThan(300);
     expect(get('Service', 'ExecStart')).toEqual(['/usr/local/bin/agentd']);

@@ -73,7 +73,7 @@ export const MAX_BACKLOG_BYTES = 16 * 1024 * 1024;
  * How long the worker may sit with no download before it is ended. An idle worker keeps its
  * isolate, and with it the socket buffers it was handed, until its own collector runs, which in
  * an idle thread may be never: on a real host, ~40 MiB of the C heap stayed resident after an
- * update (docs/benchmarks.md, "Footprint on a real host", 2026-11-27). Long enough to keep one
+ * update (docs/benchmarks.md, "Footprint on a real host", and that file's history). Long enough to keep one
  * worker through an update's back-to-back downloads.
  */
 export const WORKER_IDLE_MS = 5_000;

@@ -1,11 +1,14 @@
 /**
- * A streaming tar reader: an async generator of entries over a byte stream, one at a time.
- * Each entry's body must be read (or is skipped) before the next entry is produced, so the
- * consumer's async work per entry applies natural backpressure; nothing is buffered whole.
- * Handles ustar, GNU long names (`L`/`K`) and pax headers (`x`/`g`).
+ * Reading a tar stream entry by entry, with tar-stream's parser (the one tar stack of the bundle:
+ * the Kubernetes client brings it too). An async generator of entries over a byte stream, one
+ * at a time: each entry's body must be read (or is skipped) before the next entry is produced,
+ * so the consumer's async work per entry applies natural backpressure; nothing is buffered
+ * whole. tar-stream handles ustar, GNU long names and pax headers (path, linkpath, size); the
+ * pax uid, gid and mtime are applied here. What the archive may do to the tree is decided by
+ * entry-policy.ts, not here.
  */
+import { extract, type Header } from 'tar-stream';
 import { UnsafeArchiveError } from '../../errors.js';
-import { BLOCK, isZeroBlock, parseHeader, parsePax } from './tar-header.js';
 
 /** The kinds of entries a tar can hold (after the metadata headers are folded in). */
 export type TarEntryKind =
@@ -15,7 +18,7 @@ export type TarEntryKind =
 export interface TarEntry {
   path: string;
   kind: TarEntryKind;
-  /** The raw type flag, for error messages about `other` entries. */
+  /** The parser's name of the entry's type, for error messages about `other` entries. */
   typeflag: string;
   mode: number;
   uid: number;
@@ -27,94 +30,25 @@ export interface TarEntry {
   body: AsyncIterable<Buffer>;
 }
 
-const MAX_META_BYTES = 1024 * 1024;
-const EMPTY = Buffer.alloc(0);
+/** Where an error of the archive's own structure (not of an entry) is reported. */
+const ARCHIVE = '<archive>';
 
-/** Sequential reads over an async iterable of chunks; slices are handed out without copying. */
-class ByteReader {
-  position = 0;
-  #it: AsyncIterator<Uint8Array>;
-  #chunk: Buffer = EMPTY;
-  #done = false;
-
-  constructor(source: AsyncIterable<Uint8Array>) {
-    this.#it = source[Symbol.asyncIterator]();
-  }
-
-  async #fill(): Promise<boolean> {
-    while (this.#chunk.length === 0) {
-      if (this.#done) return false;
-      const next = await this.#it.next();
-      if (next.done) {
-        this.#done = true;
-        return false;
-      }
-      const v = next.value;
-      this.#chunk = Buffer.isBuffer(v) ? v : Buffer.from(v.buffer, v.byteOffset, v.byteLength);
-    }
-    return true;
-  }
-
-  /** Exactly `n` bytes, or null at a clean end of stream; a partial read is a truncated archive. */
-  async readExact(n: number, where: string): Promise<Buffer | null> {
-    if (!(await this.#fill())) return null;
-    if (this.#chunk.length >= n) {
-      const out = this.#chunk.subarray(0, n);
-      this.#chunk = this.#chunk.subarray(n);
-      this.position += n;
-      return out;
-    }
-    const parts: Buffer[] = [];
-    for await (const part of this.take(n, where)) parts.push(part);
-    return Buffer.concat(parts, n);
-  }
-
-  /** Yield the next `n` bytes as slices of the incoming chunks. */
-  async *take(n: number, where: string): AsyncGenerator<Buffer> {
-    let left = n;
-    while (left > 0) {
-      if (!(await this.#fill()))
-        throw new UnsafeArchiveError(where, `archive is truncated (${left} bytes missing)`);
-      const out = this.#chunk.length > left ? this.#chunk.subarray(0, left) : this.#chunk;
-      this.#chunk = this.#chunk.subarray(out.length);
-      this.position += out.length;
-      left -= out.length;
-      yield out;
-    }
-  }
-
-  async skip(n: number, where: string): Promise<void> {
-    for await (const _ of this.take(n, where)) {
-      // discard
-    }
-  }
-
-  /** Consume whatever follows (end-of-archive padding), so the decoder checks its trailer. */
-  async drain(): Promise<void> {
-    while (await this.#fill()) {
-      this.position += this.#chunk.length;
-      this.#chunk = EMPTY;
-    }
-  }
-}
-
-function kindOf(typeflag: string, name: string): TarEntryKind {
-  switch (typeflag) {
-    case '0':
-    case '7':
-      // pre-POSIX archives mark directories only by the trailing slash
-      return name.endsWith('/') ? 'directory' : 'file';
-    case '1':
+function kindOf(type: Header['type'] | null): TarEntryKind {
+  switch (type) {
+    case 'file':
+    case 'contiguous-file':
+      return 'file';
+    case 'link':
       return 'hardlink';
-    case '2':
+    case 'symlink':
       return 'symlink';
-    case '3':
+    case 'character-device':
       return 'char-device';
-    case '4':
+    case 'block-device':
       return 'block-device';
-    case '5':
+    case 'directory':
       return 'directory';
-    case '6':
+    case 'fifo':
       return 'fifo';
     default:
       return 'other';
@@ -129,79 +63,97 @@ function paxNumber(value: string | undefined, key: string, where: string): numbe
   return n;
 }
 
+/** A parser's error (a bad checksum, a cut archive) as what it means here. */
+function archiveError(err: unknown): Error {
+  if (err instanceof UnsafeArchiveError) return err;
+  const message = err instanceof Error ? err.message : String(err);
+  return new UnsafeArchiveError(ARCHIVE, `the archive cannot be read: ${message}`, { cause: err });
+}
+
+/**
+ * An entry's body as an iterable that a consumer may leave early without destroying the
+ * archive (tar-stream destroys the whole extract when an entry's stream is destroyed): no
+ * `return`, the rest is drained by the reader.
+ */
+function bodyOf(stream: AsyncIterable<Buffer>): AsyncIterable<Buffer> {
+  return {
+    [Symbol.asyncIterator]: () => {
+      const it = stream[Symbol.asyncIterator]();
+      return {
+        next: async () => {
+          try {
+            return await it.next();
+          } catch (err) {
+            throw archiveError(err);
+          }
+        },
+      };
+    },
+  };
+}
+
 /** Read the entries of a tar stream in order. */
 export async function* readTarEntries(source: AsyncIterable<Uint8Array>): AsyncGenerator<TarEntry> {
-  const reader = new ByteReader(source);
-  const global = new Map<string, string>();
-  let pax = new Map<string, string>();
-  let longName: string | undefined;
-  let longLink: string | undefined;
-
-  for (;;) {
-    const offset = reader.position;
-    const where = `<header at byte ${offset}>`;
-    const block = await reader.readExact(BLOCK, where);
-    // A clean end of stream without the zero blocks is accepted, as GNU tar does.
-    if (block === null) return;
-    if (isZeroBlock(block)) {
-      await reader.drain();
-      return;
-    }
-    const header = parseHeader(block, offset);
-    const padding = (BLOCK - (header.size % BLOCK)) % BLOCK;
-
-    if (
-      header.typeflag === 'x' ||
-      header.typeflag === 'g' ||
-      header.typeflag === 'L' ||
-      header.typeflag === 'K'
-    ) {
-      if (header.size > MAX_META_BYTES) {
-        throw new UnsafeArchiveError(
-          header.name || where,
-          `metadata header of ${header.size} bytes exceeds ${MAX_META_BYTES}`,
-        );
+  const parser = extract();
+  // The source's own failure (a decoder's, a download's) is passed on as it is.
+  let sourceError: { err: unknown } | undefined;
+  const feeding = (async () => {
+    try {
+      for await (const chunk of source) {
+        if (parser.destroyed) return; // the reader stopped: leaving the loop closes the source
+        if (
+          !parser.write(
+            Buffer.isBuffer(chunk) ? chunk : Buffer.from(chunk.buffer, chunk.byteOffset, chunk.byteLength),
+          )
+        ) {
+          await new Promise<void>((resolve) => {
+            parser.once('drain', resolve);
+            parser.once('close', resolve);
+          });
+        }
       }
-      const data = (await reader.readExact(header.size, where)) ?? EMPTY;
-      await reader.skip(padding, where);
-      if (header.typeflag === 'x') pax = parsePax(data, header.name || where);
-      else if (header.typeflag === 'g')
-        for (const [k, v] of parsePax(data, header.name || where)) global.set(k, v);
-      else {
-        const end = data.indexOf(0);
-        const text = data.toString('utf8', 0, end < 0 ? data.length : end);
-        if (header.typeflag === 'L') longName = text;
-        else longLink = text;
+      // A clean end of stream without the zero blocks is accepted, as GNU tar does.
+      if (!parser.destroyed) parser.end(null);
+    } catch (err) {
+      sourceError = { err };
+      parser.destroy(err instanceof Error ? err : new Error(String(err)));
+    }
+  })();
+  try {
+    for await (const stream of parser) {
+      const h = stream.header;
+      // null for a type flag tar-stream does not know (GNU sparse `S`, …)
+      const type = h.type as Header['type'] | null;
+      const pax = (h.pax ?? {}) as Record<string, string>;
+      const path = h.name;
+      for (const key of Object.keys(pax)) {
+        if (key.startsWith('GNU.sparse.'))
+          throw new UnsafeArchiveError(path, 'sparse files are not supported');
       }
-      continue;
+      if (!Number.isSafeInteger(h.size))
+        throw new UnsafeArchiveError(path, `size ${h.size} is not an integer`);
+      yield {
+        path,
+        kind: kindOf(type),
+        typeflag: type ?? 'unknown',
+        mode: h.mode,
+        uid: paxNumber(pax.uid, 'uid', path) ?? h.uid,
+        gid: paxNumber(pax.gid, 'gid', path) ?? h.gid,
+        size: h.size,
+        mtime: paxNumber(pax.mtime, 'mtime', path) ?? h.mtime.getTime() / 1000,
+        linkname: (h.linkname as string | null) ?? '',
+        body: bodyOf(stream as AsyncIterable<Buffer>),
+      };
+      // Whatever of the body the consumer left unread.
+      stream.resume();
     }
-
-    const get = (key: string): string | undefined => pax.get(key) ?? global.get(key);
-    const path = get('path') || longName || header.name;
-    for (const key of pax.keys()) {
-      if (key.startsWith('GNU.sparse.')) throw new UnsafeArchiveError(path, 'sparse files are not supported');
-    }
-    const size = paxNumber(get('size'), 'size', path) ?? header.size;
-    if (!Number.isSafeInteger(size)) throw new UnsafeArchiveError(path, `size ${size} is not an integer`);
-    const bodyStart = reader.position;
-    const entry: TarEntry = {
-      path,
-      kind: kindOf(header.typeflag, path),
-      typeflag: header.typeflag,
-      mode: header.mode,
-      uid: paxNumber(get('uid'), 'uid', path) ?? header.uid,
-      gid: paxNumber(get('gid'), 'gid', path) ?? header.gid,
-      size,
-      mtime: paxNumber(get('mtime'), 'mtime', path) ?? header.mtime,
-      linkname: get('linkpath') || longLink || header.linkname,
-      body: reader.take(size, path),
-    };
-    pax = new Map();
-    longName = undefined;
-    longLink = undefined;
-    yield entry;
-    // whatever of the body the consumer left unread, then the padding to the next block
-    await reader.skip(bodyStart + size - reader.position, path);
-    await reader.skip(padding, path);
+    await feeding;
+  } catch (err) {
+    if (sourceError !== undefined) throw sourceError.err;
+    throw archiveError(err);
+  } finally {
+    if (!parser.destroyed) parser.destroy();
+    feeding.catch(() => undefined);
   }
+  if (sourceError !== undefined) throw sourceError.err;
 }

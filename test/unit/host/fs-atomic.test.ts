@@ -1,8 +1,9 @@
 import { execa } from 'execa';
-import { lstat, mkdir, mkdtemp, readFile, readlink, rm, symlink, writeFile } from 'node:fs/promises';
+import { promises as fsp } from 'node:fs';
+import { lstat, mkdir, mkdtemp, readdir, readFile, readlink, rm, symlink, writeFile } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
-import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
 import { writeFileAtomic } from '../../../src/host/fs-atomic.js';
 
 let dir: string;
@@ -41,6 +42,36 @@ describe('writeFileAtomic', () => {
     });
     expect(await readFile(target, 'utf8')).toBe('keep me\n');
     expect(await readlink(file)).toBe(target);
+  });
+
+  // The check and the write are two steps: a link planted between them must be replaced, not
+  // written through (write-file-atomic resolved the path after the check and wrote the target).
+  it('replaces a link planted between the check and the write, leaving its target as it was', async () => {
+    const target = path.join(dir, 'precious');
+    await writeFile(target, 'keep me\n');
+    const file = path.join(dir, 'agentd.pid');
+    const realLstat = fsp.lstat.bind(fsp);
+    const spy = vi.spyOn(fsp, 'lstat').mockImplementation((async (p: string, ...rest: []) => {
+      try {
+        return await realLstat(p, ...rest);
+      } finally {
+        if (p === file) await symlink(target, file);
+      }
+    }) as typeof fsp.lstat);
+    try {
+      await writeFileAtomic(file, '123\n', { mode: 0o600 });
+      // The link was there before the write (the check saw nothing).
+      expect(spy).toHaveBeenCalledWith(file);
+    } finally {
+      spy.mockRestore();
+    }
+    expect(await readFile(target, 'utf8')).toBe('keep me\n');
+    const st = await lstat(file);
+    expect(st.isFile()).toBe(true);
+    expect(st.mode & 0o777).toBe(0o600);
+    expect(await readFile(file, 'utf8')).toBe('123\n');
+    // No temp file is left behind.
+    expect((await readdir(dir)).sort()).toEqual(['agentd.pid', 'precious']);
   });
 
   it('refuses a dangling symbolic link too (nothing is created at its target)', async () => {

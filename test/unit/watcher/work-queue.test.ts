@@ -2,6 +2,7 @@ import { describe, expect, it } from 'vitest';
 import { WorkQueue } from '../../../src/watcher/work-queue.js';
 import type { ProcessResult } from '../../../src/watcher/work-queue.js';
 import { createTestClock } from '../../support/fake-kube.js';
+import { createManualClock, settle } from '../../support/manual-clock.js';
 
 async function until(check: () => boolean): Promise<void> {
   for (let i = 0; i < 10_000 && !check(); i += 1) await new Promise((r) => setImmediate(r));
@@ -110,5 +111,38 @@ describe('WorkQueue', () => {
     q.addAfter('m', 10);
     await new Promise((r) => setImmediate(r));
     expect(n).toBe(1);
+  });
+
+  it('runs a key once, at the shorter delay, when a shorter one supersedes a longer one', async () => {
+    const clock = createManualClock();
+    const runs: number[] = [];
+    const start = clock.now();
+    const q = new WorkQueue({
+      clock,
+      backoff: { baseMs: 100, maxMs: 1000 },
+      process: async () => {
+        runs.push(clock.now() - start);
+        return undefined;
+      },
+    });
+    q.start();
+    q.addAfter('m', 1000);
+    q.addAfter('m', 100);
+    // The superseded delay's timer is gone, not merely ignored.
+    expect(clock.pending).toBe(1);
+    await clock.advance(100);
+    await settle();
+    expect(runs).toEqual([100]);
+    await clock.advance(2000);
+    await settle();
+    expect(runs).toEqual([100]);
+    // A longer delay than the pending one changes nothing.
+    q.addAfter('m', 100);
+    q.addAfter('m', 1000);
+    expect(clock.pending).toBe(1);
+    await clock.advance(5000);
+    await settle();
+    expect(runs).toEqual([100, 2200]);
+    await q.stop();
   });
 });

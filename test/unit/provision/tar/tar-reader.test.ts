@@ -94,23 +94,62 @@ describe('readTarEntries', () => {
     ]);
   });
 
-  it('rejects sparse pax entries and malformed pax records', async () => {
+  it('rejects sparse pax entries, pax numbers that are not numbers, and a damaged or cut archive', async () => {
     const sparse = buildTar([
       { path: 'P', typeflag: 'x', content: '22 GNU.sparse.size=10\n' },
       { path: 'f', content: 'x' },
     ]);
     await expect(readAll(sparse)).rejects.toMatchObject({ code: 'UNSAFE_ARCHIVE' });
-    const bad = buildTar([
-      { path: 'P', typeflag: 'x', content: '99 path=x\n' },
+    const badUid = buildTar([
+      { path: 'P', typeflag: 'x', content: '11 uid=x42\n' },
       { path: 'f', content: 'x' },
     ]);
-    await expect(readAll(bad)).rejects.toMatchObject({ code: 'UNSAFE_ARCHIVE' });
+    await expect(readAll(badUid)).rejects.toThrow(/pax uid="x42" is not a number/);
+    const good = buildTar([{ path: 'f', content: 'x'.repeat(2000) }]);
+    const damaged = Buffer.from(good);
+    damaged[0] = 0x41; // the header's checksum no longer matches
+    await expect(readAll(damaged)).rejects.toMatchObject({
+      code: 'UNSAFE_ARCHIVE',
+      message: expect.stringMatching(/the archive cannot be read: Invalid tar header/),
+    });
+    await expect(readAll(good.subarray(0, 1024))).rejects.toMatchObject({
+      code: 'UNSAFE_ARCHIVE',
+      message: expect.stringMatching(/Unexpected end of data/),
+    });
+  });
+
+  it('passes the source’s own error on as it is, and stops reading when the consumer stops', async () => {
+    const archive = buildTar([
+      { path: 'a', content: 'x'.repeat(5000) },
+      { path: 'b', content: 'y' },
+    ]);
+    async function* failing(): AsyncGenerator<Buffer> {
+      yield archive.subarray(0, 512);
+      throw new Error('gunzip: unexpected end of file');
+    }
+    await expect(readAll(failing())).rejects.toThrow(/^gunzip: unexpected end of file$/);
+    let closed = false;
+    async function* tracked(): AsyncGenerator<Buffer> {
+      try {
+        yield* chunked(archive, 512);
+      } finally {
+        closed = true;
+      }
+    }
+    for await (const e of readTarEntries(tracked())) {
+      // A consumer that leaves the body early and then the archive.
+      for await (const _ of e.body) break;
+      break;
+    }
+    await new Promise((r) => setImmediate(r));
+    expect(closed).toBe(true);
   });
 });
 
-async function readAll(archive: Buffer): Promise<number> {
+async function readAll(archive: Buffer | AsyncIterable<Buffer>): Promise<number> {
   let n = 0;
-  for await (const _ of readTarEntries(chunked(archive, 512))) n++;
+  const source = Buffer.isBuffer(archive) ? chunked(archive, 512) : archive;
+  for await (const _ of readTarEntries(source)) n++;
   return n;
 }
 
