@@ -48,6 +48,15 @@ export default defineConfig({
         },
       },
       { extends: true, test: { name: 'host', include: ['test/host/**/*.test.ts'] } },
+      {
+        extends: true,
+        test: {
+          name: 'cluster',
+          include: ['test/cluster/**/*.test.ts'],
+          testTimeout: 120_000,
+          hookTimeout: 120_000,
+        },
+      },
     ],
   },
 });
