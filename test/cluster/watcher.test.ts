@@ -3,11 +3,11 @@
  * (`--sim`, credentials from the applied config: the control plane's CA and a bootstrap token,
  * RBAC from deploy/rbac.yaml), driven by changing its Machine as another controller would.
  */
-import { readFile } from 'node:fs/promises';
 import { describe, expect, it } from 'vitest';
 import { waitUntil, type TestDaemon } from '../support/daemon.js';
 import { machinePath, startClusterAgent, type ClusterAgent } from '../support/control-plane/agent.js';
 import { controlPlaneAvailable, type KubeJson } from '../support/control-plane/index.js';
+import { auditEvents, bootstrapUser } from '../support/control-plane/audit.js';
 import { useControlPlane } from '../support/control-plane/use.js';
 import { metricValue, rpcResult } from '../support/provision-fixtures.js';
 
@@ -27,16 +27,6 @@ const acked = (m: KubeJson | null): number =>
 async function watcherUpdates(d: TestDaemon): Promise<Op[]> {
   const { operations } = await rpcResult<{ operations: Op[] }>(d, 'operations.list', { limit: 100 });
   return operations.filter((op) => op.kind === 'update' && op.requestedBy === 'watcher');
-}
-
-/** Audit events (the control plane runs with `audit: true`) of requests made by `user`. */
-async function auditOf(file: string, user: string): Promise<KubeJson[]> {
-  const text = await readFile(file, 'utf8');
-  return text
-    .split('\n')
-    .filter((l) => l.trim())
-    .map((l) => JSON.parse(l) as KubeJson)
-    .filter((e) => e.stage === 'ResponseComplete' && e.user?.username === user);
 }
 
 describe.skipIf(!controlPlaneAvailable())('the Machine watcher against kube-apiserver', () => {
@@ -93,9 +83,7 @@ describe.skipIf(!controlPlaneAvailable())('the Machine watcher against kube-apis
     );
     expect(await watcherUpdates(a.d)).toHaveLength(1);
     // Every status write went to the status subresource as a merge patch.
-    const writes = (
-      await auditOf(cp().apiServer.auditLog as string, `system:bootstrap:${cp().bootstrapToken.id}`)
-    ).filter(
+    const writes = (await auditEvents(cp(), bootstrapUser(cp()))).filter(
       (e) =>
         e.objectRef?.resource === 'machines' &&
         e.objectRef?.name === a.name &&
@@ -147,9 +135,7 @@ describe.skipIf(!controlPlaneAvailable())('the Machine watcher against kube-apis
     ]);
     expect(nodeUpdated(m)).toMatchObject({ status: 'True', reason: 'Succeeded' });
     expect(await watcherUpdates(a.d)).toHaveLength(1);
-    const conflicts = (
-      await auditOf(cp().apiServer.auditLog as string, `system:bootstrap:${cp().bootstrapToken.id}`)
-    ).filter(
+    const conflicts = (await auditEvents(cp(), bootstrapUser(cp()))).filter(
       (e) =>
         e.objectRef?.name === a.name &&
         e.objectRef?.subresource === 'status' &&

@@ -13,7 +13,7 @@ import { freePort, pollUntil, startProcess, type ManagedProcess, type Reaper } f
 export interface KubeApiServerOptions {
   /** `--etcd-compaction-interval` (default the server's 5m). */
   etcdCompactionInterval?: string;
-  /** Record every request (`--audit-log-path`, a policy that logs metadata of every request). */
+  /** Record every request (`--audit-log-path`; `audit.ts` reads it). */
   audit?: boolean;
   /** More flags, given last. */
   extraArgs?: string[];
@@ -36,11 +36,18 @@ export interface KubeApiServer {
 
 const READY_TIMEOUT_MS = 60_000;
 
-/** Every request at the Metadata level: who did what to which object, with what answer. */
+/**
+ * Every request at the Metadata level (who did what to which object, with what answer), and the
+ * Machines' writes with their bodies: what was sent (a patch as sent) and what the server kept.
+ */
 const AUDIT_POLICY = [
   'apiVersion: audit.k8s.io/v1',
   'kind: Policy',
+  'omitStages: [RequestReceived]',
   'rules:',
+  '  - level: RequestResponse',
+  '    resources: [{ group: unbounded-cloud.io, resources: [machines, machines/status] }]',
+  '    verbs: [create, update, patch]',
   '  - level: Metadata',
   '',
 ].join('\n');
