@@ -25,6 +25,8 @@ export interface ClusterAgentOptions {
   kubeconfig?: boolean;
   /** More agentd flags. */
   args?: string[];
+  /** Wait until the watcher is connected (default true). */
+  waitConnected?: boolean;
   /** Node labels of the applied config. */
   labels?: Record<string, string>;
 }
@@ -48,7 +50,7 @@ function sharedMirror(): Promise<Mirror> {
 
 export const machinePath = (name: string): string => `/apis/unbounded-cloud.io/v1alpha3/machines/${name}`;
 
-/** Start the daemon, join the node (kube1), and wait until the watcher is connected. */
+/** Start the daemon, join the node (kube1), and wait until the watcher is connected (unless told not to). */
 export async function startClusterAgent(cp: ControlPlane, o: ClusterAgentOptions): Promise<ClusterAgent> {
   const m = await sharedMirror();
   const token = o.token ?? cp.bootstrapToken.token;
@@ -77,11 +79,12 @@ export async function startClusterAgent(cp: ControlPlane, o: ClusterAgentOptions
   });
   const join = await rpcResult<{ state: string }>(d, 'update', { config, wait: true });
   if (join.state !== 'succeeded') throw new Error(`the join ended ${join.state}:\n${d.logs().slice(-4000)}`);
-  await waitUntil(
-    'the watcher to connect to kube-apiserver',
-    async () => (await rpcResult<{ watcher: { connected: boolean } }>(d, 'status')).watcher.connected,
-    d,
-  );
+  if (o.waitConnected !== false)
+    await waitUntil(
+      'the watcher to connect to kube-apiserver',
+      async () => (await rpcResult<{ watcher: { connected: boolean } }>(d, 'status')).watcher.connected,
+      d,
+    );
   return {
     d,
     name: o.name,
