@@ -39,10 +39,22 @@ describe.skipIf(!controlPlaneAvailable())('drain and uncordon against kube-apise
       metadata: {
         name,
         labels: { app: 'web' },
-        ownerReferences: [{ apiVersion: 'apps/v1', kind: 'ReplicaSet', name: 'web', uid: '00000000-0000-0000-0000-000000000001', controller: true }],
+        ownerReferences: [
+          {
+            apiVersion: 'apps/v1',
+            kind: 'ReplicaSet',
+            name: 'web',
+            uid: '00000000-0000-0000-0000-000000000001',
+            controller: true,
+          },
+        ],
         ...(extra.metadata ?? {}),
       },
-      spec: { nodeName, containers: [{ name: 'c', image: 'example.invalid/none' }], terminationGracePeriodSeconds: 30 },
+      spec: {
+        nodeName,
+        containers: [{ name: 'c', image: 'example.invalid/none' }],
+        terminationGracePeriodSeconds: 30,
+      },
     });
   const podGone = async (ns: string, name: string): Promise<boolean> =>
     (await cp().api.request('GET', `/api/v1/namespaces/${ns}/pods/${name}`)).status === 404;
@@ -70,20 +82,28 @@ describe.skipIf(!controlPlaneAvailable())('drain and uncordon against kube-apise
     });
     const evictions = async (code: number): Promise<number> =>
       (await auditEvents(cp(), bootstrapUser(cp()))).filter(
-        (e) => e.objectRef?.subresource === 'eviction' && e.objectRef?.name === 'web-1' && e.responseStatus?.code === code,
+        (e) =>
+          e.objectRef?.subresource === 'eviction' &&
+          e.objectRef?.name === 'web-1' &&
+          e.responseStatus?.code === code,
       ).length;
     await waitUntil('an eviction refused with 429', async () => (await evictions(429)) > 0, a.d);
     expect(await running(ns, 'web-1')).toBe(true);
 
     // The budget now allows one disruption; the controller says so, and the next retry evicts.
-    await cp().api.mergePatch(`/apis/policy/v1/namespaces/${ns}/poddisruptionbudgets/web`, { spec: { minAvailable: 0 } });
+    await cp().api.mergePatch(`/apis/policy/v1/namespaces/${ns}/poddisruptionbudgets/web`, {
+      spec: { minAvailable: 0 },
+    });
     await waitUntil(
       'the drain to end',
       async () => (await rpcResult<Op>(a.d, 'operations.get', { id: started.id })).state !== 'running',
       a.d,
     );
     const op = await rpcResult<Op>(a.d, 'operations.get', { id: started.id });
-    expect(op).toMatchObject({ state: 'succeeded', result: { evicted: [{ namespace: ns, name: 'web-1' }], remaining: [] } });
+    expect(op).toMatchObject({
+      state: 'succeeded',
+      result: { evicted: [{ namespace: ns, name: 'web-1' }], remaining: [] },
+    });
     expect(await evictions(201)).toBe(1);
     expect(await podGone(ns, 'web-1')).toBe(true);
 
@@ -100,7 +120,15 @@ describe.skipIf(!controlPlaneAvailable())('drain and uncordon against kube-apise
     await cp().api.create(`/api/v1/namespaces/${ns}/pods`, {
       metadata: {
         name: 'agent-x',
-        ownerReferences: [{ apiVersion: 'apps/v1', kind: 'DaemonSet', name: 'agent', uid: '00000000-0000-0000-0000-000000000002', controller: true }],
+        ownerReferences: [
+          {
+            apiVersion: 'apps/v1',
+            kind: 'DaemonSet',
+            name: 'agent',
+            uid: '00000000-0000-0000-0000-000000000002',
+            controller: true,
+          },
+        ],
       },
       spec: { nodeName: a.name, containers: [{ name: 'c', image: 'example.invalid/none' }] },
     });
@@ -113,11 +141,18 @@ describe.skipIf(!controlPlaneAvailable())('drain and uncordon against kube-apise
       },
       spec: { nodeName: a.name, containers: [{ name: 'c', image: 'example.invalid/none' }] },
     });
-    for (const p of ['api-1', 'agent-x', `static-${a.name}`]) await waitUntil(`${p} running`, () => running(ns, p));
+    for (const p of ['api-1', 'agent-x', `static-${a.name}`])
+      await waitUntil(`${p} running`, () => running(ns, p));
 
     const op = await rpcResult<Op>(a.d, 'drain', { ignoreDaemonSets: true, wait: true });
-    expect(op).toMatchObject({ state: 'succeeded', result: { alreadyCordoned: true, evicted: [{ namespace: ns, name: 'api-1' }], remaining: [] } });
-    expect(((op.result?.skipped ?? []) as KubeJson[]).map((p) => p.name).sort()).toEqual(['agent-x', `static-${a.name}`]);
+    expect(op).toMatchObject({
+      state: 'succeeded',
+      result: { alreadyCordoned: true, evicted: [{ namespace: ns, name: 'api-1' }], remaining: [] },
+    });
+    expect(((op.result?.skipped ?? []) as KubeJson[]).map((p) => p.name).sort()).toEqual([
+      'agent-x',
+      `static-${a.name}`,
+    ]);
     await waitUntil('the evicted pod gone', () => podGone(ns, 'api-1'));
     expect(await running(ns, 'agent-x')).toBe(true);
     expect((await nodeObject(a.name)).metadata.annotations?.[MARK]).toBeUndefined();

@@ -38,7 +38,8 @@ const READY_TIMEOUT_MS = 60_000;
 
 /**
  * Every request at the Metadata level (who did what to which object, with what answer), and the
- * Machines' writes with their bodies: what was sent (a patch as sent) and what the server kept.
+ * Machines' writes with their bodies: what was sent (a patch as sent) and what the server kept;
+ * the Leases' writes with what was sent (its resourceVersion: a conditional write or not).
  */
 const AUDIT_POLICY = [
   'apiVersion: audit.k8s.io/v1',
@@ -47,6 +48,9 @@ const AUDIT_POLICY = [
   'rules:',
   '  - level: RequestResponse',
   '    resources: [{ group: unbounded-cloud.io, resources: [machines, machines/status] }]',
+  '    verbs: [create, update, patch]',
+  '  - level: Request',
+  '    resources: [{ group: coordination.k8s.io, resources: [leases] }]',
   '    verbs: [create, update, patch]',
   '  - level: Metadata',
   '',
