@@ -13,6 +13,7 @@ import { startMirror, type Mirror } from '../../../src/sim/mirror/index.js';
 import { makeTempDir, startTestDaemon, waitUntil, type TestDaemon } from '../daemon.js';
 import { mirrorAgentConfig, rpcResult } from '../provision-fixtures.js';
 import type { ControlPlane } from './index.js';
+import { tokenKubeconfigYaml } from './pki.js';
 
 export interface ClusterAgentOptions {
   /** The Machine (and Node) name; the applied config's MachineName. */
@@ -21,6 +22,8 @@ export interface ClusterAgentOptions {
   server?: string;
   /** Another bootstrap token (default the control plane's). */
   token?: string;
+  /** The CA the node is told to trust (default the control plane's). */
+  caPem?: string;
   /** Credentials from a kubeconfig file with this token instead of the applied config. */
   kubeconfig?: boolean;
   /** More agentd flags. */
@@ -59,14 +62,14 @@ export async function startClusterAgent(cp: ControlPlane, o: ClusterAgentOptions
   if (o.kubeconfig) {
     const dir = await makeTempDir('agentd-cluster-kubeconfig-');
     const file = path.join(dir, 'kubeconfig');
-    await writeFile(file, cp.tokenKubeconfig(token, server), { mode: 0o600 });
+    await writeFile(file, tokenKubeconfigYaml(o.caPem ?? cp.caPem, server, token), { mode: 0o600 });
     args.push('--kubeconfig', file);
   }
   const d = await startTestDaemon({ args });
   const config = mirrorAgentConfig(m, {
     MachineName: o.name,
     Cluster: {
-      CaCertBase64: Buffer.from(cp.caPem).toString('base64'),
+      CaCertBase64: Buffer.from(o.caPem ?? cp.caPem).toString('base64'),
       ClusterDNS: '10.0.0.10',
       Version: '1.34.0',
     },
