@@ -16,6 +16,7 @@ import {
   type KubeJson,
 } from '../support/control-plane/index.js';
 import { useControlPlane } from '../support/control-plane/use.js';
+import { rpcResult } from '../support/provision-fixtures.js';
 import path from 'node:path';
 
 /**
@@ -108,5 +109,27 @@ describe.skipIf(!controlPlaneAvailable())('the Machine CRD schema keeps what age
     expect(condition?.lastTransitionTime).toEqual(expect.any(String));
     await a.d.stop();
     await cp().api.request('DELETE', machinePath(name));
+  });
+
+  it('waits for a CRD installed after it started, then registers', async () => {
+    await cp().kubectl(['delete', 'crd', 'machines.unbounded-cloud.io', '--wait=true']);
+    const name = 'schema-late-crd';
+    const a = await startClusterAgent(cp(), { name, waitConnected: false });
+    await waitUntil(
+      'the watcher to say the CRD is missing',
+      async () =>
+        /CRD machines\.unbounded-cloud\.io is not installed/.test(
+          String((await rpcResult<{ watcher: KubeJson }>(a.d, 'status')).watcher.lastError),
+        ),
+      a.d,
+    );
+    // As docs/watcher.md's table says to: apply the CRD. The watcher's backoff finds it.
+    await cp().installCrd(path.join(DEPLOY_DIR, 'machine-crd.yaml'));
+    await waitUntil('the Machine registered', async () => (await a.machine()) !== null, a.d);
+    await waitUntil(
+      'the watcher connected',
+      async () => (await rpcResult<{ watcher: KubeJson }>(a.d, 'status')).watcher.connected === true,
+      a.d,
+    );
   });
 });

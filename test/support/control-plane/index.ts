@@ -171,8 +171,10 @@ export async function startControlPlane(o: ControlPlaneOptions = {}): Promise<Co
       );
     };
     const installCrd = async (file: string): Promise<void> => {
-      // Replace, not merge: the other schema's fields must not linger.
-      await kubectlOk(bin, adminKubeconfig, ['replace', '-f', file]);
+      // Replace, not merge: the other schema's fields must not linger (created when missing).
+      await kubectlOk(bin, adminKubeconfig, ['replace', '--force=false', '-f', file]).catch(async () => {
+        await kubectlOk(bin, adminKubeconfig, ['create', '-f', file]);
+      });
       await crdReady();
     };
     if (o.deploy !== false) {
