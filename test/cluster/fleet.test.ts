@@ -3,7 +3,7 @@
  * assembly a node runs, in process, on its own simulated host (test/support/fleet-agents.ts),
  * with a bootstrap token of its own (so the audit log tells them apart) and deploy/rbac.yaml's
  * rights; each Node kept Ready by the kubelet stand-in for the health gate. Repaves are asked as
- * the cluster asks them, on the Machines. Short leases (1 s, renewed every 250 ms) keep it to
+ * the cluster asks them, on the Machines. Short leases (5 s, renewed every second) keep it to
  * seconds. The scenarios share the fleet and run in order, each from a quiet fleet.
  */
 import { rm } from 'node:fs/promises';
@@ -29,7 +29,12 @@ import {
 const NS = 'agentd-system';
 const NODES = 20;
 const TIMING = {
-  fleet: { leaseDurationSeconds: 1, renewIntervalMs: 250, recheckIntervalMs: 2_000, wakeJitterMs: 100 },
+  // 5 s leases renewed every second. With the fake simulation's 1 s leases, one run of five on
+  // a machine at load average 13-16 had 5 nodes down at once under maxConcurrent 3 (not seen
+  // again; its slot-lost count was not recorded). A late renewal letting a waiter take a live
+  // holder's slot is the documented way to exceed the bound (docs/fleet.md); the test counts
+  // lost slots, so a recurrence says which it was.
+  fleet: { leaseDurationSeconds: 5, renewIntervalMs: 1_000, recheckIntervalMs: 2_000, wakeJitterMs: 100 },
   watcher: { reconcile: { waitPollMs: 100 } },
 };
 
@@ -146,6 +151,15 @@ describe.skipIf(!controlPlaneAvailable())('the fleet gate: 20 agents, one real k
     } finally {
       watch.stop();
     }
+    // No holder lost its slot (a late renewal, docs/fleet.md), so the bound is exact.
+    const lost = await Promise.all(
+      agents.map(
+        async (a) =>
+          (await a.daemon.metrics.registry.getSingleMetric('agentd_fleet_slot_lost_total')?.get())?.values[0]
+            ?.value ?? 0,
+      ),
+    );
+    expect(lost.reduce((x, y) => x + y, 0)).toBe(0);
     expect(counter.max).toBeGreaterThan(1);
     expect(counter.max).toBeLessThanOrEqual(3);
     expect(maxHeld).toBeLessThanOrEqual(3);
@@ -219,4 +233,34 @@ describe.skipIf(!controlPlaneAvailable())('the fleet gate: 20 agents, one real k
     expect(after?.spec?.leaseTransitions ?? 0).toBeGreaterThan(held?.spec?.leaseTransitions ?? 0);
     expect(after?.spec?.holderIdentity).not.toBe(dead.name);
   }, 180_000);
+
+  it('halts once the recorded failures reach maxFailures, until an operator resumes', async () => {
+    await quiet();
+    await policy('maxConcurrent: 3\nmaxFailures: 2\n', (p) => p.maxFailures === 2);
+    // Two failures recorded in the state ConfigMap, as failed updates of other nodes leave them.
+    const failure = (node: string) => ({
+      node,
+      operation: `op-${node}`,
+      state: 'failed',
+      message: 'it failed',
+      at: new Date().toISOString(),
+    });
+    const state = {
+      metadata: { name: 'agentd-fleet-state' },
+      data: { 'failures.json': JSON.stringify([failure('gone-1'), failure('gone-2')]) },
+    };
+    const put = await cp.api.request('PUT', `/api/v1/namespaces/${NS}/configmaps/agentd-fleet-state`, state);
+    if (put.status === 404 || put.status === 422) {
+      await cp.api.request('DELETE', `/api/v1/namespaces/${NS}/configmaps/agentd-fleet-state`);
+      await cp.api.create(`/api/v1/namespaces/${NS}/configmaps`, state);
+    }
+    const a = agents[0] as FleetAgent;
+    const n = await repave(a);
+    await until('the repave to wait, Halted', async () => (await nodeUpdated(a))?.reason === 'Halted');
+    expect((await leases()).filter((l) => l.spec?.holderIdentity)).toEqual([]);
+    // `agentctl fleet resume` from another node empties the failures; the waiting node goes on.
+    const resumed = await (agents[1] as FleetAgent).rpc.call('fleet.resume');
+    expect(resumed).toMatchObject({ clearedFailures: 2 });
+    await until(`${a.name} to acknowledge after resume`, async () => (await acked(a)) === n);
+  }, 120_000);
 });
