@@ -141,6 +141,8 @@ describe.skipIf(!controlPlaneAvailable())('the fleet gate: 20 agents, one real k
       holders.set(e.object.metadata.name as string, (e.object.spec?.holderIdentity as string) ?? '');
       maxHeld = Math.max(maxHeld, [...holders.values()].filter((h) => h !== '').length);
     });
+    const rolloutStart = new Date().toISOString();
+    const started = Date.now();
     try {
       await Promise.all(
         agents.map(async (a) => {
@@ -151,6 +153,7 @@ describe.skipIf(!controlPlaneAvailable())('the fleet gate: 20 agents, one real k
     } finally {
       watch.stop();
     }
+    const rolloutSeconds = (Date.now() - started) / 1000;
     // No holder lost its slot (a late renewal, docs/fleet.md), so the bound is exact.
     const lost = await Promise.all(
       agents.map(
@@ -196,6 +199,17 @@ describe.skipIf(!controlPlaneAvailable())('the fleet gate: 20 agents, one real k
         .map((e) => e.responseStatus),
     ).toEqual([]);
     expect(writes.filter((e) => e.verb === 'patch')).toEqual([]);
+    // The measured load (docs/fleet.md, "Load model"): the agents' requests by verb and resource.
+    const byKind = new Map<string, number>();
+    for (const e of await auditEvents(cp)) {
+      if (!users.has(e.user?.username as string) || (e.requestReceivedTimestamp as string) < rolloutStart)
+        continue;
+      const k = `${e.verb as string} ${e.objectRef?.resource as string}${e.objectRef?.subresource ? `/${e.objectRef.subresource as string}` : ''}`;
+      byKind.set(k, (byKind.get(k) ?? 0) + 1);
+    }
+    console.info(
+      `fleet on kube-apiserver: ${NODES} repaves in ${rolloutSeconds.toFixed(1)} s, agents' requests: ${JSON.stringify(Object.fromEntries([...byKind].sort()))}`,
+    );
   }, 300_000);
 
   it('pauses and resumes through the ConfigMap: a paused fleet takes no slot', async () => {
