@@ -11,7 +11,7 @@ import type { PreflightCheck, Provisioner, ProvisionResult } from './provisioner
 import { parallel, runTask, serial, task, type TaskContext } from '../tasks/tasks.js';
 import { failpoint } from '../host/failpoints.js';
 import type { HostPaths } from '../host/paths.js';
-import type { Clock } from '../host/types.js';
+import { alternateMachine, type Clock } from '../host/types.js';
 import type { Metrics } from '../metrics/metrics.js';
 import { checkArtifacts, installArtifacts, type InstallArtifactsResult } from './artifacts/index.js';
 import type { OpenWrite } from './artifacts/types.js';
@@ -24,6 +24,7 @@ import {
   writeOsFiles,
   writeStagingFiles,
 } from './files/index.js';
+import { carryRegistryConfig } from './files/carry-registry-config.js';
 import { pullImage, resolveImage, type PullImageResult } from './oci/index.js';
 
 export type Arch = 'amd64' | 'arm64';
@@ -151,6 +152,13 @@ export function createProvisioner(o: ProvisionerOptions): Provisioner {
             o.metrics.downloadRetries.inc({ kind: 'artifact' }, artifacts.retries);
           }),
           task('write OS files', () => writeOsFiles(rootfs, host)),
+          task('carry registry configuration', async (t) => {
+            const source = o.paths.machineDir(alternateMachine(m));
+            const carried = await carryRegistryConfig(source, rootfs);
+            if (carried.copied.length > 0) {
+              t.logger.info({ from: source, files: carried.copied }, 'carried registry configuration');
+            }
+          }),
         ]),
         task('write nspawn files', () => writeNspawnFiles(o.paths, m, host)),
         task('daemon-reload', () => o.daemonReload()),

@@ -97,7 +97,7 @@ async function prepareTarget(rootfs: string, rel: string): Promise<string> {
 export async function writeRootfsFile(
   rootfs: string,
   rel: string,
-  data: string,
+  data: string | Uint8Array,
   mode: number,
 ): Promise<void> {
   try {
