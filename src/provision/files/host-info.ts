@@ -11,7 +11,7 @@ import { resolvePathInRootfs } from './rootfs-path.js';
 
 /** The host facts the OS and nspawn files are made from. */
 export interface HostInfo {
-  /** The host's name; the machine shares the host network namespace, so it uses the same one. */
+  /** The host's running name (the Node's); the machine shares the host network namespace and name. */
   readonly hostname: string;
   /** Contents for the machine's `/etc/resolv.conf` (the real upstream servers, not the resolved stub). */
   readonly resolvConf: string;
@@ -42,23 +42,39 @@ async function exists(file: string): Promise<boolean> {
   );
 }
 
-async function readHostname(paths: HostPaths): Promise<string> {
-  const text = await readHostFile(paths, '/etc/hostname');
-  // hostname(5): the first line that is neither empty nor a comment. An empty file means
-  // "no static hostname", as when the file is missing: use the running one then.
-  const line = text
+/** hostname(5): the first line that is neither empty nor a comment. */
+function firstNameLine(text: string | undefined): string | undefined {
+  return text
     ?.split('\n')
     .map((l) => l.trim())
     .find((l) => l !== '' && !l.startsWith('#'));
-  const hostname = line ?? os.hostname();
+}
+
+/**
+ * The machine's hostname is the host's running one, as upstream wrote it: kubelet registered
+ * the Node under it, so a new machine keeps the Node's name even when `/etc/hostname` says
+ * otherwise (renamed by hand, or set by DHCP or cloud-init). Read from the kernel under
+ * `--root`; a root without `/proc` (a test, the simulated host) falls back to its
+ * `/etc/hostname`, then to this process's hostname.
+ */
+async function readHostname(paths: HostPaths): Promise<string> {
+  const running = firstNameLine(await readHostFile(paths, '/proc/sys/kernel/hostname'));
+  const source = running !== undefined ? '/proc/sys/kernel/hostname' : '/etc/hostname';
+  const hostname = running ?? firstNameLine(await readHostFile(paths, '/etc/hostname')) ?? os.hostname();
   if (!/^[A-Za-z0-9]([A-Za-z0-9.-]{0,252})$/.test(hostname)) {
     throw new PreconditionFailedError(
-      `host ${paths.resolve('/etc/hostname')}: expected a hostname of letters, digits, "-" and ".", got ${JSON.stringify(hostname)}`,
+      `host ${paths.resolve(source)}: expected a hostname of letters, digits, "-" and ".", got ${JSON.stringify(hostname)}`,
     );
   }
   return hostname;
 }
 
+/**
+ * The host's `/etc/resolv.conf`, links followed, as upstream copies it, with one deliberate
+ * difference: when it points at systemd-resolved's stub (127.0.0.53), the servers resolved
+ * itself uses (`/run/systemd/resolve/resolv.conf`) are copied instead, so pods' DNS does not
+ * depend on the host's stub (docs/compatibility.md, "The machine's insides").
+ */
 async function readResolvConf(paths: HostPaths): Promise<string> {
   const etc = await readHostFile(paths, '/etc/resolv.conf');
   if (etc === undefined) {

@@ -39,6 +39,18 @@ describe('readHostInfo', () => {
     expect((await readHostInfo(createHostPaths(root))).hostname).toBe(os.hostname());
   });
 
+  it("takes the running hostname (the Node's name) over /etc/hostname when they differ", async () => {
+    const root = await hostRoot();
+    await put(root, '/proc/sys/kernel/hostname', 'node-a-renamed\n');
+    expect((await readHostInfo(createHostPaths(root))).hostname).toBe('node-a-renamed');
+  });
+
+  it('refuses a running hostname that is not one, naming the kernel file', async () => {
+    const root = await hostRoot();
+    await put(root, '/proc/sys/kernel/hostname', 'bad name\n');
+    await expect(readHostInfo(createHostPaths(root))).rejects.toThrow(/proc\/sys\/kernel\/hostname/);
+  });
+
   it('refuses a hostname that is not one', async () => {
     const root = await hostRoot();
     await put(root, '/etc/hostname', 'bad name\n');

@@ -100,7 +100,7 @@ describe.skipIf(!tool && !required)('generated units pass systemd-analyze verify
     );
     // The restart backoff keys came with systemd 254 (the machine image has 255); an older
     // systemd-analyze names them unknown, and systemd itself ignores them.
-    const backoffKey = /Unknown key name '(RestartSteps|RestartMaxDelaySec)'/;
+    const backoffKey = /Unknown key '(RestartSteps|RestartMaxDelaySec)' in section \[Service\]/;
     const ours = result.stderr
       .split('\n')
       .filter((l) => /kubelet|containerd|nspawn|agentd/.test(l))
