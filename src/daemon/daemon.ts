@@ -189,6 +189,8 @@ async function startServing(
     metrics,
     daemonReload: () => host.machines.daemonReload(),
     registryAuthFile: config.registryAuthFile,
+    runner: host.runner,
+    env: deps.env ?? process.env,
     ...(config.host === 'sim' ? { minFreeBytes: 64 * 1024 ** 2 } : {}),
   });
   // Kubernetes: credentials, this node's drain, the Machine watcher. The engine's

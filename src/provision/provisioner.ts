@@ -11,7 +11,7 @@ import type { PreflightCheck, Provisioner, ProvisionResult } from './provisioner
 import { parallel, runTask, serial, task, type TaskContext } from '../tasks/tasks.js';
 import { failpoint } from '../host/failpoints.js';
 import type { HostPaths } from '../host/paths.js';
-import { alternateMachine, type Clock } from '../host/types.js';
+import { alternateMachine, type Clock, type CommandRunner } from '../host/types.js';
 import type { Metrics } from '../metrics/metrics.js';
 import { checkArtifacts, installArtifacts, type InstallArtifactsResult } from './artifacts/index.js';
 import type { OpenWrite } from './artifacts/types.js';
@@ -26,6 +26,10 @@ import {
 } from './files/index.js';
 import { carryRegistryConfig } from './files/carry-registry-config.js';
 import { pullImage, resolveImage, type PullImageResult } from './oci/index.js';
+import { chooseImage, type ImageChoice } from './oci/resolve-image.js';
+import { writeRootfsEntries } from './files/rootfs-entry.js';
+import { discoverGpu, listGpuDevices, type GpuHost } from './gpu/discover.js';
+import { removeGpuFiles, renderGpuFiles } from './gpu/gpu-files.js';
 
 export type Arch = 'amd64' | 'arm64';
 
@@ -51,6 +55,10 @@ export interface ProvisionerOptions {
   openWrite?: OpenWrite;
   /** Credentials of private registries (src/provision/oci/registry-auth.ts), read at each pull. */
   registryAuthFile?: string | null;
+  /** Runs host commands (`ldconfig -p` on a GPU host). */
+  runner?: CommandRunner;
+  /** The daemon's environment: `AGENT_OCI_IMAGE` and `AGENT_DISABLE_OCI_IMAGE` (default: none set). */
+  env?: Readonly<Record<string, string | undefined>>;
 }
 
 /** `statfs` of `dir`, or of its nearest existing ancestor: preflight must not create it. */
@@ -70,6 +78,54 @@ export function createProvisioner(o: ProvisionerOptions): Provisioner {
   const imageCache = path.join(o.stateDir, 'cache', 'blobs');
   const artifactCache = path.join(o.stateDir, 'cache', 'artifacts');
   const minFree = o.minFreeBytes ?? 2 * 1024 ** 3;
+  const env = o.env ?? {};
+  // What the last preflight or provision found, for dry-run plans (which list the GPU files).
+  let lastGpu: GpuHost | null = null;
+
+  /** The GPU check of a host with NVIDIA devices; none on a host without. */
+  async function gpuCheck(devices: readonly string[]): Promise<PreflightCheck[]> {
+    if (devices.length === 0) {
+      lastGpu = null;
+      return [];
+    }
+    try {
+      const gpu = await discoverGpu(o.paths, devices, o.runner, arch);
+      lastGpu = gpu;
+      return [
+        {
+          name: 'gpu',
+          ok: true,
+          message: `${gpu.devices.length} GPU device nodes, ${gpu.libraries.length} driver libraries in ${gpu.libraryDirs.join(', ')}`,
+        },
+      ];
+    } catch (err) {
+      return [{ name: 'gpu', ok: false, message: describeError(err) }];
+    }
+  }
+
+  async function imageCheck(
+    config: AgentConfig,
+    devices: readonly string[],
+    signal?: AbortSignal,
+  ): Promise<PreflightCheck> {
+    let choice: ImageChoice;
+    try {
+      choice = chooseImage(config.OCIImage, env, devices.length > 0);
+    } catch (err) {
+      return { name: 'image', ok: false, message: describeError(err) };
+    }
+    const why = choice.source === 'config' ? '' : ` (${choice.source})`;
+    return resolveImage(choice.ref, {
+      arch,
+      signal,
+      clock: o.clock,
+      retries: 1,
+      registryAuthFile: o.registryAuthFile ?? null,
+    }).then(
+      (r) => ({ name: 'image', ok: true, message: `${choice.ref}${why} resolves to ${r.digest}` }),
+      (err: unknown) => ({ name: 'image', ok: false, message: describeError(err) }),
+    );
+  }
 
   async function diskCheck(): Promise<PreflightCheck> {
     try {
@@ -91,23 +147,22 @@ export function createProvisioner(o: ProvisionerOptions): Provisioner {
   return {
     async preflight(config, signal) {
       const checks: PreflightCheck[] = [];
-      const [artifacts, image, disk] = await Promise.all([
+      let devices: string[] = [];
+      let unreadable: PreflightCheck[] = [];
+      try {
+        devices = await listGpuDevices(o.paths);
+      } catch (err) {
+        unreadable = [{ name: 'gpu', ok: false, message: describeError(err) }];
+      }
+      const [artifacts, image, disk, gpu] = await Promise.all([
         checkArtifacts(config, arch, { signal, clock: o.clock }).catch((err: unknown) => [
           { name: 'artifacts', ok: false, message: describeError(err) },
         ]),
-        resolveImage(config.OCIImage, {
-          arch,
-          signal,
-          clock: o.clock,
-          retries: 1,
-          registryAuthFile: o.registryAuthFile ?? null,
-        }).then(
-          (r) => ({ name: 'image', ok: true, message: `${config.OCIImage} resolves to ${r.digest}` }),
-          (err: unknown) => ({ name: 'image', ok: false, message: describeError(err) }),
-        ),
+        imageCheck(config, devices, signal),
         diskCheck(),
+        gpuCheck(devices),
       ]);
-      checks.push(...artifacts, image, disk);
+      checks.push(...artifacts, image, disk, ...unreadable, ...gpu);
       return checks;
     },
 
@@ -116,7 +171,12 @@ export function createProvisioner(o: ProvisionerOptions): Provisioner {
       // The machines directory is created here (0700, as systemd makes it), never by preflight.
       await mkdir(o.paths.machinesDir, { recursive: true, mode: 0o700 });
       // Host facts first: a host that cannot be read fails before anything is downloaded.
-      const host = await readHostInfo(o.paths);
+      const host = await readHostInfo(o.paths, { runner: o.runner, arch });
+      const gpu = host.gpu ?? null;
+      lastGpu = gpu;
+      const choice = chooseImage(config.OCIImage, env, gpu !== null);
+      if (choice.source !== 'config')
+        ctx.logger.info({ image: choice.ref, source: choice.source }, 'chose the image');
       let image: PullImageResult | null = null;
       let artifacts: InstallArtifactsResult | null = null;
       // The image pull empties and fills the rootfs, so it goes first; then the artifacts
@@ -124,7 +184,7 @@ export function createProvisioner(o: ProvisionerOptions): Provisioner {
       // by side; the nspawn files and the daemon-reload come last.
       const plan = serial('provision', [
         task('pull image', async (t) => {
-          image = await pullImage(config.OCIImage, rootfs, {
+          image = await pullImage(choice.ref, rootfs, {
             arch,
             cacheDir: imageCache,
             signal: t.signal,
@@ -152,6 +212,9 @@ export function createProvisioner(o: ProvisionerOptions): Provisioner {
             o.metrics.downloadRetries.inc({ kind: 'artifact' }, artifacts.retries);
           }),
           task('write OS files', () => writeOsFiles(rootfs, host)),
+          task(gpu ? 'write GPU files' : 'remove GPU files', () =>
+            gpu ? writeRootfsEntries(rootfs, renderGpuFiles(gpu)) : removeGpuFiles(rootfs),
+          ),
           task('carry registry configuration', async (t) => {
             const source = o.paths.machineDir(alternateMachine(m));
             const carried = await carryRegistryConfig(source, rootfs);
@@ -189,6 +252,7 @@ export function createProvisioner(o: ProvisionerOptions): Provisioner {
       return [
         ...nspawnFileList(o.paths, m).map((f) => f.path),
         ...stagedFileList(config).map((f) => path.join(rootfs, f.path)),
+        ...(lastGpu ? renderGpuFiles(lastGpu).map((f) => path.join(rootfs, f.path)) : []),
         o.paths.appliedConfig(m),
         o.paths.appliedConfigSidecar(m),
       ];

@@ -41,11 +41,13 @@ export type SimCommand =
   | { kind: 'nspawn-unit-state'; machine: MachineName }
   /** `systemctl status systemd-nspawn@<m>.service --no-pager -n <lines>`. */
   | { kind: 'nspawn-status'; machine: MachineName; lines: number }
-  | { kind: 'in-machine'; machine: MachineName; action: InMachineAction };
+  | { kind: 'in-machine'; machine: MachineName; action: InMachineAction }
+  /** `ldconfig -p`: the host's linker cache (GPU discovery). */
+  | { kind: 'ldconfig-cache' };
 
 /** The machine a command acts on (latency faults apply per machine), or undefined. */
 export function commandMachine(cmd: SimCommand): MachineName | undefined {
-  return cmd.kind === 'daemon-reload' ? undefined : cmd.machine;
+  return cmd.kind === 'daemon-reload' || cmd.kind === 'ldconfig-cache' ? undefined : cmd.machine;
 }
 
 function asMachine(word: string | undefined): MachineName | undefined {
@@ -74,6 +76,8 @@ export function parseSimCommand(file: string, args: readonly string[]): SimComma
       return parseHostSystemctl(args);
     case 'systemd-run':
       return parseSystemdRun(args);
+    case 'ldconfig':
+      return args.length === 1 && args[0] === '-p' ? { kind: 'ldconfig-cache' } : undefined;
     default:
       return undefined;
   }
