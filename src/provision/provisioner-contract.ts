@@ -29,4 +29,6 @@ export interface Provisioner {
   removeMachineFiles(m: MachineName): Promise<void>;
   /** The files a provision + stage of `m` writes (dry-run plans). */
   plannedFiles(m: MachineName, config: AgentConfig): string[];
+  /** What `status` should say about the host (the upstream daemon taken over); none when absent. */
+  hostWarnings?(): string[];
 }

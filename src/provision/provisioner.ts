@@ -12,6 +12,7 @@ import { parallel, runTask, serial, task, type TaskContext } from '../tasks/task
 import { failpoint } from '../host/failpoints.js';
 import type { HostPaths } from '../host/paths.js';
 import { alternateMachine, type Clock, type CommandRunner } from '../host/types.js';
+import type { UpstreamDaemonGuard } from '../host/upstream-daemon.js';
 import type { Metrics } from '../metrics/metrics.js';
 import { checkArtifacts, installArtifacts, type InstallArtifactsResult } from './artifacts/index.js';
 import type { OpenWrite } from './artifacts/types.js';
@@ -57,6 +58,8 @@ export interface ProvisionerOptions {
   registryAuthFile?: string | null;
   /** Runs host commands (`ldconfig -p` on a GPU host). */
   runner?: CommandRunner;
+  /** Stops and disables the upstream agent's daemon before each provision (src/host/upstream-daemon.ts). */
+  upstreamDaemon?: UpstreamDaemonGuard;
   /** The daemon's environment: `AGENT_OCI_IMAGE` and `AGENT_DISABLE_OCI_IMAGE` (default: none set). */
   env?: Readonly<Record<string, string | undefined>>;
 }
@@ -168,6 +171,8 @@ export function createProvisioner(o: ProvisionerOptions): Provisioner {
 
     async provision(m, config, ctx: TaskContext): Promise<ProvisionResult> {
       const rootfs = o.paths.machineDir(m);
+      // The upstream daemon would repave the node behind agentd's back: never beside an update.
+      await o.upstreamDaemon?.takeOver(ctx.signal);
       // The machines directory is created here (0700, as systemd makes it), never by preflight.
       await mkdir(o.paths.machinesDir, { recursive: true, mode: 0o700 });
       // Host facts first: a host that cannot be read fails before anything is downloaded.
@@ -245,6 +250,10 @@ export function createProvisioner(o: ProvisionerOptions): Provisioner {
 
     async removeMachineFiles(m) {
       await removeNspawnFiles(o.paths, m);
+    },
+
+    hostWarnings() {
+      return o.upstreamDaemon?.warnings() ?? [];
     },
 
     plannedFiles(m, config: AgentConfig) {

@@ -5,6 +5,7 @@
 import { MACHINE_NAMES } from '../../host/types.js';
 import type { MachineName } from '../../host/types.js';
 import { SIM_UNITS } from './state.js';
+import { parseUpstreamDaemon, type UpstreamDaemonVerb } from './host-commands.js';
 import type { SimUnitName } from './state.js';
 
 /** `machinectl <verb> <m>`. */
@@ -43,11 +44,15 @@ export type SimCommand =
   | { kind: 'nspawn-status'; machine: MachineName; lines: number }
   | { kind: 'in-machine'; machine: MachineName; action: InMachineAction }
   /** `ldconfig -p`: the host's linker cache (GPU discovery). */
-  | { kind: 'ldconfig-cache' };
+  | { kind: 'ldconfig-cache' }
+  /** `systemctl is-enabled|is-active|disable --now unbounded-agent-daemon.service` (the takeover). */
+  | { kind: 'upstream-daemon'; verb: UpstreamDaemonVerb };
 
 /** The machine a command acts on (latency faults apply per machine), or undefined. */
 export function commandMachine(cmd: SimCommand): MachineName | undefined {
-  return cmd.kind === 'daemon-reload' || cmd.kind === 'ldconfig-cache' ? undefined : cmd.machine;
+  return cmd.kind === 'daemon-reload' || cmd.kind === 'ldconfig-cache' || cmd.kind === 'upstream-daemon'
+    ? undefined
+    : cmd.machine;
 }
 
 function asMachine(word: string | undefined): MachineName | undefined {
@@ -95,6 +100,8 @@ const UNIT_STATE_ARGS = ['show', '--property=ActiveState', '--property=SubState'
 
 function parseHostSystemctl(args: readonly string[]): SimCommand | undefined {
   if (args.length === 1 && args[0] === 'daemon-reload') return { kind: 'daemon-reload' };
+  const upstream = parseUpstreamDaemon(args);
+  if (upstream) return { kind: 'upstream-daemon', verb: upstream };
   const busMachine = asMachine(/^--machine=(.*)$/.exec(args[0] ?? '')?.[1]);
   if (busMachine) {
     return args.length === 3 && args[1] === 'is-active' && args[2] === 'kubelet.service'

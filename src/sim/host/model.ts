@@ -11,7 +11,7 @@ import { MACHINE_NAMES } from '../../host/types.js';
 import type { MachineName } from '../../host/types.js';
 import { hasSimFault } from '../faults.js';
 import type { SimFault } from '../faults.js';
-import { simLdconfigCache } from './host-commands.js';
+import { simLdconfigCache, simUpstreamDaemon } from './host-commands.js';
 import type { InMachineAction, MachinectlVerb, SimCommand } from './command-line.js';
 import {
   checkContainerd,
@@ -70,6 +70,8 @@ export async function applySimCommand(
       return applyInMachine(ctx, state, cmd.machine, cmd.action);
     case 'ldconfig-cache':
       return simLdconfigCache(ctx.paths);
+    case 'upstream-daemon':
+      return simUpstreamDaemon(ctx.paths, cmd.verb);
   }
 }
 
