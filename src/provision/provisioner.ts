@@ -5,7 +5,7 @@
 import { mkdir, statfs } from 'node:fs/promises';
 import path from 'node:path';
 import type { Logger } from 'pino';
-import { UnsupportedError, describeError } from '../errors.js';
+import { AgentError, UnsupportedError, describeError } from '../errors.js';
 import type { AgentConfig } from '../config/agent-config.js';
 import type { PreflightCheck, Provisioner, ProvisionResult } from './provisioner-contract.js';
 import { parallel, runTask, serial, task, type TaskContext } from '../tasks/tasks.js';
@@ -13,6 +13,7 @@ import { failpoint } from '../host/failpoints.js';
 import type { HostPaths } from '../host/paths.js';
 import { alternateMachine, type Clock, type CommandRunner } from '../host/types.js';
 import type { UpstreamDaemonGuard } from '../host/upstream-daemon.js';
+import { removeUpstreamLeftovers } from '../host/upstream-cleanup.js';
 import type { Metrics } from '../metrics/metrics.js';
 import { checkArtifacts, installArtifacts, type InstallArtifactsResult } from './artifacts/index.js';
 import type { OpenWrite } from './artifacts/types.js';
@@ -250,6 +251,11 @@ export function createProvisioner(o: ProvisionerOptions): Provisioner {
 
     async removeMachineFiles(m) {
       await removeNspawnFiles(o.paths, m);
+    },
+
+    async removeUpstreamLeftovers(signal) {
+      if (o.runner === undefined) throw new AgentError('INTERNAL', 'reset: no command runner for the host');
+      return removeUpstreamLeftovers({ runner: o.runner, paths: o.paths, logger: o.logger, signal });
     },
 
     hostWarnings() {

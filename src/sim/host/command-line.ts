@@ -6,6 +6,7 @@ import { MACHINE_NAMES } from '../../host/types.js';
 import type { MachineName } from '../../host/types.js';
 import { SIM_UNITS } from './state.js';
 import { parseUpstreamDaemon, type UpstreamDaemonVerb } from './host-commands.js';
+import { parseSimIp, type SimIpCommand } from './network.js';
 import type { SimUnitName } from './state.js';
 
 /** `machinectl <verb> <m>`. */
@@ -46,13 +47,13 @@ export type SimCommand =
   /** `ldconfig -p`: the host's linker cache (GPU discovery). */
   | { kind: 'ldconfig-cache' }
   /** `systemctl is-enabled|is-active|disable --now unbounded-agent-daemon.service` (the takeover). */
-  | { kind: 'upstream-daemon'; verb: UpstreamDaemonVerb };
+  | { kind: 'upstream-daemon'; verb: UpstreamDaemonVerb }
+  /** The `ip` lines of reset's upstream cleanup (network.ts). */
+  | { kind: 'ip'; command: SimIpCommand };
 
 /** The machine a command acts on (latency faults apply per machine), or undefined. */
 export function commandMachine(cmd: SimCommand): MachineName | undefined {
-  return cmd.kind === 'daemon-reload' || cmd.kind === 'ldconfig-cache' || cmd.kind === 'upstream-daemon'
-    ? undefined
-    : cmd.machine;
+  return 'machine' in cmd ? cmd.machine : undefined;
 }
 
 function asMachine(word: string | undefined): MachineName | undefined {
@@ -81,6 +82,10 @@ export function parseSimCommand(file: string, args: readonly string[]): SimComma
       return parseHostSystemctl(args);
     case 'systemd-run':
       return parseSystemdRun(args);
+    case 'ip': {
+      const command = parseSimIp(args);
+      return command ? { kind: 'ip', command } : undefined;
+    }
     case 'ldconfig':
       return args.length === 1 && args[0] === '-p' ? { kind: 'ldconfig-cache' } : undefined;
     default:

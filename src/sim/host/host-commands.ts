@@ -2,7 +2,7 @@
  * The simulated host's commands that act on the host itself rather than on its machines:
  *
  * - `ldconfig -p`, answered from a recorded cache listing under the root, so a test or a
- *   `--sim` try-out presents a GPU host made of files (docs/testing.md, "A GPU host");
+ *   `--sim` try-out presents a GPU host made of files (docs/testing.md, "A GPU host, and the upstream agent's leftovers");
  * - `systemctl is-enabled|is-active|disable --now unbounded-agent-daemon.service`: the upstream
  *   agent's daemon, enabled when its `multi-user.target.wants` link exists under the root,
  *   running when `var/lib/agentd-sim/upstream-daemon-active` does (docs/testing.md).

@@ -12,6 +12,7 @@ import type { MachineName } from '../../host/types.js';
 import { hasSimFault } from '../faults.js';
 import type { SimFault } from '../faults.js';
 import { simLdconfigCache, simUpstreamDaemon } from './host-commands.js';
+import { applySimIp } from './network.js';
 import type { InMachineAction, MachinectlVerb, SimCommand } from './command-line.js';
 import {
   checkContainerd,
@@ -72,6 +73,8 @@ export async function applySimCommand(
       return simLdconfigCache(ctx.paths);
     case 'upstream-daemon':
       return simUpstreamDaemon(ctx.paths, cmd.verb);
+    case 'ip':
+      return applySimIp(ctx.paths, cmd.command);
   }
 }
 
