@@ -2,7 +2,8 @@
  * The takeover on real systemd: a stand-in for the upstream agent's daemon
  * (`unbounded-agent-daemon.service`, `Restart=always`, enabled in multi-user.target) runs in
  * the host. agentd stops and disables it at its start and before an update, says so in
- * `status`, and `agentctl reset` removes its unit and the upstream agent's files.
+ * `status`, and `agentctl reset` removes its unit and the upstream agent's files. Also shown
+ * here, on the machine the node runs: containerd's `LimitNOFILE=infinity` reaches what it starts.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type OperationJson, type StatusJson } from '../support/real-host/assert-node.js';
@@ -41,6 +42,38 @@ describe.skipIf(!requireRealHost())(
     afterAll(async () => {
       await node?.stop();
     }, 120_000);
+
+    it('a process containerd starts in the machine gets an unlimited open-file limit (LimitNOFILE=infinity)', async () => {
+      // The containerd stand-in is the unit's main process; what it starts (its `sleep`) inherits.
+      const script =
+        'pid=$(systemctl show -p MainPID --value containerd.service); ' +
+        'for c in $(cat /proc/$pid/task/$pid/children); do grep "Max open files" /proc/$c/limits; done';
+      const res = await node.host.execOk([
+        'systemd-run',
+        '--machine=kube1',
+        '--pipe',
+        '--wait',
+        'sh',
+        '-c',
+        script,
+      ]);
+      // `infinity` is as high as the machine may go: its PID 1's hard limit (this VM caps it below
+      // fs.nr_open: no CAP_SYS_RESOURCE). Without LimitNOFILE, systemd's default soft limit is 1024.
+      const pid1 = await node.host.execOk([
+        'systemd-run',
+        '--machine=kube1',
+        '--pipe',
+        '--wait',
+        'grep',
+        'Max open files',
+        '/proc/1/limits',
+      ]);
+      const ceiling = pid1.stdout.trim().split(/\s+/)[4] as string;
+      expect(Number(ceiling)).toBeGreaterThan(1024);
+      const lines = res.stdout.trim().split('\n');
+      expect(lines.length).toBeGreaterThan(0);
+      for (const line of lines) expect(line.split(/\s+/).slice(3, 5)).toEqual([ceiling, ceiling]);
+    });
 
     it('stops and disables the running upstream daemon when agentd starts, and says so in status', async () => {
       await startUpstream();
