@@ -166,7 +166,7 @@ async function main(): Promise<void> {
   const watcher = createMachineWatcher({
     machineName: NAME,
     machines: createMachineApi({ custom }),
-    watchMachine: createMachineWatch({ kc }).watchMachine,
+    machineWatch: createMachineWatch({ kc }),
     rpc: createRpcClient(createInProcessTransport(dispatcher, 'watcher')),
     registrationConfig: () => null,
     logger,

@@ -41,6 +41,7 @@ import { createHost, type Host } from './host-wiring.js';
 import { createKubeWiring, type KubeWiringOptions } from './kube-wiring.js';
 import { buildOpenApiDocument } from '../server/openapi.js';
 import { createProvisioner } from '../provision/provisioner.js';
+import { createUpstreamDaemonGuard } from '../host/upstream-daemon.js';
 import { CleanupStack } from './cleanup-stack.js';
 import { acquireInstanceLock } from '../host/instance-lock.js';
 import { checkStateDirWritable, markOrWarn, prepareStateDir, removeCreatedStateDir } from './state-dir.js';
@@ -181,6 +182,14 @@ async function startServing(
   const host =
     deps.host ?? (await createHost(config, { logger, clock, env: deps.env ?? process.env, cleanup }));
   cleanup.push('close the host wiring', () => host.close());
+  // The upstream agent's daemon is stopped before anything else touches the machines.
+  const upstreamDaemon = createUpstreamDaemonGuard({ runner: host.runner, clock, logger });
+  await upstreamDaemon.takeOver().catch((err: unknown) => {
+    logger.error(
+      { err: describeError(err) },
+      'could not take the node over from the upstream agent’s daemon',
+    );
+  });
   const provisioner = createProvisioner({
     paths,
     stateDir: config.stateDir,
@@ -190,6 +199,9 @@ async function startServing(
     daemonReload: () => host.machines.daemonReload(),
     registryAuthFile: config.registryAuthFile,
     transferLimits: config.transferLimits,
+    runner: host.runner,
+    upstreamDaemon,
+    env: deps.env ?? process.env,
     ...(config.host === 'sim' ? { minFreeBytes: 64 * 1024 ** 2 } : {}),
   });
   // Kubernetes: credentials, this node's drain, the Machine watcher. The engine's

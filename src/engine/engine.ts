@@ -380,6 +380,7 @@ export class Engine {
     if (pending !== null) {
       warnings.push(`the node is still cordoned by interrupted operation ${pending}: run agentctl uncordon`);
     }
+    warnings.push(...(this.#o.provisioner.hostWarnings?.() ?? []));
     const repair = this.#repair.status();
     if (repair.state === 'gave_up') {
       warnings.push(

@@ -50,6 +50,7 @@ export async function runReset(
       await d.applied.remove(m);
       (result.removed as string[]).push(m);
     }
+    await d.provisioner.removeUpstreamLeftovers?.();
     await d.machines.daemonReload();
     await writeNodeState(d.stateDir, null, new Date(d.clock.now()));
     await rec.phaseEnded('remove', 'succeeded');

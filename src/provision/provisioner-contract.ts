@@ -29,4 +29,8 @@ export interface Provisioner {
   removeMachineFiles(m: MachineName): Promise<void>;
   /** The files a provision + stage of `m` writes (dry-run plans). */
   plannedFiles(m: MachineName, config: AgentConfig): string[];
+  /** Reset: remove what the upstream agent left on the host (src/host/upstream-cleanup.ts). */
+  removeUpstreamLeftovers?(signal?: AbortSignal): Promise<unknown>;
+  /** What `status` should say about the host (the upstream daemon taken over); none when absent. */
+  hostWarnings?(): string[];
 }

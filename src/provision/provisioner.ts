@@ -5,14 +5,16 @@
 import { mkdir, statfs } from 'node:fs/promises';
 import path from 'node:path';
 import type { Logger } from 'pino';
-import { UnsupportedError, describeError } from '../errors.js';
+import { AgentError, UnsupportedError, describeError } from '../errors.js';
 import type { AgentConfig } from '../config/agent-config.js';
 import type { PreflightCheck, Provisioner, ProvisionResult } from './provisioner-contract.js';
 import { parallel, runTask, serial, task, type TaskContext } from '../tasks/tasks.js';
 import { failpoint } from '../host/failpoints.js';
 import type { HostPaths } from '../host/paths.js';
-import type { Clock } from '../host/types.js';
+import { alternateMachine, type Clock, type CommandRunner } from '../host/types.js';
 import type { TransferLimits } from '../outbound-http.js';
+import type { UpstreamDaemonGuard } from '../host/upstream-daemon.js';
+import { removeUpstreamLeftovers } from '../host/upstream-cleanup.js';
 import type { Metrics } from '../metrics/metrics.js';
 import { checkArtifacts, installArtifacts, type InstallArtifactsResult } from './artifacts/index.js';
 import type { OpenWrite } from './artifacts/types.js';
@@ -25,7 +27,12 @@ import {
   writeOsFiles,
   writeStagingFiles,
 } from './files/index.js';
+import { carryRegistryConfig } from './files/carry-registry-config.js';
 import { pullImage, resolveImage, type PullImageResult } from './oci/index.js';
+import { chooseImage, type ImageChoice } from './oci/resolve-image.js';
+import { writeRootfsEntries } from './files/rootfs-entry.js';
+import { discoverGpu, listGpuDevices, type GpuHost } from './gpu/discover.js';
+import { removeGpuFiles, renderGpuFiles } from './gpu/gpu-files.js';
 
 export type Arch = 'amd64' | 'arm64';
 
@@ -53,6 +60,12 @@ export interface ProvisionerOptions {
   registryAuthFile?: string | null;
   /** Deadline and rate floor of every download and registry call (docs/operations.md, "Limits"). */
   transferLimits?: TransferLimits;
+  /** Runs host commands (`ldconfig -p` on a GPU host). */
+  runner?: CommandRunner;
+  /** Stops and disables the upstream agent's daemon before each provision (src/host/upstream-daemon.ts). */
+  upstreamDaemon?: UpstreamDaemonGuard;
+  /** The daemon's environment: `AGENT_OCI_IMAGE` and `AGENT_DISABLE_OCI_IMAGE` (default: none set). */
+  env?: Readonly<Record<string, string | undefined>>;
 }
 
 /** `statfs` of `dir`, or of its nearest existing ancestor: preflight must not create it. */
@@ -90,6 +103,55 @@ export function createProvisioner(o: ProvisionerOptions): Provisioner {
   const artifactCache = path.join(o.stateDir, 'cache', 'artifacts');
   const minFree = o.minFreeBytes ?? 2 * 1024 ** 3;
   const limits = o.transferLimits ? { limits: o.transferLimits } : {};
+  const env = o.env ?? {};
+  // What the last preflight or provision found, for dry-run plans (which list the GPU files).
+  let lastGpu: GpuHost | null = null;
+
+  /** The GPU check of a host with NVIDIA devices; none on a host without. */
+  async function gpuCheck(devices: readonly string[]): Promise<PreflightCheck[]> {
+    if (devices.length === 0) {
+      lastGpu = null;
+      return [];
+    }
+    try {
+      const gpu = await discoverGpu(o.paths, devices, o.runner, arch);
+      lastGpu = gpu;
+      return [
+        {
+          name: 'gpu',
+          ok: true,
+          message: `${gpu.devices.length} GPU device nodes, ${gpu.libraries.length} driver libraries in ${gpu.libraryDirs.join(', ')}`,
+        },
+      ];
+    } catch (err) {
+      return [{ name: 'gpu', ok: false, message: describeError(err) }];
+    }
+  }
+
+  async function imageCheck(
+    config: AgentConfig,
+    devices: readonly string[],
+    signal?: AbortSignal,
+  ): Promise<PreflightCheck> {
+    let choice: ImageChoice;
+    try {
+      choice = chooseImage(config.OCIImage, env, devices.length > 0);
+    } catch (err) {
+      return { name: 'image', ok: false, message: describeError(err) };
+    }
+    const why = choice.source === 'config' ? '' : ` (${choice.source})`;
+    return resolveImage(choice.ref, {
+      arch,
+      signal,
+      clock: o.clock,
+      retries: 1,
+      registryAuthFile: o.registryAuthFile ?? null,
+      ...limits,
+    }).then(
+      (r) => ({ name: 'image', ok: true, message: `${choice.ref}${why} resolves to ${r.digest}` }),
+      (err: unknown) => ({ name: 'image', ok: false, message: describeError(err) }),
+    );
+  }
 
   async function diskCheck(): Promise<PreflightCheck> {
     try {
@@ -111,33 +173,38 @@ export function createProvisioner(o: ProvisionerOptions): Provisioner {
   return {
     async preflight(config, signal) {
       const checks: PreflightCheck[] = [];
-      const [artifacts, image, disk] = await Promise.all([
+      let devices: string[] = [];
+      let unreadable: PreflightCheck[] = [];
+      try {
+        devices = await listGpuDevices(o.paths);
+      } catch (err) {
+        unreadable = [{ name: 'gpu', ok: false, message: describeError(err) }];
+      }
+      const [artifacts, image, disk, gpu] = await Promise.all([
         checkArtifacts(config, arch, { signal, clock: o.clock, ...limits }).catch((err: unknown) => [
           { name: 'artifacts', ok: false, message: describeError(err) },
         ]),
-        resolveImage(config.OCIImage, {
-          arch,
-          signal,
-          clock: o.clock,
-          retries: 1,
-          registryAuthFile: o.registryAuthFile ?? null,
-          ...limits,
-        }).then(
-          (r) => ({ name: 'image', ok: true, message: `${config.OCIImage} resolves to ${r.digest}` }),
-          (err: unknown) => ({ name: 'image', ok: false, message: describeError(err) }),
-        ),
+        imageCheck(config, devices, signal),
         diskCheck(),
+        gpuCheck(devices),
       ]);
-      checks.push(...artifacts, image, disk);
+      checks.push(...artifacts, image, disk, ...unreadable, ...gpu);
       return checks;
     },
 
     async provision(m, config, ctx: TaskContext): Promise<ProvisionResult> {
       const rootfs = o.paths.machineDir(m);
+      // The upstream daemon would repave the node behind agentd's back: never beside an update.
+      await o.upstreamDaemon?.takeOver(ctx.signal);
       // The machines directory is created here (0700, as systemd makes it), never by preflight.
       await mkdir(o.paths.machinesDir, { recursive: true, mode: 0o700 });
       // Host facts first: a host that cannot be read fails before anything is downloaded.
-      const host = await readHostInfo(o.paths);
+      const host = await readHostInfo(o.paths, { runner: o.runner, arch });
+      const gpu = host.gpu ?? null;
+      lastGpu = gpu;
+      const choice = chooseImage(config.OCIImage, env, gpu !== null);
+      if (choice.source !== 'config')
+        ctx.logger.info({ image: choice.ref, source: choice.source }, 'chose the image');
       let image: PullImageResult | null = null;
       let artifacts: InstallArtifactsResult | null = null;
       // The image pull empties and fills the rootfs, so it goes first; then the artifacts
@@ -145,7 +212,7 @@ export function createProvisioner(o: ProvisionerOptions): Provisioner {
       // by side; the nspawn files and the daemon-reload come last.
       const plan = serial('provision', [
         task('pull image', async (t) => {
-          image = await pullImage(config.OCIImage, rootfs, {
+          image = await pullImage(choice.ref, rootfs, {
             arch,
             cacheDir: imageCache,
             signal: t.signal,
@@ -175,6 +242,16 @@ export function createProvisioner(o: ProvisionerOptions): Provisioner {
             o.metrics.downloadRetries.inc({ kind: 'artifact' }, artifacts.retries);
           }),
           task('write OS files', () => writeOsFiles(rootfs, host)),
+          task(gpu ? 'write GPU files' : 'remove GPU files', () =>
+            gpu ? writeRootfsEntries(rootfs, renderGpuFiles(gpu)) : removeGpuFiles(rootfs),
+          ),
+          task('carry registry configuration', async (t) => {
+            const source = o.paths.machineDir(alternateMachine(m));
+            const carried = await carryRegistryConfig(source, rootfs);
+            if (carried.copied.length > 0) {
+              t.logger.info({ from: source, files: carried.copied }, 'carried registry configuration');
+            }
+          }),
         ]),
         task('write nspawn files', () => writeNspawnFiles(o.paths, m, host)),
         task('daemon-reload', () => o.daemonReload()),
@@ -200,11 +277,21 @@ export function createProvisioner(o: ProvisionerOptions): Provisioner {
       await removeNspawnFiles(o.paths, m);
     },
 
+    async removeUpstreamLeftovers(signal) {
+      if (o.runner === undefined) throw new AgentError('INTERNAL', 'reset: no command runner for the host');
+      return removeUpstreamLeftovers({ runner: o.runner, paths: o.paths, logger: o.logger, signal });
+    },
+
+    hostWarnings() {
+      return o.upstreamDaemon?.warnings() ?? [];
+    },
+
     plannedFiles(m, config: AgentConfig) {
       const rootfs = o.paths.machineDir(m);
       return [
         ...nspawnFileList(o.paths, m).map((f) => f.path),
         ...stagedFileList(config).map((f) => path.join(rootfs, f.path)),
+        ...(lastGpu ? renderGpuFiles(lastGpu).map((f) => path.join(rootfs, f.path)) : []),
         o.paths.appliedConfig(m),
         o.paths.appliedConfigSidecar(m),
       ];

@@ -1,7 +1,9 @@
 /**
- * kubelet's configuration file, the cluster CA it trusts and the bootstrap kubeconfig it
- * joins with (TLS bootstrap: it exchanges the bootstrap credential for a client certificate
- * and writes its own kubeconfig).
+ * kubelet's configuration file, the cluster CA it trusts and the kubeconfig it joins with.
+ * With a bootstrap token that is the bootstrap kubeconfig (TLS bootstrap: kubelet exchanges
+ * the token for a client certificate and writes its own kubeconfig). With an exec credential
+ * it is kubelet's kubeconfig itself, as upstream wrote it: the plugin is the node's identity,
+ * the same in every machine, so a repave needs no certificate signing request.
  */
 import { stringify } from 'yaml';
 import { InvalidConfigError } from '../../errors.js';
@@ -25,7 +27,27 @@ export function renderClientCa(config: AgentConfig): string {
   return pem.endsWith('\n') ? pem : `${pem}\n`;
 }
 
-/** `/var/lib/kubelet/config.yaml`: a KubeletConfiguration. */
+/** The TLS cipher suites upstream's kubelet serves with (its `--tls-cipher-suites`). */
+export const KUBELET_TLS_CIPHER_SUITES = Object.freeze([
+  'TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256',
+  'TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256',
+  'TLS_ECDHE_ECDSA_WITH_CHACHA20_POLY1305',
+  'TLS_ECDHE_RSA_WITH_AES_256_GCM_SHA384',
+  'TLS_ECDHE_RSA_WITH_CHACHA20_POLY1305',
+  'TLS_ECDHE_ECDSA_WITH_AES_256_GCM_SHA384',
+  'TLS_RSA_WITH_AES_256_GCM_SHA384',
+  'TLS_RSA_WITH_AES_128_GCM_SHA256',
+]);
+
+/** True when kubelet joins with TLS bootstrap (a bootstrap token), false with an exec credential. */
+export function usesTlsBootstrap(config: AgentConfig): boolean {
+  return config.Kubelet.Auth.BootstrapToken !== undefined;
+}
+
+/**
+ * `/var/lib/kubelet/config.yaml`: a KubeletConfiguration. The settings upstream passed as
+ * flags are fields here (docs/compatibility.md, "The machine's insides").
+ */
 export function renderKubeletConfig(config: AgentConfig): string {
   const doc = {
     apiVersion: 'kubelet.config.k8s.io/v1beta1',
@@ -43,7 +65,22 @@ export function renderKubeletConfig(config: AgentConfig): string {
     authorization: { mode: 'Webhook' },
     healthzBindAddress: '127.0.0.1',
     healthzPort: 10248,
-    rotateCertificates: true,
+    // Only a certificate from TLS bootstrap is rotated; an exec credential is not one.
+    rotateCertificates: usesTlsBootstrap(config),
+    // Upstream's flags, as their KubeletConfiguration fields.
+    staticPodPath: IN_MACHINE.staticPodDir,
+    volumePluginDir: IN_MACHINE.volumePluginDir,
+    tlsCipherSuites: [...KUBELET_TLS_CIPHER_SUITES],
+    protectKernelDefaults: true,
+    eventRecordQPS: 0,
+    runtimeRequestTimeout: '15m0s',
+    readOnlyPort: 0,
+    streamingConnectionIdleTimeout: '4h0m0s',
+    nodeStatusUpdateFrequency: '10s',
+    podPidsLimit: -1,
+    cgroupsPerQOS: true,
+    enforceNodeAllocatable: ['pods'],
+    resolvConf: '/etc/resolv.conf',
   };
   return HEADER + stringify(doc, YAML_OPTIONS);
 }
@@ -71,8 +108,10 @@ function kubeconfigUser(config: AgentConfig): Record<string, unknown> {
 }
 
 /**
- * `/var/lib/kubelet/bootstrap-kubeconfig` (mode 0600: it holds the credential). The server
- * is `Kubelet.ApiServer`, trusted through the cluster CA embedded as data.
+ * The kubeconfig kubelet joins with (mode 0600: it holds the credential):
+ * `/var/lib/kubelet/bootstrap-kubeconfig` for a bootstrap token, `/var/lib/kubelet/kubeconfig`
+ * for an exec credential. The server is `Kubelet.ApiServer`, trusted through the cluster CA
+ * embedded as data.
  */
 export function renderBootstrapKubeconfig(config: AgentConfig): string {
   const caData = Buffer.from(renderClientCa(config), 'utf8').toString('base64');

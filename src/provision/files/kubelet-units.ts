@@ -6,12 +6,17 @@
  */
 import { InvalidConfigError } from '../../errors.js';
 import type { AgentConfig } from '../../config/agent-config.js';
+import { usesTlsBootstrap } from './kubelet-config.js';
 import { IN_MACHINE, kubernetesVersionLine } from './rootfs-layout.js';
 import { environmentLine, validateExpandedArg } from './unit-syntax.js';
 
 const HEADER = '# Written by agentd; rewritten on every update.\n';
 
-/** `/etc/systemd/system/kubelet.service`. */
+/**
+ * `/etc/systemd/system/kubelet.service`. As upstream's: `/etc/default/kubelet` is read when it
+ * exists (its `KUBELET_EXTRA_ARGS` and `KUBELET_TUNING_ARGS` end the command line), restarts
+ * start after 1 s and back off to 60 s over 10 steps, and exit code 143 (SIGTERM) is a stop.
+ */
 export function renderKubeletService(): string {
   return `${HEADER}[Unit]
 Description=kubelet: The Kubernetes Node Agent
@@ -21,9 +26,13 @@ After=network-online.target containerd.service
 StartLimitIntervalSec=0
 
 [Service]
+EnvironmentFile=-${IN_MACHINE.kubeletEnvFile}
 ExecStart=${IN_MACHINE.kubeletBin}
 Restart=always
-RestartSec=10
+RestartSec=1
+RestartSteps=10
+RestartMaxDelaySec=60
+SuccessExitStatus=143
 
 [Install]
 WantedBy=multi-user.target
@@ -46,11 +55,7 @@ export function renderKubeletDropIn(config: AgentConfig): string {
     HEADER +
     '[Service]\n' +
     `${kubernetesVersionLine(version)}\n` +
-    environmentLine(
-      'KUBELET_KUBECONFIG_ARGS',
-      `--bootstrap-kubeconfig=${IN_MACHINE.bootstrapKubeconfig} --kubeconfig=${IN_MACHINE.kubeconfig}`,
-      'kubelet kubeconfig arguments',
-    ) +
+    environmentLine('KUBELET_KUBECONFIG_ARGS', kubeconfigArgs(config), 'kubelet kubeconfig arguments') +
     '\n' +
     environmentLine(
       'KUBELET_CONFIG_ARGS',
@@ -60,8 +65,20 @@ export function renderKubeletDropIn(config: AgentConfig): string {
     '\n' +
     // The empty ExecStart= clears the unit's own before this one replaces it.
     'ExecStart=\n' +
-    `ExecStart=${IN_MACHINE.kubeletBin} $KUBELET_KUBECONFIG_ARGS $KUBELET_CONFIG_ARGS $KUBELET_NODE_ARGS\n`
+    // The operator's variables come last, so their flags win over agentd's.
+    `ExecStart=${IN_MACHINE.kubeletBin} $KUBELET_KUBECONFIG_ARGS $KUBELET_CONFIG_ARGS $KUBELET_NODE_ARGS $KUBELET_TUNING_ARGS $KUBELET_EXTRA_ARGS\n`
   );
+}
+
+/**
+ * `--bootstrap-kubeconfig` only with a bootstrap token; with an exec credential agentd writes
+ * the kubeconfig itself, as upstream did, and kubelet never bootstraps.
+ */
+function kubeconfigArgs(config: AgentConfig): string {
+  const kubeconfig = `--kubeconfig=${IN_MACHINE.kubeconfig}`;
+  return usesTlsBootstrap(config)
+    ? `--bootstrap-kubeconfig=${IN_MACHINE.bootstrapKubeconfig} ${kubeconfig}`
+    : kubeconfig;
 }
 
 /** kubelet's node-registration flags, in a fixed order with labels sorted by key. */

@@ -7,6 +7,7 @@ import { InvalidConfigError, toAgentError } from '../../errors.js';
 import { writeFileAtomic } from '../../host/fs-atomic.js';
 import type { HostPaths } from '../../host/paths.js';
 import type { MachineName } from '../../host/types.js';
+import { HOST_NVIDIA_DIR, type GpuHost } from '../gpu/discover.js';
 import type { HostInfo } from './host-info.js';
 
 /** Device paths nspawn can bind: absolute, under /dev, nothing it would split or unquote. */
@@ -27,8 +28,16 @@ function validateDevices(devices: readonly string[]): readonly string[] {
  * `/etc/systemd/nspawn/<m>.nspawn`: full capabilities and the host network namespace (so two
  * machines can never run kubelet at once), host kernel modules read-only, host devices bound.
  */
-export function renderNspawnSettings(m: MachineName, devices: readonly string[]): string {
+export function renderNspawnSettings(
+  m: MachineName,
+  devices: readonly string[],
+  gpu: GpuHost | null = null,
+): string {
   const binds = validateDevices(devices).map((dev) => `Bind=${dev}\n`);
+  // Each driver library directory, read-only, where the in-machine setup links from.
+  const libBinds = (gpu?.libraryDirs ?? []).map(
+    (dir, i) => `BindReadOnly=${validateLibraryDir(dir)}:${HOST_NVIDIA_DIR}/${i}\n`,
+  );
   return (
     `# Written by agentd for machine ${m}; rewritten on every update.\n` +
     '[Exec]\n' +
@@ -41,18 +50,27 @@ export function renderNspawnSettings(m: MachineName, devices: readonly string[])
     '\n' +
     '[Files]\n' +
     'BindReadOnly=/lib/modules\n' +
-    binds.join('')
+    binds.join('') +
+    libBinds.join('')
   );
 }
 
 /**
- * `DeviceAllow=` for a bound device: systemd-nspawn@.service runs with `DevicePolicy=closed`,
- * so a bound device node is visible but cannot be opened without it. A directory of device
- * nodes (`/dev/nvidia-caps`) is allowed through its driver's device group instead.
+ * `DeviceAllow=` for a bound device, as upstream (`rwm`): systemd-nspawn@.service runs with
+ * `DevicePolicy=closed`, so a bound device node is visible but cannot be opened without it.
  */
 function deviceAllow(dev: string): string {
-  if (dev === '/dev/nvidia-caps') return 'DeviceAllow=char-nvidia-caps rw\n';
-  return `DeviceAllow=${dev} rw\n`;
+  return `DeviceAllow=${dev} rwm\n`;
+}
+
+/** A host library directory nspawn can bind: absolute, nothing it would split at (`:`) or misread. */
+function validateLibraryDir(dir: string): string {
+  if (!/^\/[A-Za-z0-9_./+-]+$/.test(dir) || dir.split('/').includes('..')) {
+    throw new InvalidConfigError(
+      `GPU driver library directory: expected an absolute path such as /usr/lib/x86_64-linux-gnu, got ${JSON.stringify(dir)}`,
+    );
+  }
+  return dir;
 }
 
 /**
@@ -94,7 +112,7 @@ export function nspawnFileList(paths: HostPaths, m: MachineName): HostFilePlan[]
 
 /** Write the `.nspawn` file and the service drop-in of machine `m` (mode 0644). */
 export async function writeNspawnFiles(paths: HostPaths, m: MachineName, host: HostInfo): Promise<void> {
-  const settings = renderNspawnSettings(m, host.devices);
+  const settings = renderNspawnSettings(m, host.devices, host.gpu ?? null);
   const dropIn = renderNspawnDropIn(m, host.devices);
   for (const [file, content] of [
     [paths.nspawnFile(m), settings],

@@ -13,6 +13,11 @@ export const IN_MACHINE = Object.freeze({
   /** Written by kubelet itself once TLS bootstrap has issued its client certificate. */
   kubeconfig: '/var/lib/kubelet/kubeconfig',
   kubeletConfig: '/var/lib/kubelet/config.yaml',
+  /** Static pods' manifests (kubelet's `staticPodPath`), created 0700 as upstream. */
+  staticPodDir: '/etc/kubernetes/manifests/',
+  volumePluginDir: '/etc/kubernetes/volumeplugins',
+  /** Operators' kubelet hook: `KUBELET_EXTRA_ARGS=…` (and `KUBELET_TUNING_ARGS`), optional. */
+  kubeletEnvFile: '/etc/default/kubelet',
 });
 
 /** Paths relative to the machine rootfs (`/var/lib/machines/<m>`). */
@@ -31,7 +36,10 @@ export const ROOTFS_FILES = Object.freeze({
   kubeletNodeDropIn: 'etc/systemd/system/kubelet.service.d/20-node.conf',
   clientCa: 'etc/kubernetes/pki/apiserver-client-ca.crt',
   bootstrapKubeconfig: 'var/lib/kubelet/bootstrap-kubeconfig',
+  /** kubelet's kubeconfig: written by agentd for an exec credential, by kubelet after TLS bootstrap. */
+  kubeconfig: 'var/lib/kubelet/kubeconfig',
   kubeletConfig: 'var/lib/kubelet/config.yaml',
+  staticPodDir: 'etc/kubernetes/manifests',
 });
 
 /** The line of `10-agentd.conf` the simulated host reads to learn the kubelet version. */

@@ -6,7 +6,7 @@
  * re-rooted at the rootfs, `..` clamped at its top), and a symlink in the place of a file we
  * write is replaced, never written through.
  */
-import { lstat, mkdir, readlink, rename, rm, symlink } from 'node:fs/promises';
+import { chmod, lstat, mkdir, readlink, rename, rm, symlink } from 'node:fs/promises';
 import { randomUUID } from 'node:crypto';
 import path from 'node:path';
 import { AgentError, errorCode, PreconditionFailedError, toAgentError } from '../../errors.js';
@@ -97,7 +97,7 @@ async function prepareTarget(rootfs: string, rel: string): Promise<string> {
 export async function writeRootfsFile(
   rootfs: string,
   rel: string,
-  data: string,
+  data: string | Uint8Array,
   mode: number,
 ): Promise<void> {
   try {
@@ -124,5 +124,26 @@ export async function writeRootfsSymlink(rootfs: string, rel: string, target: st
     }
   } catch (err) {
     throw toAgentError(err, `link ${rel} -> ${target} in ${rootfs}`);
+  }
+}
+
+/**
+ * Make directory `rel` inside `rootfs` with exactly `mode` (an existing one gets that mode),
+ * its parents 0755, never through a symlink out of the rootfs.
+ */
+export async function ensureRootfsDir(rootfs: string, rel: string, mode: number): Promise<void> {
+  try {
+    const dir = await resolvePathInRootfs(rootfs, rel);
+    await mkdir(path.dirname(dir), { recursive: true, mode: 0o755 });
+    await mkdir(dir, { mode }).catch((err: unknown) => {
+      if (errorCode(err) !== 'EEXIST') throw err;
+    });
+    const st = await lstat(dir);
+    if (!st.isDirectory()) {
+      throw new PreconditionFailedError(`make ${rel} in ${rootfs}: a file is in the way of the directory`);
+    }
+    await chmod(dir, mode);
+  } catch (err) {
+    throw toAgentError(err, `make ${rel} in ${rootfs}`);
   }
 }

@@ -6,11 +6,17 @@
 import type { AgentConfig } from '../../config/agent-config.js';
 import { renderContainerdConfig, renderContainerdService } from './containerd-files.js';
 import type { HostInfo } from './host-info.js';
-import { renderBootstrapKubeconfig, renderClientCa, renderKubeletConfig } from './kubelet-config.js';
+import {
+  renderBootstrapKubeconfig,
+  renderClientCa,
+  renderKubeletConfig,
+  usesTlsBootstrap,
+} from './kubelet-config.js';
 import { renderKubeletDropIn, renderKubeletNodeDropIn, renderKubeletService } from './kubelet-units.js';
 import { renderOsFiles } from './os-files.js';
 import { ROOTFS_FILES } from './rootfs-layout.js';
 import { writeRootfsEntries } from './rootfs-entry.js';
+import { ensureRootfsDir } from './rootfs-path.js';
 import type { RootfsEntry } from './rootfs-entry.js';
 
 /** What `writeStagingFiles` puts into a rootfs, in writing order. */
@@ -27,17 +33,26 @@ export function renderStagingFiles(config: AgentConfig): RootfsEntry[] {
     file(ROOTFS_FILES.containerdService, renderContainerdService()),
     file(ROOTFS_FILES.clientCa, renderClientCa(config)),
     file(ROOTFS_FILES.kubeletConfig, renderKubeletConfig(config)),
-    file(ROOTFS_FILES.bootstrapKubeconfig, renderBootstrapKubeconfig(config), 0o600, true),
+    file(
+      usesTlsBootstrap(config) ? ROOTFS_FILES.bootstrapKubeconfig : ROOTFS_FILES.kubeconfig,
+      renderBootstrapKubeconfig(config),
+      0o600,
+      true,
+    ),
     file(ROOTFS_FILES.kubeletService, renderKubeletService()),
     file(ROOTFS_FILES.kubeletDropIn, renderKubeletDropIn(config)),
     file(ROOTFS_FILES.kubeletNodeDropIn, renderKubeletNodeDropIn(config)),
   ];
 }
 
-/** Write containerd and kubelet configuration, units, CA and bootstrap kubeconfig into `rootfs`. */
+/**
+ * Write containerd and kubelet configuration, units, CA and kubeconfig into `rootfs`, and
+ * make the static pods' directory (0700, as upstream; kubelet reads it, nothing is in it).
+ */
 export async function writeStagingFiles(rootfs: string, config: AgentConfig): Promise<void> {
   // Rendered in full before the first write, so a bad value fails with nothing half-written.
   await writeRootfsEntries(rootfs, renderStagingFiles(config));
+  await ensureRootfsDir(rootfs, ROOTFS_FILES.staticPodDir, 0o700);
 }
 
 /** One rootfs path in a dry-run plan (no content: some of it is secret). */

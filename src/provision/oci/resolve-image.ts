@@ -4,7 +4,8 @@
  */
 import { registryAuthFor } from './registry-auth.js';
 import type { Dispatcher } from 'undici';
-import { ImagePullFailedError, InvalidConfigError } from '../../errors.js';
+import { ImagePullFailedError, InvalidConfigError, UnsupportedError, describeError } from '../../errors.js';
+import { DEFAULT_OCI_IMAGE } from '../../config/agent-config.js';
 import type { Clock } from '../../host/types.js';
 import { parseImageReference } from '../../config/image-reference.js';
 import type { ImageReference } from '../../config/image-reference.js';
@@ -14,6 +15,72 @@ import { RegistryClient } from './registry-client.js';
 import { OCI_ARCHES } from './types.js';
 import type { TransferLimits } from '../../outbound-http.js';
 import type { OciArch, OciLogger } from './types.js';
+
+/** The default image's GPU variant, for hosts with NVIDIA devices. */
+export const DEFAULT_NVIDIA_OCI_IMAGE = DEFAULT_OCI_IMAGE.replace(
+  'agent-ubuntu2404:',
+  'agent-ubuntu2404-nvidia:',
+);
+
+/** What `chooseImage` decided, and why (for the log and the preflight). */
+export interface ImageChoice {
+  readonly ref: string;
+  readonly source: 'config' | 'AGENT_OCI_IMAGE' | 'default' | 'default-nvidia';
+}
+
+/** Go's `strconv.ParseBool` truthy spellings, as upstream reads `AGENT_DISABLE_OCI_IMAGE`. */
+const GO_TRUE = new Set(['1', 't', 'T', 'TRUE', 'true', 'True']);
+const GO_FALSE = new Set(['0', 'f', 'F', 'FALSE', 'false', 'False']);
+
+/**
+ * The rootfs image in upstream's order (docs/compatibility.md, "The image order"):
+ *
+ * 1. the config's `OCIImage`, when it names another image than the default;
+ * 2. `AGENT_DISABLE_OCI_IMAGE` truthy: upstream bootstraps Ubuntu with debootstrap, which
+ *    agentd refuses (UNSUPPORTED, naming what to set instead);
+ * 3. `AGENT_OCI_IMAGE`;
+ * 4. the default, or its `-nvidia` variant on a host with NVIDIA devices.
+ *
+ * The config's schema fills in the default image when `OCIImage` is absent, so a config that
+ * names exactly the default is taken as naming none. `env` is the daemon's environment.
+ */
+export function chooseImage(
+  configImage: string,
+  env: Readonly<Record<string, string | undefined>>,
+  hasNvidiaDevices: boolean,
+): ImageChoice {
+  if (configImage !== DEFAULT_OCI_IMAGE) return { ref: configImage, source: 'config' };
+  const disable = env.AGENT_DISABLE_OCI_IMAGE;
+  if (disable !== undefined && disable !== '') {
+    if (GO_TRUE.has(disable)) {
+      throw new UnsupportedError(
+        'AGENT_DISABLE_OCI_IMAGE is set: agentd builds machines only from OCI images, never with debootstrap; ' +
+          "unset it, or name an image in AGENT_OCI_IMAGE or the config's OCIImage " +
+          `(the default is ${hasNvidiaDevices ? DEFAULT_NVIDIA_OCI_IMAGE : DEFAULT_OCI_IMAGE})`,
+        { data: { variable: 'AGENT_DISABLE_OCI_IMAGE' } },
+      );
+    }
+    if (!GO_FALSE.has(disable)) {
+      throw new InvalidConfigError(
+        `AGENT_DISABLE_OCI_IMAGE: expected a boolean (1, t, true, 0, f, false…), got ${JSON.stringify(disable)}`,
+      );
+    }
+  }
+  const fromEnv = env.AGENT_OCI_IMAGE;
+  if (fromEnv !== undefined && fromEnv !== '') {
+    try {
+      parseImageReference(fromEnv);
+    } catch (err) {
+      throw new InvalidConfigError(`AGENT_OCI_IMAGE: ${describeError(err)}`, {
+        data: { field: 'AGENT_OCI_IMAGE', received: fromEnv },
+      });
+    }
+    return { ref: fromEnv, source: 'AGENT_OCI_IMAGE' };
+  }
+  return hasNvidiaDevices
+    ? { ref: DEFAULT_NVIDIA_OCI_IMAGE, source: 'default-nvidia' }
+    : { ref: DEFAULT_OCI_IMAGE, source: 'default' };
+}
 
 /** Options shared by `resolveImage` and `pullImage`. */
 export interface ResolveImageOptions {

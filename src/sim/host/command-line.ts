@@ -5,6 +5,8 @@
 import { MACHINE_NAMES } from '../../host/types.js';
 import type { MachineName } from '../../host/types.js';
 import { SIM_UNITS } from './state.js';
+import { parseUpstreamDaemon, type UpstreamDaemonVerb } from './host-commands.js';
+import { parseSimIp, type SimIpCommand } from './network.js';
 import type { SimUnitName } from './state.js';
 
 /** `machinectl <verb> <m>`. */
@@ -41,11 +43,17 @@ export type SimCommand =
   | { kind: 'nspawn-unit-state'; machine: MachineName }
   /** `systemctl status systemd-nspawn@<m>.service --no-pager -n <lines>`. */
   | { kind: 'nspawn-status'; machine: MachineName; lines: number }
-  | { kind: 'in-machine'; machine: MachineName; action: InMachineAction };
+  | { kind: 'in-machine'; machine: MachineName; action: InMachineAction }
+  /** `ldconfig -p`: the host's linker cache (GPU discovery). */
+  | { kind: 'ldconfig-cache' }
+  /** `systemctl is-enabled|is-active|disable --now unbounded-agent-daemon.service` (the takeover). */
+  | { kind: 'upstream-daemon'; verb: UpstreamDaemonVerb }
+  /** The `ip` lines of reset's upstream cleanup (network.ts). */
+  | { kind: 'ip'; command: SimIpCommand };
 
 /** The machine a command acts on (latency faults apply per machine), or undefined. */
 export function commandMachine(cmd: SimCommand): MachineName | undefined {
-  return cmd.kind === 'daemon-reload' ? undefined : cmd.machine;
+  return 'machine' in cmd ? cmd.machine : undefined;
 }
 
 function asMachine(word: string | undefined): MachineName | undefined {
@@ -74,6 +82,12 @@ export function parseSimCommand(file: string, args: readonly string[]): SimComma
       return parseHostSystemctl(args);
     case 'systemd-run':
       return parseSystemdRun(args);
+    case 'ip': {
+      const command = parseSimIp(args);
+      return command ? { kind: 'ip', command } : undefined;
+    }
+    case 'ldconfig':
+      return args.length === 1 && args[0] === '-p' ? { kind: 'ldconfig-cache' } : undefined;
     default:
       return undefined;
   }
@@ -91,6 +105,8 @@ const UNIT_STATE_ARGS = ['show', '--property=ActiveState', '--property=SubState'
 
 function parseHostSystemctl(args: readonly string[]): SimCommand | undefined {
   if (args.length === 1 && args[0] === 'daemon-reload') return { kind: 'daemon-reload' };
+  const upstream = parseUpstreamDaemon(args);
+  if (upstream) return { kind: 'upstream-daemon', verb: upstream };
   const busMachine = asMachine(/^--machine=(.*)$/.exec(args[0] ?? '')?.[1]);
   if (busMachine) {
     return args.length === 3 && args[1] === 'is-active' && args[2] === 'kubelet.service'

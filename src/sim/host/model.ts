@@ -11,6 +11,8 @@ import { MACHINE_NAMES } from '../../host/types.js';
 import type { MachineName } from '../../host/types.js';
 import { hasSimFault } from '../faults.js';
 import type { SimFault } from '../faults.js';
+import { simLdconfigCache, simUpstreamDaemon } from './host-commands.js';
+import { applySimIp } from './network.js';
 import type { InMachineAction, MachinectlVerb, SimCommand } from './command-line.js';
 import {
   checkContainerd,
@@ -67,6 +69,12 @@ export async function applySimCommand(
       return applyMachinectl(ctx, state, cmd.verb, cmd.machine);
     case 'in-machine':
       return applyInMachine(ctx, state, cmd.machine, cmd.action);
+    case 'ldconfig-cache':
+      return simLdconfigCache(ctx.paths);
+    case 'upstream-daemon':
+      return simUpstreamDaemon(ctx.paths, cmd.verb);
+    case 'ip':
+      return applySimIp(ctx.paths, cmd.command);
   }
 }
 

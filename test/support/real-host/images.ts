@@ -9,13 +9,16 @@
  *   (`tar+zstd`), so the switch also proves the release applies zstd layers.
  * - `noboot`: the base plus a layer of OCI whiteouts that delete systemd and `/sbin/init`, so
  *   `systemd-nspawn --boot` finds no init: a machine that cannot boot.
+ * - `gpu`: the base plus stand-ins for the NVIDIA container toolkit: `/usr/bin/nvidia-ctk`
+ *   writes its arguments and the linker's view of `libcuda` into the CDI spec it is told to
+ *   generate, and `/usr/bin/nvidia-container-runtime` exists.
  *
  * Device nodes of the base are left out of the layer (container images carry none; nspawn
  * populates /dev), and agentd refuses them in a layer anyway.
  */
 import { createHash } from 'node:crypto';
 import { createReadStream, existsSync } from 'node:fs';
-import { mkdir, mkdtemp, rename, rm, stat, writeFile } from 'node:fs/promises';
+import { chmod, mkdir, mkdtemp, rename, rm, stat, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import { pipeline } from 'node:stream/promises';
 import * as tar from 'tar';
@@ -25,8 +28,8 @@ import { RECIPE_ID, ensureBaseTarball, realHostCacheDir } from './rootfs.js';
 import { runOk } from './run.js';
 
 /** Bump when what the images contain changes: the cache key. */
-const IMAGES_REV = 2;
-export const MACHINE_IMAGE_TAGS = ['v1', 'v2', 'noboot'] as const;
+const IMAGES_REV = 3;
+export const MACHINE_IMAGE_TAGS = ['v1', 'v2', 'noboot', 'gpu'] as const;
 export type MachineImageTag = (typeof MACHINE_IMAGE_TAGS)[number];
 
 interface Descriptor {
@@ -63,16 +66,38 @@ async function addBlobJson(layout: string, value: unknown, mediaType: string): P
 }
 
 /** A small layer from `files` (path → content; an empty content with a `.wh.` name is a whiteout). */
-async function smallLayer(work: string, name: string, files: Record<string, string>): Promise<string> {
+async function smallLayer(
+  work: string,
+  name: string,
+  files: Record<string, string | { content: string; mode: number }>,
+): Promise<string> {
   const dir = path.join(work, name);
-  for (const [rel, content] of Object.entries(files)) {
+  for (const [rel, file] of Object.entries(files)) {
     await mkdir(path.dirname(path.join(dir, rel)), { recursive: true });
-    await writeFile(path.join(dir, rel), content);
+    const { content, mode } = typeof file === 'string' ? { content: file, mode: 0o644 } : file;
+    await writeFile(path.join(dir, rel), content, { mode });
+    await chmod(path.join(dir, rel), mode);
   }
   const file = path.join(work, `${name}.tar`);
   await tar.c({ cwd: dir, file, portable: true }, Object.keys(files));
   return file;
 }
+
+/** `nvidia-ctk cdi generate --output=FILE …`: a CDI spec naming what the linker finds of libcuda. */
+const NVIDIA_CTK_STAND_IN = [
+  '#!/bin/sh',
+  'set -eu',
+  'out=',
+  'for a in "$@"; do case "$a" in --output=*) out="${a#--output=}" ;; esac; done',
+  '[ "$1 $2" = "cdi generate" ] && [ -n "$out" ] || { echo "nvidia-ctk stand-in: $*" >&2; exit 2; }',
+  '{',
+  '  echo "cdiVersion: 0.5.0"',
+  '  echo "kind: nvidia.com/gpu"',
+  '  echo "# args: $*"',
+  '  ldconfig -p | grep libcuda | sed "s/^/# ldconfig: /"',
+  '} > "$out"',
+  '',
+].join('\n');
 
 let building: Promise<string> | undefined;
 
@@ -126,6 +151,20 @@ async function buildLayout(layout: string, base: string): Promise<void> {
     const extra: Record<MachineImageTag, Layer[]> = {
       v1: [],
       v2: [await zstd(await smallLayer(work, 'v2', { 'etc/agentd-test-image': 'v2\n' }))],
+      gpu: [
+        await plain(
+          await smallLayer(work, 'gpu', {
+            'usr/bin/nvidia-ctk': {
+              content: NVIDIA_CTK_STAND_IN,
+              mode: 0o755,
+            },
+            'usr/bin/nvidia-container-runtime': {
+              content: '#!/bin/sh\nexec /usr/local/bin/runc "$@"\n',
+              mode: 0o755,
+            },
+          }),
+        ),
+      ],
       noboot: [
         await plain(
           await smallLayer(work, 'noboot', {

@@ -39,6 +39,18 @@ describe('readHostInfo', () => {
     expect((await readHostInfo(createHostPaths(root))).hostname).toBe(os.hostname());
   });
 
+  it("takes the running hostname (the Node's name) over /etc/hostname when they differ", async () => {
+    const root = await hostRoot();
+    await put(root, '/proc/sys/kernel/hostname', 'node-a-renamed\n');
+    expect((await readHostInfo(createHostPaths(root))).hostname).toBe('node-a-renamed');
+  });
+
+  it('refuses a running hostname that is not one, naming the kernel file', async () => {
+    const root = await hostRoot();
+    await put(root, '/proc/sys/kernel/hostname', 'bad name\n');
+    await expect(readHostInfo(createHostPaths(root))).rejects.toThrow(/proc\/sys\/kernel\/hostname/);
+  });
+
   it('refuses a hostname that is not one', async () => {
     const root = await hostRoot();
     await put(root, '/etc/hostname', 'bad name\n');
@@ -74,16 +86,24 @@ describe('readHostInfo', () => {
     await expect(readHostInfo(createHostPaths(root))).rejects.toMatchObject({ code: 'PRECONDITION_FAILED' });
   });
 
-  it('lists /dev/kvm and the NVIDIA devices, sorted, and nothing else', async () => {
+  it('lists /dev/kvm and the NVIDIA device nodes (each node of nvidia-caps), sorted, and nothing else', async () => {
     const root = await hostRoot();
     for (const dev of ['kvm', 'nvidiactl', 'nvidia0', 'nvidia-uvm', 'null', 'sda', 'kvm2', 'nvidia bad']) {
       await put(root, `/dev/${dev}`, '');
     }
-    await mkdir(path.join(root, 'dev', 'nvidia-caps'));
-    const info = await readHostInfo(createHostPaths(root));
+    await put(root, '/dev/nvidia-caps/nvidia-cap1', '');
+    await put(root, '/usr/lib/x86_64-linux-gnu/libcuda.so.1', '');
+    await put(root, '/usr/lib/x86_64-linux-gnu/libnvidia-ml.so.1', '');
+    const cache =
+      '\tlibcuda.so.1 (libc6,x86-64) => /usr/lib/x86_64-linux-gnu/libcuda.so.1\n' +
+      '\tlibnvidia-ml.so.1 (libc6,x86-64) => /usr/lib/x86_64-linux-gnu/libnvidia-ml.so.1\n';
+    const runner = {
+      run: async () => ({ command: 'ldconfig -p', exitCode: 0, stdout: cache, stderr: '', durationMs: 0 }),
+    };
+    const info = await readHostInfo(createHostPaths(root), { runner });
     expect(info.devices).toEqual([
       '/dev/kvm',
-      '/dev/nvidia-caps',
+      '/dev/nvidia-caps/nvidia-cap1',
       '/dev/nvidia-uvm',
       '/dev/nvidia0',
       '/dev/nvidiactl',

@@ -43,6 +43,41 @@ describe('kubelet config.yaml', () => {
     });
   });
 
+  it("carries upstream's kubelet flags as their KubeletConfiguration fields", () => {
+    const doc = parse(renderKubeletConfig(config())) as Record<string, unknown>;
+    expect(doc).toMatchObject({
+      staticPodPath: '/etc/kubernetes/manifests/',
+      volumePluginDir: '/etc/kubernetes/volumeplugins',
+      protectKernelDefaults: true,
+      eventRecordQPS: 0,
+      runtimeRequestTimeout: '15m0s',
+      readOnlyPort: 0,
+      streamingConnectionIdleTimeout: '4h0m0s',
+      podPidsLimit: -1,
+      enforceNodeAllocatable: ['pods'],
+    });
+    expect(doc.tlsCipherSuites).toEqual([
+      'TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256',
+      'TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256',
+      'TLS_ECDHE_ECDSA_WITH_CHACHA20_POLY1305',
+      'TLS_ECDHE_RSA_WITH_AES_256_GCM_SHA384',
+      'TLS_ECDHE_RSA_WITH_CHACHA20_POLY1305',
+      'TLS_ECDHE_ECDSA_WITH_AES_256_GCM_SHA384',
+      'TLS_RSA_WITH_AES_256_GCM_SHA384',
+      'TLS_RSA_WITH_AES_128_GCM_SHA256',
+    ]);
+  });
+
+  it('rotates certificates only when kubelet joins with TLS bootstrap', () => {
+    const token = parse(renderKubeletConfig(config())) as Record<string, unknown>;
+    const exec = parse(renderKubeletConfig(config({ ExecCredential: { command: 'tok' } }))) as Record<
+      string,
+      unknown
+    >;
+    expect(token.rotateCertificates).toBe(true);
+    expect(exec.rotateCertificates).toBe(false);
+  });
+
   it('renders an IPv6 cluster DNS address as a string', () => {
     const c = structuredClone(config());
     c.Cluster.ClusterDNS = 'fd00::a';

@@ -27,9 +27,37 @@ describe('kubelet.service', () => {
     expect(values(s, 'Service', 'ExecStart')).toEqual(['/usr/local/bin/kubelet']);
     expect(values(s, 'Service', 'Restart')).toEqual(['always']);
   });
+
+  it('reads /etc/default/kubelet when it exists, as upstream', () => {
+    const s = parseSections(renderKubeletService());
+    expect(values(s, 'Service', 'EnvironmentFile')).toEqual(['-/etc/default/kubelet']);
+  });
+
+  it("restarts after 1 s with upstream's backoff and takes exit 143 (SIGTERM) as a stop", () => {
+    const s = parseSections(renderKubeletService());
+    expect(values(s, 'Service', 'RestartSec')).toEqual(['1']);
+    expect(values(s, 'Service', 'RestartSteps')).toEqual(['10']);
+    expect(values(s, 'Service', 'RestartMaxDelaySec')).toEqual(['60']);
+    expect(values(s, 'Service', 'SuccessExitStatus')).toEqual(['143']);
+  });
 });
 
 describe('10-agentd.conf', () => {
+  it('passes no --bootstrap-kubeconfig with an exec credential: kubelet uses its kubeconfig as is', () => {
+    const s = parseSections(
+      renderKubeletDropIn(config({ Auth: { ExecCredential: { command: '/usr/local/bin/tok' } } })),
+    );
+    expect(values(s, 'Service', 'Environment')).toContain(
+      '"KUBELET_KUBECONFIG_ARGS=--kubeconfig=/var/lib/kubelet/kubeconfig"',
+    );
+    expect(values(s, 'Service', 'Environment').join(' ')).not.toContain('bootstrap');
+  });
+
+  it("ends the command line with the operator's KUBELET_TUNING_ARGS and KUBELET_EXTRA_ARGS", () => {
+    const s = parseSections(renderKubeletDropIn(config()));
+    expect(values(s, 'Service', 'ExecStart')[1]).toMatch(/ \$KUBELET_TUNING_ARGS \$KUBELET_EXTRA_ARGS$/);
+  });
+
   it('carries the version line the simulated host reads, without a leading v', () => {
     const text = renderKubeletDropIn(config({}, 'v1.35.2'));
     expect(text.split('\n')).toContain('Environment=AGENTD_KUBERNETES_VERSION=1.35.2');
@@ -39,7 +67,7 @@ describe('10-agentd.conf', () => {
     const s = parseSections(renderKubeletDropIn(config()));
     expect(values(s, 'Service', 'ExecStart')).toEqual([
       '',
-      '/usr/local/bin/kubelet $KUBELET_KUBECONFIG_ARGS $KUBELET_CONFIG_ARGS $KUBELET_NODE_ARGS',
+      '/usr/local/bin/kubelet $KUBELET_KUBECONFIG_ARGS $KUBELET_CONFIG_ARGS $KUBELET_NODE_ARGS $KUBELET_TUNING_ARGS $KUBELET_EXTRA_ARGS',
     ]);
     expect(values(s, 'Service', 'Environment')).toContain(
       '"KUBELET_KUBECONFIG_ARGS=--bootstrap-kubeconfig=/var/lib/kubelet/bootstrap-kubeconfig --kubeconfig=/var/lib/kubelet/kubeconfig"',

@@ -15,7 +15,17 @@ import { useTempDirs } from './tmp-dir.js';
 const HOST = {
   hostname: 'node-a',
   resolvConf: 'nameserver 10.1.0.2\n',
-  devices: ['/dev/kvm', '/dev/nvidia0', '/dev/nvidia-caps'],
+  devices: ['/dev/kvm', '/dev/nvidia0', '/dev/nvidia-caps/nvidia-cap1', '/dev/dri/card0'],
+};
+
+const GPU = {
+  devices: ['/dev/nvidia0', '/dev/nvidia-caps/nvidia-cap1', '/dev/dri/card0'],
+  libraryDirs: ['/usr/lib/x86_64-linux-gnu', '/opt/nvidia/lib64'],
+  libraries: [
+    { name: 'libcuda.so.1', hostPath: '/usr/lib/x86_64-linux-gnu/libcuda.so.1', dirIndex: 0 },
+    { name: 'libnvidia-ptx.so.1', hostPath: '/opt/nvidia/lib64/libnvidia-ptx.so.1', dirIndex: 1 },
+  ],
+  machineLibDir: '/usr/lib/x86_64-linux-gnu',
 };
 
 describe('nspawn settings', () => {
@@ -29,7 +39,29 @@ describe('nspawn settings', () => {
     ]);
     expect(s.get('Network')).toEqual([['VirtualEthernet', 'no']]);
     expect(values(s, 'Files', 'BindReadOnly')).toEqual(['/lib/modules']);
-    expect(values(s, 'Files', 'Bind')).toEqual(['/dev/kvm', '/dev/nvidia0', '/dev/nvidia-caps']);
+    expect(values(s, 'Files', 'Bind')).toEqual([
+      '/dev/kvm',
+      '/dev/nvidia0',
+      '/dev/nvidia-caps/nvidia-cap1',
+      '/dev/dri/card0',
+    ]);
+  });
+
+  it('binds each GPU driver library directory read-only at /run/host-nvidia/<i>', () => {
+    const s = parseSections(renderNspawnSettings('kube1', HOST.devices, GPU));
+    expect(values(s, 'Files', 'BindReadOnly')).toEqual([
+      '/lib/modules',
+      '/usr/lib/x86_64-linux-gnu:/run/host-nvidia/0',
+      '/opt/nvidia/lib64:/run/host-nvidia/1',
+    ]);
+  });
+
+  it('refuses a library directory nspawn would misread', () => {
+    for (const bad of ['/a:b', 'relative/lib', '/usr/../etc', '/a b']) {
+      expect(() => renderNspawnSettings('kube1', [], { ...GPU, libraryDirs: [bad] }), bad).toThrow(
+        expect.objectContaining({ code: 'INVALID_CONFIG' }),
+      );
+    }
   });
 
   it('binds nothing extra on a host without devices', () => {
@@ -63,9 +95,10 @@ describe('nspawn service drop-in', () => {
     const s = parseSections(renderNspawnDropIn('kube2', HOST.devices));
     expect(values(s, 'Service', 'ExecStartPre')).toEqual(['-/usr/bin/machinectl terminate kube2']);
     expect(values(s, 'Service', 'DeviceAllow')).toEqual([
-      '/dev/kvm rw',
-      '/dev/nvidia0 rw',
-      'char-nvidia-caps rw',
+      '/dev/kvm rwm',
+      '/dev/nvidia0 rwm',
+      '/dev/nvidia-caps/nvidia-cap1 rwm',
+      '/dev/dri/card0 rwm',
     ]);
   });
 });

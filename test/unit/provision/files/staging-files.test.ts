@@ -1,4 +1,4 @@
-import { lstat, readFile, readdir, readlink } from 'node:fs/promises';
+import { lstat, mkdir, readFile, readdir, readlink } from 'node:fs/promises';
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { agentConfigSchema, type AgentConfig } from '../../../../src/config/agent-config.js';
@@ -97,14 +97,43 @@ describe('writeStagingFiles', () => {
     expect(await readdir(rootfs)).toEqual([]);
   });
 
-  it('lists the same paths for either auth form and renders no content into the list', () => {
+  it("makes the static pods' directory 0700, empty, and keeps it 0700 when it exists", async () => {
+    const rootfs = await tempDir();
+    await mkdir(path.join(rootfs, 'etc/kubernetes/manifests'), { recursive: true, mode: 0o755 });
+    await writeStagingFiles(rootfs, parse());
+    const dir = path.join(rootfs, 'etc/kubernetes/manifests');
+    expect((await lstat(dir)).mode & 0o777).toBe(0o700);
+    expect(await readdir(dir)).toEqual([]);
+  });
+
+  it("writes kubelet's kubeconfig itself with an exec credential, and no bootstrap kubeconfig", async () => {
+    const rootfs = await tempDir();
+    const exec = parse({
+      Kubelet: { ...makeAgentConfig().Kubelet, Auth: { ExecCredential: { command: 'tok' } } },
+    });
+    await writeStagingFiles(rootfs, exec);
+    const kubeconfig = path.join(rootfs, 'var/lib/kubelet/kubeconfig');
+    expect((await lstat(kubeconfig)).mode & 0o777).toBe(0o600);
+    expect(await readFile(kubeconfig, 'utf8')).toContain('command: tok');
+    await expect(lstat(path.join(rootfs, 'var/lib/kubelet/bootstrap-kubeconfig'))).rejects.toThrow(/ENOENT/);
+    // The same file in every machine: the node keeps its identity through a repave.
+    const again = await tempDir();
+    await writeStagingFiles(again, exec);
+    expect(await readFile(path.join(again, 'var/lib/kubelet/kubeconfig'), 'utf8')).toBe(
+      await readFile(kubeconfig, 'utf8'),
+    );
+  });
+
+  it('lists the kubeconfig each auth form writes and renders no content into the list', () => {
     const token = stagedFileList(parse());
     const exec = stagedFileList(
       parse({
         Kubelet: { ...makeAgentConfig().Kubelet, Auth: { ExecCredential: { command: 'tok' } } },
       }),
     );
-    expect(exec).toEqual(token);
+    expect(exec.map((f) => f.path)).toEqual(
+      token.map((f) => (f.path === ROOTFS_FILES.bootstrapKubeconfig ? ROOTFS_FILES.kubeconfig : f.path)),
+    );
     expect(JSON.stringify(token)).not.toContain(TEST_BOOTSTRAP_TOKEN);
     expect(renderStagingFiles(parse()).map((e) => e.path)).toEqual(
       token.filter((f) => f.phase === 'stage').map((f) => f.path),

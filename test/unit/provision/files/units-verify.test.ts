@@ -13,6 +13,8 @@ import { createHostPaths } from '../../../../src/host/paths.js';
 import { writeNspawnFiles } from '../../../../src/provision/files/nspawn-files.js';
 import { writeOsFiles } from '../../../../src/provision/files/os-files.js';
 import { writeStagingFiles } from '../../../../src/provision/files/staging-files.js';
+import { writeRootfsEntries } from '../../../../src/provision/files/rootfs-entry.js';
+import { renderGpuFiles } from '../../../../src/provision/gpu/gpu-files.js';
 import { makeAgentConfig } from '../../../support/agent-config.js';
 import { useTempDirs } from './tmp-dir.js';
 
@@ -41,6 +43,9 @@ async function findTool(): Promise<{ analyze: string; unitDir: string } | undefi
 }
 
 const tool = await findTool();
+const SYSTEMD_VERSION = tool
+  ? Number(/systemd (\d+)/.exec((await run(tool.analyze, ['--version'])).stdout)?.[1] ?? 0)
+  : 0;
 const required = process.env.AGENTD_REQUIRE_SYSTEM_TESTS === '1';
 
 describe.skipIf(!tool && !required)('generated units pass systemd-analyze verify', () => {
@@ -74,19 +79,43 @@ describe.skipIf(!tool && !required)('generated units pass systemd-analyze verify
       resolvConf: '',
       devices: ['/dev/kvm'],
     });
+    // A GPU host's machine: the setup unit and containerd's drop-in that requires it.
+    await writeRootfsEntries(
+      root,
+      renderGpuFiles({
+        devices: ['/dev/nvidia0'],
+        libraryDirs: ['/usr/lib/x86_64-linux-gnu'],
+        libraries: [
+          { name: 'libcuda.so.1', hostPath: '/usr/lib/x86_64-linux-gnu/libcuda.so.1', dirIndex: 0 },
+        ],
+        machineLibDir: '/usr/lib/x86_64-linux-gnu',
+      }),
+    );
     await cp(unitDir, path.join(root, 'usr/lib/systemd/system'), { recursive: true, verbatimSymlinks: true });
     for (const bin of [
       'usr/local/bin/kubelet',
       'usr/local/bin/containerd',
       'usr/bin/machinectl',
       'usr/bin/systemd-nspawn',
+      'usr/bin/find',
+      'usr/bin/ln',
+      'usr/bin/mkdir',
+      'usr/sbin/ldconfig',
+      'usr/bin/nvidia-ctk',
     ]) {
       await mkdir(path.dirname(path.join(root, bin)), { recursive: true });
       await writeFile(path.join(root, bin), '#!/bin/sh\nexit 0\n', { mode: 0o755 });
     }
     const result = await run(
       analyze,
-      ['verify', `--root=${root}`, 'containerd.service', 'kubelet.service', 'systemd-nspawn@kube1.service'],
+      [
+        'verify',
+        `--root=${root}`,
+        'containerd.service',
+        'kubelet.service',
+        'agentd-nvidia-setup.service',
+        'systemd-nspawn@kube1.service',
+      ],
       { timeout: 20_000 },
     ).then(
       (r) => ({ code: 0, stderr: r.stderr }),
@@ -95,7 +124,13 @@ describe.skipIf(!tool && !required)('generated units pass systemd-analyze verify
         stderr: err.stderr ?? String(err),
       }),
     );
-    const ours = result.stderr.split('\n').filter((l) => /kubelet|containerd|nspawn|agentd/.test(l));
+    // The restart backoff keys came with systemd 254 (the machine image has 255); an older
+    // systemd-analyze names them unknown, and systemd itself ignores them.
+    const backoffKey = /Unknown key '(RestartSteps|RestartMaxDelaySec)' in section \[Service\]/;
+    const ours = result.stderr
+      .split('\n')
+      .filter((l) => /kubelet|containerd|nspawn|agentd|nvidia/.test(l))
+      .filter((l) => !(SYSTEMD_VERSION < 254 && backoffKey.test(l)));
     expect(ours).toEqual([]);
     expect(result.code, result.stderr).toBe(0);
   });
