@@ -70,6 +70,7 @@ async function recoverJournal(d: RecoveryDeps): Promise<RecoveryReport | null> {
   if (!journal || journal.closed) return takeover(d);
   const log = d.logger.child({ recovery: journal.operationId });
   log.warn({ journal }, 'found an open journal: the daemon stopped during an operation; recovering');
+  failpoint('recovery.start');
   const actions: RecoveryReport['actions'] = [];
   const step = async (name: string, fn: () => Promise<void>): Promise<boolean> => {
     try {
