@@ -22,12 +22,22 @@ export const FAULTS: readonly Fault[] = ['disk-full', 'descriptors'];
 export const canFault = process.getuid?.() === 0;
 
 /** Move the node's state dir onto a tmpfs of its own: what it holds now plus `marginBytes`. */
-export async function mountStateTmpfs(node: SimNode, marginBytes = 48 * 1024 * 1024): Promise<() => Promise<void>> {
+export async function mountStateTmpfs(
+  node: SimNode,
+  marginBytes = 48 * 1024 * 1024,
+): Promise<() => Promise<void>> {
   const used = Number((await run('du', ['-sb', node.stateDir])).stdout.split(/\s/)[0]);
   const aside = `${node.stateDir}.aside`;
   await rename(node.stateDir, aside);
   await mkdir(node.stateDir, { mode: 0o700 });
-  await run('mount', ['-t', 'tmpfs', '-o', `size=${used * 2 + marginBytes},mode=0700`, 'tmpfs', node.stateDir]);
+  await run('mount', [
+    '-t',
+    'tmpfs',
+    '-o',
+    `size=${used * 2 + marginBytes},mode=0700`,
+    'tmpfs',
+    node.stateDir,
+  ]);
   await run('cp', ['-a', `${aside}/.`, node.stateDir]);
   await rm(aside, { recursive: true, force: true });
   return async () => {
@@ -83,14 +93,19 @@ export async function applyFault(node: SimNode, fault: Fault): Promise<() => Pro
 /** Wait until the process is stopped (SIGSTOP from a `stop:` failpoint). */
 export async function waitStopped(d: TestDaemon, point: string): Promise<void> {
   await waitFor(`agentd to stop at ${point}\n${d.logs()}`, async () => {
-    if (d.proc.exitCode !== null || d.proc.signalCode !== null) throw new Error(`agentd exited:\n${d.logs()}`);
+    if (d.proc.exitCode !== null || d.proc.signalCode !== null)
+      throw new Error(`agentd exited:\n${d.logs()}`);
     const st = await readFile(`/proc/${d.pid}/stat`, 'utf8').catch(() => '');
     return /\) [Tt] /.test(st);
   });
 }
 
 /** Wait for a log line of the daemon (no socket needed: descriptors may be exhausted). */
-export async function waitLog(d: TestDaemon, what: string, match: (line: Record<string, unknown>) => boolean): Promise<void> {
+export async function waitLog(
+  d: TestDaemon,
+  what: string,
+  match: (line: Record<string, unknown>) => boolean,
+): Promise<void> {
   const deadline = Date.now() + 60_000;
   for (;;) {
     for (const line of d.logs().split('\n')) {
@@ -102,7 +117,8 @@ export async function waitLog(d: TestDaemon, what: string, match: (line: Record<
       }
     }
     if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}:\n${d.logs()}`);
-    if (d.proc.exitCode !== null || d.proc.signalCode !== null) throw new Error(`agentd exited:\n${d.logs()}`);
+    if (d.proc.exitCode !== null || d.proc.signalCode !== null)
+      throw new Error(`agentd exited:\n${d.logs()}`);
     await new Promise((r) => setTimeout(r, 20));
   }
 }
@@ -136,11 +152,14 @@ export async function recordOnDisk(node: SimNode, id: string): Promise<Op | null
 export async function expectCaughtUp(node: SimNode, opId: string, active: Machine): Promise<Op> {
   await waitFor('agentd to be ready', async () => (await readyz(node).catch(() => 0)) === 200);
   let status = await node.status();
-  await waitFor(`owed writes and the reserve caught up: ${JSON.stringify(status.node.warnings)}`, async () => {
-    status = await node.status();
-    const disk = await recordOnDisk(node, opId);
-    return status.node.warnings.length === 0 && disk !== null && disk.state !== 'running';
-  });
+  await waitFor(
+    `owed writes and the reserve caught up: ${JSON.stringify(status.node.warnings)}`,
+    async () => {
+      status = await node.status();
+      const disk = await recordOnDisk(node, opId);
+      return status.node.warnings.length === 0 && disk !== null && disk.state !== 'running';
+    },
+  );
   expect(status.node.activeMachine).toBe(active);
   expect(status.node.machines.filter((m) => m.state === 'running')).toEqual([
     { name: active, state: 'running', kubelet: 'active' },
