@@ -5,7 +5,7 @@
  * (which machine runs and serves) and against each other. A machine that serves the node is
  * never stopped or removed on a file's word alone.
  */
-import { describeError } from '../errors.js';
+import { AgentError, describeError } from '../errors.js';
 import type { MachineInspection, MachineManager } from '../host/machines.js';
 import { alternateMachine, MACHINE_NAMES, type MachineName } from '../host/types.js';
 import type { Journal } from './journal.js';
@@ -45,31 +45,63 @@ export function factsOf(info: MachineInspection, onDisk: boolean): MachineFacts 
   };
 }
 
-/** Ask the host about both machines; one that cannot be asked is `known: false`. Never throws. */
+/** Ask the host about one machine; one that cannot be asked is `known: false`. Never throws. */
+export async function observeMachine(
+  machines: Pick<MachineManager, 'inspect'>,
+  m: MachineName,
+  o: ObserveOptions = {},
+): Promise<MachineFacts> {
+  try {
+    const inspect = (): Promise<MachineInspection> => machines.inspect(m, o.signal);
+    let info = await (o.reserve ? o.reserve.retry(inspect) : inspect());
+    // An inspection that could not ask (kubelet `unknown`: the host commands failed, as they
+    // do with no descriptor left) is asked once more on the descriptor reserve.
+    if (info.kubelet === 'unknown' && o.reserve && (await o.reserve.release('descriptors'))) {
+      try {
+        info = await inspect();
+      } finally {
+        await o.reserve.ensure();
+      }
+    }
+    if (info.kubelet === 'unknown' && !info.running) throw new Error(`inspect ${m}: the host did not answer`);
+    // Without a way to look at the disk, a machine is taken to exist (nothing is assumed gone).
+    const disk = info.registered || info.running || !o.onDisk ? true : await o.onDisk(m).catch(() => true);
+    return factsOf(info, disk);
+  } catch (err) {
+    return { name: m, known: false, exists: true, running: true, serving: true, error: describeError(err) };
+  }
+}
+
+/** Ask the host about both machines (see `observeMachine`). Never throws. */
 export async function observeHost(
   machines: Pick<MachineManager, 'inspect'>,
   o: ObserveOptions = {},
 ): Promise<HostFacts> {
   const out = {} as HostFacts;
-  for (const m of MACHINE_NAMES) {
-    try {
-      const inspect = (): Promise<MachineInspection> => machines.inspect(m, o.signal);
-      const info = await (o.reserve ? o.reserve.retry(inspect) : inspect());
-      // Without a way to look at the disk, a machine is taken to exist (nothing is assumed gone).
-      const disk = info.registered || info.running || !o.onDisk ? true : await o.onDisk(m).catch(() => true);
-      out[m] = factsOf(info, disk);
-    } catch (err) {
-      out[m] = {
-        name: m,
-        known: false,
-        exists: true,
-        running: true,
-        serving: true,
-        error: describeError(err),
-      };
-    }
-  }
+  for (const m of MACHINE_NAMES) out[m] = await observeMachine(machines, m, o);
   return out;
+}
+
+/**
+ * Stop `m` and make sure it no longer runs: a stop that reports success while the host could not
+ * act (no descriptor left for its commands) is tried again on the descriptor reserve.
+ */
+export async function stopConfirmed(
+  machines: Pick<MachineManager, 'inspect' | 'stop'>,
+  m: MachineName,
+  o: ObserveOptions = {},
+): Promise<void> {
+  const stop = (): Promise<void> => machines.stop(m);
+  for (let attempt = 0; attempt < 2; attempt++) {
+    await (o.reserve ? o.reserve.retry(stop) : stop());
+    const f = await observeMachine(machines, m, o);
+    if (f.known && !f.running) return;
+    if (attempt === 0 && !(o.reserve && (await o.reserve.release('descriptors')))) break;
+  }
+  await o.reserve?.ensure();
+  throw new AgentError('COMMAND_FAILED', `stop ${m}: the machine still runs after it was stopped`, {
+    data: { machine: m },
+  });
 }
 
 /** The machine that serves the node, when exactly one does. */

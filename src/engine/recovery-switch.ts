@@ -11,7 +11,7 @@
  */
 import type { Logger } from 'pino';
 import { alternateMachine, type MachineName } from '../host/types.js';
-import { observeHost, refuseDestroy, type HostFacts } from './host-truth.js';
+import { observeHost, refuseDestroy, stopConfirmed, type HostFacts } from './host-truth.js';
 import type { Journal } from './journal.js';
 import type { RecoveryDeps, RecoveryAction } from './recovery.js';
 import { failpoint } from '../host/failpoints.js';
@@ -84,7 +84,11 @@ export async function recoverSwitch(
 
   // Two machines never run at once: the other one stops first, and is removed only once the
   // named one runs and is verified.
-  if (loser && before[loser].running) await t.step(`stop ${loser}`, () => d.machines.stop(loser));
+  if (loser && before[loser].running) {
+    await t.step(`stop ${loser}`, () =>
+      stopConfirmed(d.machines, loser, { onDisk: d.onDisk, reserve: d.reserve }),
+    );
+  }
   failpoint('recovery.switch.mid');
   const up = await t.bringUp(winner);
   if (up) {

@@ -21,7 +21,7 @@ import type { Metrics } from '../metrics/metrics.js';
 import type { AgentConfig } from '../config/agent-config.js';
 import type { AppliedConfigStore } from './applied-config-store.js';
 import type { DeferredWrites } from './deferred-writes.js';
-import { describeNode, observeHost, refuseDestroy, type HostFacts } from './host-truth.js';
+import { describeNode, observeHost, refuseDestroy, stopConfirmed, type HostFacts } from './host-truth.js';
 import { writeNodeStateOn } from './node-state.js';
 import type { StateReserve } from './reserve.js';
 import type { OperationRecorder } from './operation-recorder.js';
@@ -303,7 +303,8 @@ export async function runUpdate(
         hooks.onPointOfNoReturn?.();
         await journal.set({ sourceStopped: true });
         downStartedAt = clock.now();
-        await machines.stop(source);
+        // Confirmed: a stop whose commands could not run must not leave two machines running.
+        await stopConfirmed(machines, source, { onDisk: d.onDisk, reserve: d.reserve });
       });
     } else {
       await skip('stop');
@@ -471,7 +472,8 @@ async function handleFailure(
       return false;
     }
   };
-  const facts = (): Promise<HostFacts> => observeHost(machines, { onDisk: d.onDisk, reserve: d.reserve });
+  const observing = { onDisk: d.onDisk, reserve: d.reserve };
+  const facts = (): Promise<HostFacts> => observeHost(machines, observing);
   /** Whether `m` may be stopped and removed now; a refusal is a failed step saying why. */
   const mayDestroy = async (m: MachineName, neverStarted: boolean): Promise<boolean> => {
     const refused = refuseDestroy(m, await facts(), { neverStarted });
@@ -509,7 +511,7 @@ async function handleFailure(
     // Before stop: the node never stopped serving. Undo what was done on the target — never a
     // target that runs: this update did not start it (a node.json naming the wrong machine).
     if (await mayDestroy(target, true)) {
-      await attempt(`stop ${target}`, () => machines.stop(target));
+      await attempt(`stop ${target}`, () => stopConfirmed(machines, target, observing));
       await removeTarget();
     }
     await uncordon();
@@ -532,7 +534,7 @@ async function handleFailure(
       error: `the host has no machine ${source}; ${target} is left as it is`,
     });
   } else {
-    await attempt(`stop ${target}`, () => machines.stop(target));
+    await attempt(`stop ${target}`, () => stopConfirmed(machines, target, observing));
   }
   failpoint('update.rollback.mid');
   const back =

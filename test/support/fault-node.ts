@@ -161,9 +161,11 @@ export async function expectCaughtUp(node: SimNode, opId: string, active: Machin
     },
   );
   expect(status.node.activeMachine).toBe(active);
-  expect(status.node.machines.filter((m) => m.state === 'running')).toEqual([
-    { name: active, state: 'running', kubelet: 'active' },
-  ]);
+  const ended = await node.call<Op>('operations.get', { id: opId });
+  expect(
+    status.node.machines.filter((m) => m.state === 'running'),
+    `${JSON.stringify(ended)}\n${node.daemon?.logs() ?? ''}`,
+  ).toEqual([{ name: active, state: 'running', kubelet: 'active' }]);
   const op = await node.call<Op>('operations.get', { id: opId });
   expect(op.phases.filter((p) => p.state === 'running' || p.state === 'pending')).toEqual([]);
   const disk = await recordOnDisk(node, opId);
