@@ -13,8 +13,28 @@ import type { Logger } from 'pino';
 import { alternateMachine, type MachineName } from '../host/types.js';
 import { observeHost, refuseDestroy, stopConfirmed, type HostFacts } from './host-truth.js';
 import type { Journal } from './journal.js';
-import type { RecoveryDeps, RecoveryAction } from './recovery.js';
+import type { MachineManager } from '../host/machines.js';
+import type { AppliedConfigStore } from './applied-config-store.js';
+import type { StateReserve } from './reserve.js';
 import { failpoint } from '../host/failpoints.js';
+
+/** One recovery step (a `RecoveryReport` action); `deferred`: not done now, left for agentd to finish once ready (the uncordon). */
+export interface RecoveryAction {
+  step: string;
+  ok: boolean;
+  error?: string;
+  deferred?: boolean;
+  /** Not done because the host disagreed with the journal (docs/architecture.md, "Recovery checks"). */
+  refused?: boolean;
+}
+
+/** What the switch recovery needs of recovery's dependencies. */
+export interface SwitchDeps {
+  machines: MachineManager;
+  applied: Pick<AppliedConfigStore, 'read'>;
+  reserve?: StateReserve;
+  onDisk?: (m: MachineName) => Promise<boolean>;
+}
 
 export interface SwitchTools {
   step(name: string, fn: () => Promise<void>): Promise<boolean>;
@@ -32,7 +52,7 @@ export interface SwitchRecovery {
   ok: boolean;
 }
 
-async function hasAppliedConfig(d: RecoveryDeps, m: MachineName): Promise<boolean> {
+async function hasAppliedConfig(d: SwitchDeps, m: MachineName): Promise<boolean> {
   try {
     return (await d.applied.read(m)) !== null;
   } catch {
@@ -41,7 +61,7 @@ async function hasAppliedConfig(d: RecoveryDeps, m: MachineName): Promise<boolea
 }
 
 export async function recoverSwitch(
-  d: RecoveryDeps,
+  d: SwitchDeps,
   journal: Journal,
   t: SwitchTools,
 ): Promise<SwitchRecovery> {

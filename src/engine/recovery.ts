@@ -19,7 +19,9 @@ import type { OperationState } from './operation.js';
 import type { OperationStore } from './operation-store.js';
 import type { Provisioner } from '../provision/provisioner-contract.js';
 import type { NodeDrainer } from './update.js';
-import { recoverSwitch } from './recovery-switch.js';
+import { recoverSwitch, type RecoveryAction } from './recovery-switch.js';
+
+export type { RecoveryAction };
 
 export interface RecoveryDeps {
   stateDir: string;
@@ -37,16 +39,6 @@ export interface RecoveryDeps {
   deferred?: DeferredWrites;
   /** Whether a machine's rootfs is on disk. */
   onDisk?: (m: MachineName) => Promise<boolean>;
-}
-
-/** One recovery step; `deferred`: not done now, left for agentd to finish once ready (the uncordon). */
-export interface RecoveryAction {
-  step: string;
-  ok: boolean;
-  error?: string;
-  deferred?: boolean;
-  /** Not done because the host disagreed with the journal (docs/architecture.md, "Recovery checks"). */
-  refused?: boolean;
 }
 
 export interface RecoveryReport {
