@@ -94,6 +94,23 @@ describe('runUpdate when the history cannot be written', () => {
   });
 });
 
+describe('OperationRecorder.finish', () => {
+  it('an ended operation shows no phase still running or pending (issue 40)', async () => {
+    const f = await createEngineFixture();
+    const rec = f.recorder(['provision', 'stage', 'commit']);
+    await rec.start();
+    await rec.phaseStarted('provision');
+    // The body ended without ending its phase (an unexpected throw).
+    await rec.finish('failed', {}, new NoSpaceError('write x: no space left on device'));
+    expect(rec.op.phases.map((p) => [p.name, p.state, p.error?.code ?? null])).toEqual([
+      ['provision', 'failed', 'NO_SPACE'],
+      ['stage', 'skipped', null],
+      ['commit', 'skipped', null],
+    ]);
+    expect(f.store.get(rec.op.id)?.phases.filter((p) => p.state === 'running')).toEqual([]);
+  });
+});
+
 describe('runUpdate on a node.json that names the wrong machine (issue 40)', () => {
   it('a failed update never stops or removes a target it did not start: kube2 serves on', async () => {
     const f = await createEngineFixture();
