@@ -185,6 +185,8 @@ export async function runUpdate(
   };
   const result: Record<string, unknown> = { changed: true, from: source, to: target };
   let downStartedAt: number | null = null;
+  /** Whether this update started the target (a join starts it without stopping anything). */
+  let targetStarted = false;
   let slot: FleetSlot | null = null;
   /** Free the fleet slot with the outcome; never fails the update (a warning at most). */
   const releaseSlot = async (outcome: UpdateOutcome): Promise<void> => {
@@ -311,6 +313,7 @@ export async function runUpdate(
     }
     const never = new AbortController().signal;
     await phase('start', async () => {
+      targetStarted = true;
       try {
         await machines.start(target, source ? never : signal);
         failpoint('update.start.mid');
@@ -366,7 +369,7 @@ export async function runUpdate(
     if (!journal.state.committed) {
       let outcome: UpdateOutcome;
       try {
-        outcome = await handleFailure(d, rec, plan, journal, f, result);
+        outcome = await handleFailure(d, rec, plan, journal, f, result, targetStarted);
       } catch (err) {
         // Never an ending without the node's state, even when undoing failed unexpectedly.
         rec.logger.error({ err: describeError(err) }, 'undoing the failed update failed');
@@ -455,6 +458,7 @@ async function handleFailure(
   journal: JournalWriter,
   failure: PhaseFailure,
   result: Record<string, unknown>,
+  targetStarted: boolean,
 ): Promise<UpdateOutcome> {
   const { machines, provisioner } = d;
   const { source, target } = plan;
@@ -509,8 +513,9 @@ async function handleFailure(
 
   if (!journal.state.sourceStopped) {
     // Before stop: the node never stopped serving. Undo what was done on the target — never a
-    // target that runs: this update did not start it (a node.json naming the wrong machine).
-    if (await mayDestroy(target, true)) {
+    // target that runs when this update did not start it (a node.json naming the wrong machine).
+    // A target it started itself (a join: nothing else served) is its own to undo.
+    if (targetStarted || (await mayDestroy(target, true))) {
       await attempt(`stop ${target}`, () => stopConfirmed(machines, target, observing));
       await removeTarget();
     }
