@@ -65,7 +65,7 @@ export const ERROR_CODES = {
   STATE_CONFLICT: {
     rpc: 1050,
     summary:
-      "agentd's state files (node.json, the journal, the applied configs) disagree with the host or with each other; data.file names the file.",
+      'The state files (node.json, the journal, the applied configs) disagree with the host or with each other; data.file names the file.',
   },
   HEALTH_GATE_FAILED: {
     rpc: 1040,
