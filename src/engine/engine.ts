@@ -257,14 +257,18 @@ export class Engine {
   }
 
   /**
-   * Write what is owed and take the reserve back, while no operation runs (an owed journal
-   * write must not replace the journal of one that runs). Never throws.
+   * Write what is owed and take the reserve back. Only while no operation runs and none is
+   * being admitted (under `exclusive`, or inside the admission itself): an owed journal write
+   * must not replace the journal of an operation that runs. Never throws.
    */
   async #catchUp(): Promise<void> {
     if (this.#slot.current) return;
     if (this.#deferred.size > 0) await this.#deferred.flush();
     if (!this.#reserve.whole) await this.#reserve.ensure();
   }
+
+  /** The catch-up `status` started, while it runs. */
+  #backgroundCatchUp: Promise<void> | null = null;
 
   /** The space and descriptor reserve as it is (tests, status). */
   get reserve(): StateReserve {
@@ -384,8 +388,14 @@ export class Engine {
    * operation is changing it, and its end reads it again before it is reported ended).
    */
   async status(): Promise<EngineStatus> {
-    // Owed writes and the reserve are caught up in the background: `status` never waits on a disk.
-    if (this.#deferred.size > 0 || !this.#reserve.whole) void this.#catchUp();
+    // Owed writes and the reserve are caught up in the background — `status` never waits on a
+    // disk — and under the slot, so that an owed journal never lands over a new operation's.
+    if ((this.#deferred.size > 0 || !this.#reserve.whole) && this.#backgroundCatchUp === null) {
+      this.#backgroundCatchUp = this.#slot
+        .exclusive(() => this.#catchUp())
+        .catch(() => undefined)
+        .finally(() => (this.#backgroundCatchUp = null));
+    }
     const slow = !(await this.freshen());
     const last = this.#store.list({ limit: 2 }).find((op) => op.id !== this.#slot.current?.id) ?? null;
     // The cordon comes from the Kubernetes session: agentd's own cordons and its watch of the Node.
