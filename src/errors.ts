@@ -63,6 +63,11 @@ export const ERROR_CODES = {
     rpc: 1031,
     summary: 'A failed switch-over could not bring the old machine back: the node does not serve.',
   },
+  STATE_CONFLICT: {
+    rpc: 1050,
+    summary:
+      'The state files (node.json, the journal, the applied configs) disagree with the host or with each other; data.file names the file.',
+  },
   HEALTH_GATE_FAILED: {
     rpc: 1040,
     summary:
@@ -120,6 +125,14 @@ export class NotFoundError extends AgentError {
   constructor(what: string, options: AgentErrorOptions = {}) {
     super('NOT_FOUND', `${what} not found`, options);
     this.name = 'NotFoundError';
+  }
+}
+
+/** A state file disagrees with the host or with another state file (docs/architecture.md, "Trust the host"). */
+export class StateConflictError extends AgentError {
+  constructor(message: string, options: AgentErrorOptions = {}) {
+    super('STATE_CONFLICT', message, options);
+    this.name = 'StateConflictError';
   }
 }
 

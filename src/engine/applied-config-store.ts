@@ -12,7 +12,14 @@
 import { hash as oneShotHash } from 'node:crypto';
 import { readFile, rm } from 'node:fs/promises';
 import type { Logger } from 'pino';
-import { ChecksumMismatchError, InvalidConfigError } from '../errors.js';
+import {
+  AgentError,
+  ChecksumMismatchError,
+  InvalidConfigError,
+  PreconditionFailedError,
+  errorCode,
+  toAgentError,
+} from '../errors.js';
 import { writeFileAtomic } from '../host/fs-atomic.js';
 import type { HostPaths } from '../host/paths.js';
 import type { MachineName } from '../host/types.js';
@@ -50,14 +57,28 @@ interface LastRead {
 const sameBytes = (a: Buffer | null, b: Buffer | null): boolean =>
   a === null || b === null ? a === b : a.equals(b);
 
-async function readOptional(file: string): Promise<Buffer | null> {
+/** The file's bytes, or null when it does not exist; anything else names the file and what is wrong. */
+async function readOptional(file: string, what: string): Promise<Buffer | null> {
   try {
     return await readFile(file);
   } catch (err) {
-    if ((err as NodeJS.ErrnoException).code === 'ENOENT') return null;
-    throw err;
+    const code = errorCode(err);
+    if (code === 'ENOENT') return null;
+    if (code === 'EISDIR') {
+      throw new PreconditionFailedError(
+        `${what} ${file} is a directory, not a file: move it aside, or restore the file`,
+        { cause: err, data: { file, errno: code } },
+      );
+    }
+    throw toAgentError(err, `read ${what} ${file}`, {
+      otherwise: (message, cause) =>
+        new AgentError('PRECONDITION_FAILED', message, { cause, data: { file } }),
+    });
   }
 }
+
+/** A SHA-256 in hex: what a `.sha256` sidecar must start with. */
+const SHA256_HEX = /^[0-9a-f]{64}$/;
 
 export interface AppliedConfigStore {
   /** The machine's applied config, or null when it has none. Throws on a bad file or sidecar. */
@@ -73,12 +94,13 @@ export function createAppliedConfigStore(paths: HostPaths, logger?: Logger): App
   return {
     async read(m) {
       const file = paths.appliedConfig(m);
-      const bytes = await readOptional(file);
+      const bytes = await readOptional(file, 'applied config');
       if (bytes === null) {
         last.delete(m);
         return null;
       }
-      const sidecar = await readOptional(paths.appliedConfigSidecar(m));
+      const sidecarFile = paths.appliedConfigSidecar(m);
+      const sidecar = await readOptional(sidecarFile, 'applied config sidecar');
       const before = last.get(m);
       if (before && sameBytes(before.bytes, bytes) && sameBytes(before.sidecar, sidecar))
         return before.record;
@@ -89,6 +111,14 @@ export function createAppliedConfigStore(paths: HostPaths, logger?: Logger): App
         logger?.warn({ file }, 'applied config has no .sha256 sidecar; reading it unverified');
       } else {
         const want = sidecar.toString('utf8').trim().split(/\s+/)[0]?.toLowerCase() ?? '';
+        // A sidecar that is not a digest is said to be garbled; its bytes are never echoed.
+        if (!SHA256_HEX.test(want)) {
+          throw new AgentError(
+            'CHECKSUM_MISMATCH',
+            `applied config ${file}: its sidecar ${sidecarFile} is garbled (${sidecar.length} bytes, not a SHA-256 hex digest): restore it, or write the digest of the file into it`,
+            { data: { file, sidecar: sidecarFile, actual: hash } },
+          );
+        }
         if (want !== hash)
           throw new ChecksumMismatchError(`applied config ${file}`, want, hash, { data: { file } });
         verified = true;

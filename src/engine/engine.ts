@@ -3,6 +3,7 @@
  * mutating operation at a time, drives the host through the machine manager and the
  * provisioner, and records everything in the state dir (journal, history, node state).
  */
+import { stat } from 'node:fs/promises';
 import type { Logger } from 'pino';
 import { PreconditionFailedError, describeError, isAgentError } from '../errors.js';
 import type { MachineManager } from '../host/machines.js';
@@ -44,6 +45,9 @@ import {
   type UpdateDeps,
 } from './update.js';
 import { NodeRepair, type RepairPolicy } from './repair.js';
+import { DeferredWrites } from './deferred-writes.js';
+import { StateReserve } from './reserve.js';
+import { refuseOnDisagreement } from './state-check.js';
 
 /** How long a dry run's preflight checks may take. */
 const DRY_RUN_PREFLIGHT_MS = 60_000;
@@ -119,6 +123,10 @@ export class Engine {
   readonly #o: EngineOptions;
   readonly #applied: AppliedConfigStore;
   readonly #store: OperationStore;
+  /** Writes owed after the disk filled or the descriptors ran out (docs/operations.md). */
+  readonly #deferred: DeferredWrites;
+  /** Space and descriptors held back for rollback and recovery. */
+  readonly #reserve: StateReserve;
   readonly #snap: NodeSnapshot;
   readonly #slot: OperationSlot;
   readonly #version: StatusVersion;
@@ -138,9 +146,15 @@ export class Engine {
     // Every operation event (start, phase, end) changes what `status` shows.
     options.events.subscribe(this.#version.bump);
     this.#applied = options.appliedStore ?? createAppliedConfigStore(options.paths, options.logger);
+    this.#deferred = new DeferredWrites({
+      logger: options.logger,
+      now: () => new Date(options.clock.now()).toISOString(),
+    });
+    this.#reserve = new StateReserve(options.stateDir, { logger: options.logger });
     this.#store = new OperationStore(options.stateDir, {
       limit: options.historyLimit,
       logger: options.logger,
+      deferred: this.#deferred,
     });
     this.#snap = new NodeSnapshot({
       paths: options.paths,
@@ -236,7 +250,29 @@ export class Engine {
       healthGate: o.healthGate ?? null,
       // A new journal carries a pending uncordon on, so a crash during it does not lose it.
       uncordonPending: this.#pendingUncordon !== null,
+      reserve: this.#reserve,
+      deferred: this.#deferred,
+      onDisk: (m: MachineName) => onDisk(o.paths.machineDir(m)),
     };
+  }
+
+  /**
+   * Write what is owed and take the reserve back. Only while no operation runs and none is
+   * being admitted (under `exclusive`, or inside the admission itself): an owed journal write
+   * must not replace the journal of an operation that runs. Never throws.
+   */
+  async #catchUp(): Promise<void> {
+    if (this.#slot.current) return;
+    if (this.#deferred.size > 0) await this.#deferred.flush();
+    if (!this.#reserve.whole) await this.#reserve.ensure();
+  }
+
+  /** The catch-up `status` started, while it runs. */
+  #backgroundCatchUp: Promise<void> | null = null;
+
+  /** The space and descriptor reserve as it is (tests, status). */
+  get reserve(): StateReserve {
+    return this.#reserve;
   }
 
   /**
@@ -245,6 +281,8 @@ export class Engine {
    * say that it recovers the node (`onRecovering`, the reason `status` gives).
    */
   async start(): Promise<RecoveryReport | null> {
+    // The reserve first: recovery may need it.
+    await this.#reserve.ensure();
     await this.#store.load();
     const interrupted = await this.#interruptedOperation();
     if (interrupted !== null) {
@@ -350,6 +388,14 @@ export class Engine {
    * operation is changing it, and its end reads it again before it is reported ended).
    */
   async status(): Promise<EngineStatus> {
+    // Owed writes and the reserve are caught up in the background — `status` never waits on a
+    // disk — and under the slot, so that an owed journal never lands over a new operation's.
+    if ((this.#deferred.size > 0 || !this.#reserve.whole) && this.#backgroundCatchUp === null) {
+      this.#backgroundCatchUp = this.#slot
+        .exclusive(() => this.#catchUp())
+        .catch(() => undefined)
+        .finally(() => (this.#backgroundCatchUp = null));
+    }
     const slow = !(await this.freshen());
     const last = this.#store.list({ limit: 2 }).find((op) => op.id !== this.#slot.current?.id) ?? null;
     // The cordon comes from the Kubernetes session: agentd's own cordons and its watch of the Node.
@@ -373,7 +419,13 @@ export class Engine {
 
   /** Warnings of the engine's own (startup recovery, a pending uncordon), after the snapshot's. */
   #engineWarnings(): string[] {
-    const warnings: string[] = [];
+    const warnings: string[] = this.#deferred.warnings();
+    if (!this.#reserve.whole) {
+      const r = this.#reserve.state;
+      warnings.push(
+        `agentd's reserve for rollback and recovery is not whole (${Math.floor(r.bytes / 1024)} KiB of space in ${this.#reserve.file}, ${r.descriptors} descriptors): free space or descriptors on the host`,
+      );
+    }
     const recovery = this.#lastRecovery;
     if (recovery && !recovery.ok) warnings.push(`startup recovery: ${recovery.outcome}`);
     const pending = this.#pendingUncordon;
@@ -512,6 +564,7 @@ export class Engine {
   }
 
   async #admitUpdate(req: UpdateRequest): Promise<Operation | Launched> {
+    if (!req.dryRun) await this.#catchUp();
     await this.refreshNode();
     if (req.idempotencyKey && !req.dryRun) {
       const seen = this.#slot.findIdempotent(req.idempotencyKey);
@@ -587,6 +640,8 @@ export class Engine {
       return plan;
     }
     if (!changed) return this.#recordNoop(req, source);
+    // Trust the host over the files: an update acts on the machine node.json names.
+    await refuseOnDisagreement(this.#deps, this.#applied);
     const op = this.#slot.create('update', req, source, target, UPDATE_PHASES);
     op.result = { changes };
     return this.#slot.launch(op, (rec, signal, hooks) =>
@@ -706,5 +761,14 @@ export class Engine {
   /** Re-read the node from disk and the host. Concurrent callers share one refresh. */
   refreshNode(): Promise<void> {
     return this.#snap.refresh().finally(() => this.#noteRead());
+  }
+}
+
+async function onDisk(dir: string): Promise<boolean> {
+  try {
+    await stat(dir);
+    return true;
+  } catch {
+    return false;
   }
 }

@@ -6,6 +6,8 @@
 import path from 'node:path';
 import * as z from 'zod';
 import { writeFileAtomic } from '../host/fs-atomic.js';
+import type { DeferredWrites } from './deferred-writes.js';
+import type { StateReserve } from './reserve.js';
 import { readJsonStateFile } from '../host/state-file.js';
 import { MACHINE_NAMES, type MachineName } from '../host/types.js';
 
@@ -37,3 +39,25 @@ export async function writeNodeState(
 }
 
 export { MACHINE_NAMES };
+
+/**
+ * Write the node state where it must not stop what brings the node back (the commit, a
+ * rollback, recovery): on the reserve when space or descriptors ran out, else owed and written
+ * later. Resolves to whether it was written now; never throws.
+ */
+export async function writeNodeStateOn(
+  stateDir: string,
+  activeMachine: MachineName | null,
+  now: Date,
+  o: { reserve?: StateReserve | undefined; deferred?: DeferredWrites | undefined },
+): Promise<boolean> {
+  const write = (): Promise<void> => writeNodeState(stateDir, activeMachine, now);
+  try {
+    await (o.reserve ? o.reserve.retry(write) : write());
+    o.deferred?.settle('node-state');
+    return true;
+  } catch (err) {
+    o.deferred?.defer('node-state', `the node state ${nodeStatePath(stateDir)}`, write, err);
+    return false;
+  }
+}

@@ -20,6 +20,10 @@ export function toErrorInfo(err: unknown): ErrorInfo {
   return { code: 'INTERNAL', message: describeError(err) };
 }
 
+/** In an operation's `result.warnings` when its record could not be written at times. */
+export const LATE_RECORD_WARNING =
+  'agentd could not write this record at times (the disk full or no descriptor left): it was written late';
+
 export class OperationRecorder {
   readonly op: Operation;
   readonly #store: OperationStore;
@@ -30,6 +34,8 @@ export class OperationRecorder {
   readonly #phaseStarted = new Map<string, number>();
   #currentPhase = '';
   #lastProgress = 0;
+  /** Whether a write of this operation's record failed (it is written late; its result says so). */
+  #unrecorded = false;
 
   constructor(
     op: Operation,
@@ -51,8 +57,12 @@ export class OperationRecorder {
     return new Date(this.#clock.now()).toISOString();
   }
 
+  /**
+   * Best-effort (docs/operations.md, "A full disk, exhausted descriptors"): a record that cannot
+   * be written never stops the operation; it is written later, and the event goes out now.
+   */
   async #persist(): Promise<void> {
-    await this.#store.save(this.op);
+    if (!(await this.#store.record(this.op))) this.#unrecorded = true;
     this.#events.publish({ type: 'operation', operation: structuredClone(this.op) });
   }
 
@@ -170,8 +180,22 @@ export class OperationRecorder {
   async finish(state: OperationState, result: Record<string, unknown> | null, err?: unknown): Promise<void> {
     this.op.state = state;
     this.op.finishedAt = this.#now();
-    this.op.result = result;
     this.op.error = err === undefined ? null : toErrorInfo(err);
+    // An ended operation shows no phase still running or pending.
+    for (const p of this.op.phases) {
+      if (p.state === 'running') {
+        p.state = 'failed';
+        p.finishedAt = this.op.finishedAt;
+        p.error ??= this.op.error ?? {
+          code: 'INTERNAL',
+          message: `the ${this.op.kind} ended during this phase`,
+        };
+      } else if (p.state === 'pending') {
+        p.state = 'skipped';
+      }
+    }
+    this.op.result = result;
+    if (this.#unrecorded) this.#noteLate();
     const seconds = this.op.startedAt
       ? (Date.parse(this.op.finishedAt) - Date.parse(this.op.startedAt)) / 1000
       : 0;
@@ -187,6 +211,19 @@ export class OperationRecorder {
       },
       `${this.op.kind} ${this.op.id} finished: ${state}`,
     );
+    const late = this.#unrecorded;
     await this.#persist();
+    if (!late && this.#unrecorded) {
+      // The end itself could not be written: it is owed, and says so when it is written.
+      this.#noteLate();
+      await this.#store.record(this.op);
+    }
+  }
+
+  /** Say in the result that the record was written late. */
+  #noteLate(): void {
+    const result = this.op.result ?? {};
+    const warnings = Array.isArray(result.warnings) ? (result.warnings as string[]) : [];
+    this.op.result = { ...result, warnings: [...warnings, LATE_RECORD_WARNING] };
   }
 }

@@ -7,6 +7,7 @@ import { readFile, readdir, rm } from 'node:fs/promises';
 import path from 'node:path';
 import type { Logger } from 'pino';
 import { stateWriteError, writeFileAtomic } from '../host/fs-atomic.js';
+import type { DeferredWrites } from './deferred-writes.js';
 import type { Operation } from './operation.js';
 
 export const DEFAULT_HISTORY_LIMIT = 200;
@@ -20,14 +21,19 @@ export class OperationStore {
   readonly #dir: string;
   readonly #limit: number;
   readonly #logger: Logger | undefined;
+  readonly #deferred: DeferredWrites | undefined;
   /** Newest last. */
   #ops: Operation[] = [];
   #writes: Promise<void> = Promise.resolve();
 
-  constructor(stateDir: string, options: { limit?: number; logger?: Logger } = {}) {
+  constructor(
+    stateDir: string,
+    options: { limit?: number; logger?: Logger; deferred?: DeferredWrites } = {},
+  ) {
     this.#dir = path.join(stateDir, 'operations');
     this.#limit = options.limit ?? DEFAULT_HISTORY_LIMIT;
     this.#logger = options.logger;
+    this.#deferred = options.deferred;
   }
 
   /** Load the history from disk (unreadable files are logged and skipped, never fatal). */
@@ -96,6 +102,38 @@ export class OperationStore {
     });
     this.#writes = write.catch(() => undefined);
     await write;
+    this.#deferred?.settle(`operation:${op.id}`);
+  }
+
+  /**
+   * Save best-effort: a write that fails (the disk full, no descriptor left) is owed instead
+   * (`DeferredWrites`) and written later with the newest content; the history in memory has it
+   * at once. Resolves to whether it was written now. Never throws.
+   */
+  async record(op: Operation): Promise<boolean> {
+    try {
+      await this.save(op);
+      return true;
+    } catch (err) {
+      const id = op.id;
+      if (!this.#deferred) {
+        this.#logger?.warn(
+          { err: (err as Error).message, operation: id },
+          'an operation record could not be written',
+        );
+        return false;
+      }
+      this.#deferred.defer(
+        `operation:${id}`,
+        `the record of operation ${id}`,
+        async () => {
+          const latest = this.get(id);
+          if (latest) await this.save(latest);
+        },
+        err,
+      );
+      return false;
+    }
   }
 
   /** Drop an operation that never started (its first record could not be written) from the history. */

@@ -6,14 +6,22 @@
  */
 import type { Logger } from 'pino';
 import { RecoveryFailedError, describeError } from '../errors.js';
+import { failpoint } from '../host/failpoints.js';
 import type { MachineManager } from '../host/machines.js';
 import { MACHINE_NAMES, type Clock, type MachineName } from '../host/types.js';
 import type { AppliedConfigStore } from './applied-config-store.js';
-import { readJournal, writeJournal, type Journal } from './journal.js';
-import { readNodeState, writeNodeState } from './node-state.js';
+import type { DeferredWrites } from './deferred-writes.js';
+import { readJournal, type Journal } from './journal.js';
+import { readNodeState, writeNodeStateOn } from './node-state.js';
+import type { StateReserve } from './reserve.js';
+import { writeJournalOn } from './switch-journal.js';
+import type { OperationState } from './operation.js';
 import type { OperationStore } from './operation-store.js';
 import type { Provisioner } from '../provision/provisioner-contract.js';
 import type { NodeDrainer } from './update.js';
+import { recoverSwitch, type RecoveryAction } from './recovery-switch.js';
+
+export type { RecoveryAction };
 
 export interface RecoveryDeps {
   stateDir: string;
@@ -25,14 +33,12 @@ export interface RecoveryDeps {
   logger: Logger;
   drainer: NodeDrainer | null;
   verifyTimeoutMs?: number;
-}
-
-/** One recovery step; `deferred`: not done now, left for agentd to finish once ready (the uncordon). */
-export interface RecoveryAction {
-  step: string;
-  ok: boolean;
-  error?: string;
-  deferred?: boolean;
+  /** Space and descriptors held back for what recovery must write and do. */
+  reserve?: StateReserve;
+  /** Where writes that cannot be done now are owed. */
+  deferred?: DeferredWrites;
+  /** Whether a machine's rootfs is on disk. */
+  onDisk?: (m: MachineName) => Promise<boolean>;
 }
 
 export interface RecoveryReport {
@@ -56,10 +62,11 @@ async function recoverJournal(d: RecoveryDeps): Promise<RecoveryReport | null> {
   if (!journal || journal.closed) return takeover(d);
   const log = d.logger.child({ recovery: journal.operationId });
   log.warn({ journal }, 'found an open journal: the daemon stopped during an operation; recovering');
+  failpoint('recovery.start');
   const actions: RecoveryReport['actions'] = [];
   const step = async (name: string, fn: () => Promise<void>): Promise<boolean> => {
     try {
-      await fn();
+      await (d.reserve ? d.reserve.retry(fn) : fn());
       actions.push({ step: name, ok: true });
       return true;
     } catch (err) {
@@ -75,7 +82,14 @@ async function recoverJournal(d: RecoveryDeps): Promise<RecoveryReport | null> {
     await step(`remove ${m} applied config`, () => d.applied.remove(m));
   };
   const bringUp = async (m: MachineName): Promise<boolean> => {
-    const info = await d.machines.inspect(m);
+    let info: Awaited<ReturnType<typeof d.machines.inspect>>;
+    try {
+      const inspect = (): ReturnType<typeof d.machines.inspect> => d.machines.inspect(m);
+      info = await (d.reserve ? d.reserve.retry(inspect) : inspect());
+    } catch (err) {
+      actions.push({ step: `inspect ${m}`, ok: false, error: describeError(err) });
+      info = { name: m, registered: false, running: false, kubelet: 'unknown', healthy: false };
+    }
     if (!info.running) {
       if (!(await step(`start ${m}`, () => d.machines.start(m)))) return false;
     }
@@ -97,28 +111,10 @@ async function recoverJournal(d: RecoveryDeps): Promise<RecoveryReport | null> {
     outcome = ok
       ? 'finished the reset: both machines removed'
       : 'tried to finish the reset; some steps failed';
-  } else if (journal.committed && journal.target) {
-    const target = journal.target;
-    ok = await bringUp(target);
-    if (journal.source) {
-      await removeMachine(journal.source);
-      await step('daemon-reload', () => d.machines.daemonReload());
-    }
-    active = target;
-    ok = ok && actions.every((a) => a.ok);
-    outcome = `completed the switch to ${target}`;
   } else {
-    if (journal.target) await removeMachine(journal.target);
-    await step('daemon-reload', () => d.machines.daemonReload());
-    if (journal.source) {
-      ok = await bringUp(journal.source);
-      active = journal.source;
-      outcome = ok ? `rolled back to ${journal.source}` : `could not bring ${journal.source} back`;
-    } else {
-      active = null;
-      ok = actions.every((a) => a.ok);
-      outcome = 'removed the partial join; the node has no machine';
-    }
+    const r = await recoverSwitch(d, journal, { step, removeMachine, bringUp, actions, log });
+    ({ outcome, active, ok } = r);
+    ok = ok && actions.every((a) => a.ok || a.refused === true);
   }
   // The uncordon never decides whether recovery worked (the node serves either way), but it is
   // never dropped: when the Kubernetes API cannot be reached yet (recovery runs before the
@@ -141,15 +137,22 @@ async function recoverJournal(d: RecoveryDeps): Promise<RecoveryReport | null> {
     }
     if (uncordonPending) log.warn('the node stays cordoned until agentd can reach the Kubernetes API');
   }
-  await writeNodeState(d.stateDir, active, now());
+  // What recovery must write goes on the reserve, and is owed when even that fails: the node
+  // was brought back either way.
+  failpoint('recovery.record.before');
+  await writeNodeStateOn(d.stateDir, active, now(), d);
   await markInterrupted(d, journal, { outcome, actions, activeMachine: active, ok, uncordonPending });
-  await writeJournal(d.stateDir, {
-    ...journal,
-    uncordonPending,
-    closed: true,
-    outcome: `interrupted: ${outcome}`,
-    updatedAt: now().toISOString(),
-  });
+  await writeJournalOn(
+    d.stateDir,
+    {
+      ...journal,
+      uncordonPending,
+      closed: true,
+      outcome: `interrupted: ${outcome}`,
+      updatedAt: now().toISOString(),
+    },
+    { reserve: d.reserve, deferred: d.deferred, mode: 'best-effort' },
+  );
   log.warn({ outcome, activeMachine: active, ok, uncordonPending }, 'recovery finished');
   return { operationId: journal.operationId, outcome, activeMachine: active, actions, ok, uncordonPending };
 }
@@ -199,8 +202,11 @@ async function markInterrupted(
         message: new RecoveryFailedError(r.outcome).message,
         data: { actions: r.actions },
       };
-  await d.store.save(op);
+  await d.store.record(op);
 }
+
+/** The ends of an operation a closed journal can name (`interrupted: …` is recovery's own). */
+const ENDED_STATES: ReadonlySet<string> = new Set(['succeeded', 'failed', 'rolled_back', 'cancelled']);
 
 /** What recovery did about an operation the journal does not cover, by kind (a verb phrase). */
 const UNJOURNALED_OUTCOME: Record<string, string> = {
@@ -226,16 +232,24 @@ async function closeUnjournaled(d: RecoveryDeps, journal: Journal | null): Promi
     const interruptedIn = op.phases.find((p) => p.state === 'running')?.name ?? null;
     // Its journal closed, but agentd stopped before the record said so.
     const closedJournal = journal?.operationId === op.id && journal.closed ? journal : null;
-    const outcome = closedJournal
-      ? `found its journal closed (${closedJournal.outcome ?? 'no outcome'}) and left the node as it was`
-      : (UNJOURNALED_OUTCOME[op.kind] ?? 'found no journal of it and left the node as it was');
-    op.state = 'interrupted';
+    // The journal has the operation's true end (written on the reserve when the disk was full):
+    // the record, which agentd could not write, gets it now.
+    const ended = closedJournal?.outcome ?? '';
+    const trueEnd = ENDED_STATES.has(ended) ? (ended as OperationState) : null;
+    const outcome = trueEnd
+      ? `recorded its end (${trueEnd}) from the journal: agentd stopped before the record was written`
+      : closedJournal
+        ? `found its journal closed (${closedJournal.outcome ?? 'no outcome'}) and left the node as it was`
+        : (UNJOURNALED_OUTCOME[op.kind] ?? 'found no journal of it and left the node as it was');
+    op.state = trueEnd ?? 'interrupted';
     op.finishedAt = finishedAt;
     for (const p of op.phases) {
       if (p.state === 'running') {
         p.state = 'failed';
         p.finishedAt = finishedAt;
-        p.error = { code: 'CANCELLED', message: 'agentd stopped during this phase' };
+        p.error = trueEnd
+          ? { code: 'INTERNAL', message: 'the end of this phase was not recorded before agentd stopped' }
+          : { code: 'CANCELLED', message: 'agentd stopped during this phase' };
       } else if (p.state === 'pending') {
         p.state = 'skipped';
       }
@@ -248,7 +262,7 @@ async function closeUnjournaled(d: RecoveryDeps, journal: Journal | null): Promi
       { operation: op.id, kind: op.kind, interruptedIn },
       `closed an interrupted ${op.kind}: ${outcome}`,
     );
-    await d.store.save(op);
+    await d.store.record(op);
   }
 }
 
@@ -281,7 +295,7 @@ async function takeover(d: RecoveryDeps): Promise<RecoveryReport | null> {
     return null;
   }
   const active = healthy[0] as MachineName;
-  await writeNodeState(d.stateDir, active, new Date(d.clock.now()));
+  await writeNodeStateOn(d.stateDir, active, new Date(d.clock.now()), d);
   d.logger.warn({ active }, 'took over a node with two applied configs: the running machine is active');
   return {
     operationId: null,

@@ -129,6 +129,9 @@ export class NodeRepair {
     }
   }
 
+  /** The machine a disagreement with the host kept from being repaired (logged once). */
+  #disagreementLogged: MachineName | null = null;
+
   /** One check: read the node and repair it when needed and allowed. */
   async check(signal?: AbortSignal): Promise<void> {
     if (!this.#o.enabled || signal?.aborted) return;
@@ -148,6 +151,20 @@ export class NodeRepair {
     }
     if (this.#status.state === 'gave_up') return;
     if (this.#o.clock.now() < this.#nextAttemptAt) return;
+    // Trust the host over the files: the other machine runs and serves, so the files naming `m`
+    // disagree with the host; starting `m` beside it would put two machines on the node.
+    const other = node.machines.find((x) => x.name !== m);
+    if (other?.state === 'running' && other.kubelet === 'active') {
+      if (this.#disagreementLogged !== m) {
+        this.#disagreementLogged = m;
+        this.#o.logger.warn(
+          { machine: m, serving: other.name },
+          `not repairing ${m}: node.json names it, but ${other.name} runs and serves (see docs/architecture.md, "Recovery checks")`,
+        );
+      }
+      return;
+    }
+    this.#disagreementLogged = null;
     await this.#repair(m, node.servingReason ?? 'the node does not serve');
   }
 

@@ -9,6 +9,7 @@ import {
   CancelledError,
   MachineStartFailedError,
   RollbackFailedError,
+  StateConflictError,
   VerifyFailedError,
   describeError,
   isAgentError,
@@ -19,13 +20,16 @@ import type { Clock, MachineName } from '../host/types.js';
 import type { Metrics } from '../metrics/metrics.js';
 import type { AgentConfig } from '../config/agent-config.js';
 import type { AppliedConfigStore } from './applied-config-store.js';
-import { writeNodeState } from './node-state.js';
+import type { DeferredWrites } from './deferred-writes.js';
+import { describeNode, observeHost, refuseDestroy, stopConfirmed, type HostFacts } from './host-truth.js';
+import { writeNodeStateOn } from './node-state.js';
+import type { StateReserve } from './reserve.js';
 import type { OperationRecorder } from './operation-recorder.js';
 import { toErrorInfo } from './operation-recorder.js';
 import type { OperationState, OperationWait } from './operation.js';
 import type { Provisioner } from '../provision/provisioner-contract.js';
 import { failpoint } from '../host/failpoints.js';
-import { JournalWriter } from './switch-journal.js';
+import { JournalWriter, type JournalWriteMode } from './switch-journal.js';
 import type { TaskContext } from '../tasks/tasks.js';
 
 export const UPDATE_PHASES = [
@@ -113,6 +117,12 @@ export interface UpdateDeps {
    * null (no fleet policy), skips the `health` phase: the update commits once verify passed.
    */
   healthGate?: HealthGate | null;
+  /** Space and descriptors held back for the rollback's journal writes and host steps. */
+  reserve?: StateReserve;
+  /** Where writes that could not be done now are owed (docs/operations.md, "A full disk, exhausted descriptors"). */
+  deferred?: DeferredWrites;
+  /** Whether a machine's rootfs is on disk (the host checks before a destructive step). */
+  onDisk?: (m: MachineName) => Promise<boolean>;
 }
 
 export interface UpdatePlan {
@@ -165,6 +175,7 @@ export async function runUpdate(
       uncordonPending: d.uncordonPending,
     },
     now,
+    { reserve: d.reserve, deferred: d.deferred },
   );
   const ctx: TaskContext = {
     signal,
@@ -174,6 +185,8 @@ export async function runUpdate(
   };
   const result: Record<string, unknown> = { changed: true, from: source, to: target };
   let downStartedAt: number | null = null;
+  /** Whether this update started the target (a join starts it without stopping anything). */
+  let targetStarted = false;
   let slot: FleetSlot | null = null;
   /** Free the fleet slot with the outcome; never fails the update (a warning at most). */
   const releaseSlot = async (outcome: UpdateOutcome): Promise<void> => {
@@ -194,24 +207,36 @@ export async function runUpdate(
   };
 
   // `fn` may say the phase had nothing to do ('skipped'), e.g. the slot phase without a fleet policy.
-  const phase = async (name: UpdatePhase, fn: () => Promise<unknown>): Promise<void> => {
+  // The journal write of a phase is `required` up to the commit (a phase that cannot be
+  // journaled does not run), and `best-effort` once committed: nothing after the commit unmakes it.
+  const phase = async (
+    name: UpdatePhase,
+    fn: () => Promise<unknown>,
+    mode: JournalWriteMode = 'required',
+  ): Promise<void> => {
     if (signal.aborted)
       throw new PhaseFailure(name, new CancelledError(`update ${name}`, { cause: signal.reason }));
-    await journal.set({ phase: name, phaseState: 'running' });
+    try {
+      await journal.set({ phase: name, phaseState: 'running' }, mode);
+    } catch (err) {
+      await rec.phaseEnded(name, 'failed', err);
+      throw new PhaseFailure(name, err);
+    }
     await rec.phaseStarted(name);
     failpoint(`update.${name}.before`);
     let ended: unknown;
     try {
       ended = await fn();
+      await journal.set({ phaseState: 'done' }, journal.state.committed ? 'best-effort' : mode);
     } catch (err) {
       const cancelled = signal.aborted && !journal.state.sourceStopped;
       await rec.phaseEnded(name, cancelled ? 'cancelled' : 'failed', err);
       throw new PhaseFailure(name, cancelled ? new CancelledError(`update ${name}`, { cause: err }) : err);
     }
     await rec.phaseEnded(name, ended === 'skipped' ? 'skipped' : 'succeeded');
-    await journal.set({ phaseState: 'done' });
     failpoint(`update.${name}.after`);
   };
+  const hostFacts = (): Promise<HostFacts> => observeHost(machines, { onDisk: d.onDisk, reserve: d.reserve });
   const skip = async (name: UpdatePhase): Promise<void> => rec.phaseEnded(name, 'skipped');
 
   try {
@@ -280,13 +305,15 @@ export async function runUpdate(
         hooks.onPointOfNoReturn?.();
         await journal.set({ sourceStopped: true });
         downStartedAt = clock.now();
-        await machines.stop(source);
+        // Confirmed: a stop whose commands could not run must not leave two machines running.
+        await stopConfirmed(machines, source, { onDisk: d.onDisk, reserve: d.reserve });
       });
     } else {
       await skip('stop');
     }
     const never = new AbortController().signal;
     await phase('start', async () => {
+      targetStarted = true;
       try {
         await machines.start(target, source ? never : signal);
         failpoint('update.start.mid');
@@ -330,29 +357,53 @@ export async function runUpdate(
       // The commit point: the target's applied config (+ sidecar) on disk, then the journal.
       const hash = await d.applied.write(target, config);
       failpoint('update.commit.mid');
+      // The commit point; on the reserve when the disk is full. When even that fails, the
+      // update is not committed and rolls back.
       await journal.set({ committed: true, targetHash: hash });
-      await writeNodeState(d.stateDir, target, new Date(clock.now()));
       result.hash = hash;
+      // Committed: the node state follows, owed when it cannot be written now.
+      await writeNodeStateOn(d.stateDir, target, new Date(clock.now()), d);
     });
   } catch (failure) {
     const f = failure instanceof PhaseFailure ? failure : new PhaseFailure('preflight', failure);
-    const outcome = await handleFailure(d, rec, plan, journal, f, result);
-    await releaseSlot(outcome);
-    await journal.close(outcome.state);
-    return outcome;
+    if (!journal.state.committed) {
+      let outcome: UpdateOutcome;
+      try {
+        outcome = await handleFailure(d, rec, plan, journal, f, result, targetStarted);
+      } catch (err) {
+        // Never an ending without the node's state, even when undoing failed unexpectedly.
+        rec.logger.error({ err: describeError(err) }, 'undoing the failed update failed');
+        outcome = { state: 'failed', result, error: f.error };
+      }
+      await releaseSlot(outcome);
+      await journal.close(outcome.state);
+      return { ...outcome, error: withNodeState(outcome.error, await hostFacts()) };
+    }
+    // Committed: a failure recording the end of the commit does not unmake it.
+    result.warnings = [`the commit of ${target} was not fully recorded: ${describeError(f.error)}`];
   }
 
   // Committed: the node runs the target. What follows tidies up; a failure there is a warning.
-  const warnings: string[] = [];
+  const warnings: string[] = Array.isArray(result.warnings) ? (result.warnings as string[]) : [];
   if (source) {
     try {
-      await phase('cleanup', async () => {
-        await machines.remove(source);
-        failpoint('update.cleanup.mid');
-        await provisioner.removeMachineFiles(source);
-        await d.applied.remove(source);
-        await machines.daemonReload();
-      });
+      await phase(
+        'cleanup',
+        async () => {
+          // Never remove a machine that serves the node on the journal's word alone.
+          const refused = refuseDestroy(source, await hostFacts());
+          if (refused !== null)
+            throw new StateConflictError(`refusing to remove ${source}: ${refused}`, {
+              data: { machine: source },
+            });
+          await onReserve(d, () => machines.remove(source));
+          failpoint('update.cleanup.mid');
+          await provisioner.removeMachineFiles(source);
+          await d.applied.remove(source);
+          await machines.daemonReload();
+        },
+        'best-effort',
+      );
     } catch (err) {
       warnings.push(
         `cleanup of ${source} failed (recovery retries it at the next start): ${describeError(err)}`,
@@ -364,7 +415,7 @@ export async function runUpdate(
   if (journal.state.cordonedByUs && d.drainer) {
     const drainer = d.drainer;
     try {
-      await phase('uncordon', () => drainer.uncordon());
+      await phase('uncordon', () => drainer.uncordon(), 'best-effort');
     } catch (err) {
       warnings.push(`uncordon failed: ${describeError(err)}`);
     }
@@ -377,6 +428,29 @@ export async function runUpdate(
   return { state: 'succeeded', result };
 }
 
+/** Run a host step; when it fails for want of space or descriptors, once more on the reserve. */
+function onReserve<T>(d: Pick<UpdateDeps, 'reserve'>, fn: () => Promise<T>): Promise<T> {
+  return d.reserve ? d.reserve.retry(fn) : fn();
+}
+
+/**
+ * The operation's error with what serves the node now, in its message and `data.node`: every
+ * ending says it (docs/operations.md, "A full disk, exhausted descriptors").
+ */
+export function withNodeState(err: unknown, facts: HostFacts): unknown {
+  if (err === undefined) return err;
+  const sentence = describeNode(facts);
+  const node = Object.fromEntries(
+    Object.values(facts).map((f) => [
+      f.name,
+      f.known ? (f.serving ? 'serving' : f.running ? 'running' : f.exists ? 'stopped' : 'absent') : 'unknown',
+    ]),
+  );
+  const code = isAgentError(err) ? err.code : 'INTERNAL';
+  const data = isAgentError(err) ? err.data : {};
+  return new AgentError(code, `${describeError(err)}; ${sentence}`, { cause: err, data: { ...data, node } });
+}
+
 async function handleFailure(
   d: UpdateDeps,
   rec: OperationRecorder,
@@ -384,13 +458,16 @@ async function handleFailure(
   journal: JournalWriter,
   failure: PhaseFailure,
   result: Record<string, unknown>,
+  targetStarted: boolean,
 ): Promise<UpdateOutcome> {
   const { machines, provisioner } = d;
   const { source, target } = plan;
   const steps: Array<{ step: string; ok: boolean; error?: string }> = [];
+  // Every step is tried, each on the reserve when space or descriptors ran out: recording
+  // never stands in the way of bringing the node back.
   const attempt = async (step: string, fn: () => Promise<void>): Promise<boolean> => {
     try {
-      await fn();
+      await onReserve(d, fn);
       steps.push({ step, ok: true });
       return true;
     } catch (err) {
@@ -399,8 +476,17 @@ async function handleFailure(
       return false;
     }
   };
+  const observing = { onDisk: d.onDisk, reserve: d.reserve };
+  const facts = (): Promise<HostFacts> => observeHost(machines, observing);
+  /** Whether `m` may be stopped and removed now; a refusal is a failed step saying why. */
+  const mayDestroy = async (m: MachineName, neverStarted: boolean): Promise<boolean> => {
+    const refused = refuseDestroy(m, await facts(), { neverStarted });
+    if (refused === null) return true;
+    steps.push({ step: `remove ${m}`, ok: false, error: `refused: ${refused}` });
+    rec.logger.warn({ machine: m, reason: refused }, 'refusing to stop or remove a machine');
+    return false;
+  };
   const removeTarget = async (): Promise<void> => {
-    await attempt(`stop ${target}`, () => machines.stop(target));
     await attempt(`remove ${target}`, () => machines.remove(target));
     await attempt(`remove ${target} nspawn files`, () => provisioner.removeMachineFiles(target));
     await attempt(`remove ${target} applied config`, () => d.applied.remove(target));
@@ -420,35 +506,49 @@ async function handleFailure(
     (failure.phase === 'start' || failure.phase === 'verify' || failure.phase === 'health') &&
     d.diagnostics
   ) {
-    diagnostics = await d.diagnostics(target);
+    diagnostics = await d.diagnostics(target).catch(() => []);
     if (isAgentError(failure.error)) failure.error.data.diagnostics = diagnostics;
     else result.diagnostics = diagnostics;
   }
 
   if (!journal.state.sourceStopped) {
-    // Before stop: the node never stopped serving. Undo what was done on the target.
-    await removeTarget();
+    // Before stop: the node never stopped serving. Undo what was done on the target — never a
+    // target that runs when this update did not start it (a node.json naming the wrong machine).
+    // A target it started itself (a join: nothing else served) is its own to undo.
+    if (targetStarted || (await mayDestroy(target, true))) {
+      await attempt(`stop ${target}`, () => stopConfirmed(machines, target, observing));
+      await removeTarget();
+    }
     await uncordon();
     result.undo = steps;
     const cancelled = failure.error instanceof CancelledError;
     return { state: cancelled ? 'cancelled' : 'failed', result, error: failure.error };
   }
 
-  // After stop, before commit: bring the source back.
+  // After stop, before commit: bring the source back. The journal is written best-effort.
   await rec.phaseStarted('rollback');
-  await journal.set({ phase: 'rollback', phaseState: 'running' });
-  await attempt(`stop ${target}`, () => machines.stop(target));
+  await journal.set({ phase: 'rollback', phaseState: 'running' }, 'best-effort');
+  failpoint('update.rollback.before');
+  const before = await facts();
+  // A source the host does not have cannot come back: the target is not stopped for it.
+  const sourceMissing = source !== null && before[source].known && !before[source].exists;
+  if (sourceMissing) {
+    steps.push({
+      step: `start ${source}`,
+      ok: false,
+      error: `the host has no machine ${source}; ${target} is left as it is`,
+    });
+  } else {
+    await attempt(`stop ${target}`, () => stopConfirmed(machines, target, observing));
+  }
+  failpoint('update.rollback.mid');
   const back =
     source !== null &&
+    !sourceMissing &&
     (await attempt(`start ${source}`, () => machines.start(source))) &&
     (await attempt(`start services in ${source}`, () => machines.startServices(source))) &&
     (await attempt(`verify ${source}`, () => machines.verify(source, { timeoutMs: d.verifyTimeoutMs })));
-  if (back) {
-    await attempt(`remove ${target}`, () => machines.remove(target));
-    await attempt(`remove ${target} nspawn files`, () => provisioner.removeMachineFiles(target));
-    await attempt(`remove ${target} applied config`, () => d.applied.remove(target));
-    await attempt('daemon-reload', () => machines.daemonReload());
-  }
+  if (back && (await mayDestroy(target, false))) await removeTarget();
   await uncordon();
   result.rollback = steps;
   const failedStep = steps.find((s) => !s.ok && s.step.includes(source ?? ''));
@@ -462,10 +562,11 @@ async function handleFailure(
           data: { machine: source, steps },
         }),
   );
-  await journal.set({ phaseState: 'done' });
+  await journal.set({ phaseState: 'done' }, 'best-effort');
+  failpoint('update.rollback.after');
   if (back) return { state: 'rolled_back', result, error: failure.error };
   const both = new RollbackFailedError(
-    `${failure.message}; rollback to ${source ?? '-'} failed too: ${rollbackError}; the node does not serve`,
+    `${failure.message}; rollback to ${source ?? '-'} failed too: ${rollbackError}`,
     { data: { failure: withoutDiagnostics(toErrorInfo(failure.error)), rollback: steps, diagnostics } },
   );
   return { state: 'failed', result, error: both };

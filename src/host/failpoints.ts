@@ -7,6 +7,7 @@
  * `<kind>.<phase>.after` (phase done and journaled), and mid-phase points such as
  * `update.provision.mid`. Host points: `cmd:<text>` dies when a host command line containing
  * `<text>` is about to run (e.g. `cmd:machinectl disable kube1`, the middle of a stop).
+ * `stop:<point>` stops the process there instead (SIGSTOP), until the test sends SIGCONT.
  */
 const active: ReadonlySet<string> = new Set(
   (process.env.AGENTD_FAILPOINTS ?? '')
@@ -23,9 +24,23 @@ function die(point: string): never {
   throw new Error(`failpoint ${point}`);
 }
 
-/** Die here when the point is armed. */
+/**
+ * Stop here (SIGSTOP to itself) when `stop:<name>` is armed: the test that armed it sees the
+ * process stopped, changes the host at exactly this point (fills the disk, lowers the
+ * descriptor limit) and sends SIGCONT. Once per point.
+ */
+function pause(point: string): void {
+  paused.add(point);
+  process.stderr.write(`agentd: failpoint stop:${point}: stopping the process\n`);
+  process.kill(process.pid, 'SIGSTOP');
+}
+const paused = new Set<string>();
+
+/** Die here when the point is armed; stop here when `stop:<name>` is. */
 export function failpoint(name: string): void {
-  if (active.size > 0 && active.has(name)) die(name);
+  if (active.size === 0) return;
+  if (active.has(name)) die(name);
+  if (active.has(`stop:${name}`) && !paused.has(name)) pause(name);
 }
 
 /** Die before a host command whose line contains an armed `cmd:` text. */

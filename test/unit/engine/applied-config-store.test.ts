@@ -3,7 +3,7 @@
  * upstream agent's format. Sidecar matches → verified; missing → read with a warning;
  * mismatch → CHECKSUM_MISMATCH; writes are exact bytes, mode 0600, config then sidecar.
  */
-import { mkdtemp, readFile, readdir, rm, stat, utimes, writeFile } from 'node:fs/promises';
+import { mkdir, mkdtemp, readFile, readdir, rm, stat, utimes, writeFile } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import type { Logger } from 'pino';
@@ -104,6 +104,27 @@ describe('createAppliedConfigStore', () => {
     expect(err.message).toContain(paths.appliedConfig('kube1'));
     expect(err.message).toContain(wrong);
     expect(err.message).toContain(hash);
+  });
+
+  it('a garbled sidecar is CHECKSUM_MISMATCH saying so, without echoing its bytes (issue 40)', async () => {
+    const store = createAppliedConfigStore(paths);
+    const garbage = '<script>\u001b[31mBOOM not-a-digest';
+    await writeAppliedConfig(dir, 'kube1', config, { sidecar: garbage });
+    const err = await rejection(store.read('kube1'));
+    expect(err.code).toBe('CHECKSUM_MISMATCH');
+    expect(err.message).toContain(`${paths.appliedConfig('kube1')}.sha256 is garbled`);
+    expect(err.message).not.toContain('BOOM');
+    expect(err.message).not.toContain('script');
+    expect(JSON.stringify(err.data)).not.toContain('BOOM');
+  });
+
+  it('an applied config that is a directory names the path and says so (issue 40: not INTERNAL)', async () => {
+    const store = createAppliedConfigStore(paths);
+    await mkdir(paths.appliedConfig('kube1'), { recursive: true });
+    const err = await rejection(store.read('kube1'));
+    expect(err.code).toBe('PRECONDITION_FAILED');
+    expect(err.message).toContain(`${paths.appliedConfig('kube1')} is a directory`);
+    expect(err.data).toMatchObject({ file: paths.appliedConfig('kube1') });
   });
 
   it('a file changed after its sidecar was written is CHECKSUM_MISMATCH (never trusted)', async () => {

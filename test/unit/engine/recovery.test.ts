@@ -50,17 +50,21 @@ describe('recover', () => {
     await writeNodeState(f.stateDir, 'kube2', new Date(f.clock.now()));
     await recover(deps(f));
     expect(f.log.calls).toEqual([]);
-    expect(f.store.get(op.id)).toMatchObject({
-      state: 'interrupted',
+    // The journal has its true end (issue 40: not `interrupted`), and no phase is left running.
+    const saved = f.store.get(op.id);
+    expect(saved).toMatchObject({
+      state: 'succeeded',
       result: {
         recovery: {
           interruptedIn: 'stop',
           activeMachine: 'kube2',
           actions: [],
-          outcome: 'found its journal closed (succeeded) and left the node as it was',
+          outcome:
+            'recorded its end (succeeded) from the journal: agentd stopped before the record was written',
         },
       },
     });
+    expect(saved?.phases.filter((p) => p.state === 'running' || p.state === 'pending')).toEqual([]);
   });
 
   it('operations that keep no journal (repair, drain) left running are closed as interrupted', async () => {
@@ -114,14 +118,16 @@ describe('recover', () => {
       activeMachine: 'kube1',
       ok: true,
     });
+    // kube2 stops first (two machines never run at once) and is removed only once kube1 is verified.
     expect(f.log.calls).toEqual([
+      'stop kube2',
+      'start kube1',
+      'startServices kube1',
+      'verify kube1',
       'stop kube2',
       'remove kube2',
       'removeMachineFiles kube2',
       'daemonReload',
-      'start kube1',
-      'startServices kube1',
-      'verify kube1',
     ]);
     expect(await f.applied.read('kube2')).toBeNull();
     expect((await readNodeState(f.stateDir))?.activeMachine).toBe('kube1');

@@ -75,6 +75,18 @@ describe('repair', () => {
     );
   });
 
+  it('never starts the machine node.json names while the other one runs and serves (issue 40)', async () => {
+    const { f, engine } = await joined();
+    crash(f);
+    // kube2 serves, though node.json still names kube1 (a stale file).
+    await f.machines.start('kube2');
+    await f.machines.startServices('kube2');
+    f.log.calls.length = 0;
+    await engine.checkRepair();
+    expect(f.log.calls).toEqual([]);
+    expect(engine.listOperations({ limit: 5 }).filter((o) => o.kind === 'repair')).toEqual([]);
+  });
+
   it('does nothing while the node serves, or with repair off', async () => {
     const { f, engine } = await joined();
     await engine.checkRepair();

@@ -579,5 +579,8 @@ describe('runUpdate: the health gate', () => {
     expect(outcome.state).toBe('failed');
     expect((outcome.error as AgentError).code).toBe('HEALTH_GATE_FAILED');
     expect(await f.applied.read('kube1')).toBeNull();
+    // The join started kube1 itself: it is stopped and removed, not kept as "never started".
+    expect(f.log.calls).toEqual(expect.arrayContaining(['stop kube1', 'remove kube1']));
+    expect(f.machines.running.has('kube1')).toBe(false);
   });
 });
