@@ -37,9 +37,12 @@ export async function createLogger(options: LoggerOptions): Promise<Logger> {
     base: { pid: process.pid },
     ...REDACTING,
     timestamp: pino.stdTimeFunctions.isoTime,
-    // `"level":"info"`, not `30`: a journal read with jq says what it means (docs/operations.md,
-    // "Logs"). pino-pretty maps the numbers itself, so `pretty` keeps them.
-    ...(options.format === 'json' ? { formatters: { level: (label: string) => ({ level: label }) } } : {}),
+    formatters: {
+      ...REDACTING.formatters,
+      // `"level":"info"`, not `30`: a journal read with jq says what it means (docs/operations.md,
+      // "Logs"). pino-pretty maps the numbers itself, so `pretty` keeps them.
+      ...(options.format === 'json' ? { level: (label: string) => ({ level: label }) } : {}),
+    },
   };
   if (options.format === 'pretty') {
     // Loaded only for pretty logs: the JSON path (production) never evaluates it.

@@ -49,12 +49,12 @@ describe('agentctl status runs only what it uses', () => {
     return (await recorder.read()).builtins;
   }
 
-  it('status: the RPC client on node:net, no node:http, Kubernetes client, server, logger or download code', async () => {
+  it('status: the RPC client on node:http, no TLS, Kubernetes client, server, logger or download code', async () => {
     const builtins = await loadedBuiltins(['status', '--json']);
-    // The preload saw the command talk to the daemon (so an empty list cannot pass).
-    expect(builtins).toContain('net');
-    // node:http only when a command follows an operation's event stream (src/rpc/http-transport.ts).
-    const forbidden = ['http', '_http_client', 'tls', 'https', 'http2', 'zlib', 'worker_threads'];
+    // The preload saw the command talk to the daemon through node:http (src/rpc/http-transport.ts),
+    // so an empty list cannot pass.
+    expect(builtins).toContain('http');
+    const forbidden = ['tls', 'https', 'http2', 'zlib', 'worker_threads'];
     expect(builtins.filter((m) => forbidden.includes(m))).toEqual([]);
   });
 

@@ -498,6 +498,9 @@ describe.skipIf(!available && !required)('npm run release', () => {
         'sim',
         '--root',
         work,
+        // No agentd answers to say where its state is: a --host sim uninstall is told.
+        '--state-dir',
+        path.join(work, 'state'),
         '--pid-file',
         path.join(work, 'agentd.pid'),
         '--yes',

@@ -103,7 +103,8 @@ describe('runWatchLoop', () => {
     kube.addNode('n1'); // the history moves on past the watch's version, and is compacted
     kube.compactHistory();
     await until('the relist', async () => (await h.counter('watchRestarts', 'gone')) === 1);
-    await until('the read that enqueues', () => h.changes() === 3);
+    // At least one read after the relist (a busy machine may see one more change event; never fewer).
+    await until('the read that enqueues', () => h.changes() >= 3);
     expect(await h.counter('watchRestarts', 'error')).toBe(1);
   });
 
