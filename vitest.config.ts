@@ -2,7 +2,7 @@ import { availableParallelism } from 'node:os';
 import { defineConfig } from 'vitest/config';
 
 /**
- * Three projects (docs/testing.md), run by `npm test` through `scripts/test.ts`:
+ * Four projects (docs/testing.md), run by `npm test` through `scripts/test.ts`:
  *
  * - `unit`: test/unit, without per-file isolation. Each file would otherwise import the sources
  *   afresh in a fresh module graph (the Kubernetes client alone is 1 s of CPU): measured on 2
@@ -16,6 +16,9 @@ import { defineConfig } from 'vitest/config';
  *   suite, so their timeout is 90 s: it bounds a hang, and a passing test is no slower.
  * - `host`: the real-host suite — few files, each minutes long and mostly waiting on real
  *   systemd; `scripts/test.ts` runs it in a vitest process of its own beside the others.
+ * - `cluster`: test/cluster, agentd against a real control plane (etcd, kube-apiserver,
+ *   kube-controller-manager); each file starts one (seconds, ~0.5 GB), so `scripts/test.ts`
+ *   runs them one at a time in a third vitest process once the control plane is built.
  */
 const ISOLATED_UNIT_FILES = ['test/unit/sim/bin/main.test.ts', 'test/unit/cli/call-timeouts.test.ts'];
 const WORKERS = availableParallelism() + 1;
@@ -48,6 +51,15 @@ export default defineConfig({
         },
       },
       { extends: true, test: { name: 'host', include: ['test/host/**/*.test.ts'] } },
+      {
+        extends: true,
+        test: {
+          name: 'cluster',
+          include: ['test/cluster/**/*.test.ts'],
+          testTimeout: 120_000,
+          hookTimeout: 120_000,
+        },
+      },
     ],
   },
 });

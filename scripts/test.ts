@@ -12,6 +12,13 @@
  * (scripts/release/node-runtime.ts), or the path of a `node`. Its lines are prefixed with
  * `[node vX.Y.Z]`.
  *
+ * The `cluster` project (test/cluster: agentd against a real control plane, docs/testing.md "The
+ * real control plane") runs in a third vitest process, one file at a time, beside the real-host
+ * suite, once `scripts/control-plane.sh` has built the control plane or found it in its cache
+ * (a cold build takes minutes; the other tests run meanwhile). Its lines are prefixed with
+ * `[cluster]`. When it cannot be built the cluster tests are skipped with the script's message,
+ * and fail under AGENTD_REQUIRE_SYSTEM_TESTS=1.
+ *
  * Arguments are passed to every run (e.g. `npm test -- --bail 1`).
  */
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
@@ -73,6 +80,46 @@ async function secondRuntime(): Promise<string | null> {
   return wanted === 'release' ? (await ensureNodeRuntime()).node : path.resolve(wanted);
 }
 
+const CONTROL_PLANE_SCRIPT = fileURLToPath(new URL('./control-plane.sh', import.meta.url));
+const CLUSTER_PREFIX = '[cluster] ';
+
+/** Build the control plane (or find it cached): its bin dir, or null with the script's stderr shown. */
+function buildControlPlane(): Promise<string | null> {
+  return new Promise((resolve) => {
+    const child = spawn('bash', [CONTROL_PLANE_SCRIPT], { stdio: ['ignore', 'pipe', 'pipe'] });
+    runs.push({ child, done: Promise.resolve(0) });
+    let out = '';
+    child.stdout?.on('data', (c: Buffer) => (out += c.toString('utf8')));
+    if (child.stderr)
+      createInterface({ input: child.stderr }).on('line', (line) =>
+        process.stdout.write(`${CLUSTER_PREFIX}${line}\n`),
+      );
+    child.on('error', (err) => {
+      process.stdout.write(`${CLUSTER_PREFIX}scripts/control-plane.sh: ${err.message}\n`);
+      resolve(null);
+    });
+    child.on('close', (code) => resolve(code === 0 ? out.trim().split('\n').pop() || null : null));
+  });
+}
+
+/** The cluster tests, once the control plane is there; their exit code. */
+async function clusterTests(): Promise<number> {
+  const bin = await buildControlPlane();
+  if (stopping) return 1;
+  if (bin === null) {
+    const required = process.env.AGENTD_REQUIRE_SYSTEM_TESTS === '1';
+    process.stdout.write(
+      `${CLUSTER_PREFIX}the control plane could not be built: the cluster tests are ${required ? 'FAILED (AGENTD_REQUIRE_SYSTEM_TESTS=1)' : 'skipped'}\n`,
+    );
+    return required ? 1 : 0;
+  }
+  const cluster = run(['cluster'], ['--maxWorkers', '1'], CLUSTER_PREFIX, process.execPath, {
+    AGENTD_CONTROL_PLANE_BIN: bin,
+  });
+  runs.push(cluster);
+  return cluster.done;
+}
+
 const runs: Run[] = [];
 let stopping = false;
 for (const signal of ['SIGINT', 'SIGTERM'] as const) {
@@ -90,6 +137,7 @@ const second = secondRuntime().then(
 const host = run(['host'], ['--maxWorkers', HOST_WORKERS], '[host] ');
 const main = run(['unit', 'main'], [], null);
 runs.push(host, main);
+const clusterDone = clusterTests();
 
 const mainCode = await main.done;
 const { node: secondNode, error: secondError } = await second;
@@ -115,13 +163,14 @@ if (secondError !== null) {
   secondCode = await again.done;
 }
 const hostCode = await host.done;
+const clusterCode = await clusterDone;
 
 const word = (code: number): string => (code === 0 ? 'passed' : `FAILED (${code})`);
 process.stdout.write(
-  `\nnpm test: unit and main projects ${word(mainCode)}, real-host project ${word(hostCode)}` +
+  `\nnpm test: unit and main projects ${word(mainCode)}, real-host project ${word(hostCode)}, cluster project ${word(clusterCode)}` +
     (secondCode === null
       ? ''
       : `, unit and integration tests on ${secondLabel || 'the second runtime'} ${word(secondCode)}`) +
     '\n',
 );
-process.exit([mainCode, hostCode, secondCode ?? 0].find((c) => c !== 0) ?? 0);
+process.exit([mainCode, hostCode, clusterCode, secondCode ?? 0].find((c) => c !== 0) ?? 0);

@@ -2,8 +2,9 @@
  * Agents of the fleet simulation (test/integration/fleet-simulation.test.ts), each the real
  * assembly a node runs, in process: `startDaemon` (the daemon's own wiring: engine, Machine
  * watcher, fleet runtime) on the simulated host (`--host sim`) under its own temp `--root`, with
- * `--kubeconfig` pointing at one shared fake API server and its own token (so the server can tell
- * the agents' requests apart). One shared artifact mirror serves every agent's downloads.
+ * `--kubeconfig` pointing at one shared fake API server (or, with `identities`, the real control
+ * plane, test/cluster/fleet.test.ts) and its own token (so the server can tell the agents'
+ * requests apart). One shared artifact mirror serves every agent's downloads.
  *
  * The simulated host's command runner is observed: an agent is **down** from the moment its
  * host is asked to stop kubelet in the serving machine until the old machine is removed (cleanup,
@@ -101,11 +102,35 @@ function daemonConfig(dir: string, o: { name: string; kubeconfig: string | null 
   });
 }
 
+/**
+ * Where an agent's identity comes from: a kubeconfig for it, and how to revoke it (a frozen
+ * node's requests are then refused). The fake API server's tokens by default; the real control
+ * plane's bootstrap tokens in test/cluster/fleet.test.ts.
+ */
+export interface FleetAgentIdentities {
+  identity(name: string): Promise<{ kubeconfig: string; revoke(): void }>;
+}
+
+function fakeKubeIdentities(kube: FakeKube): FleetAgentIdentities {
+  return {
+    async identity(name) {
+      const token = `${name}-${Math.random().toString(36).slice(2)}`;
+      kube.setToken(token, { user: name, rules: [{ verbs: ['*'], resources: ['*'] }] });
+      return {
+        kubeconfig: kube.kubeconfigYaml(token),
+        revoke: () => kube.setToken(token, { user: name, rules: [] }),
+      };
+    },
+  };
+}
+
 export interface StartFleetAgentOptions {
   /** A dir from `createJoinedTemplate`: copied, so the agent starts as a joined node. */
   template: string;
   name: string;
-  kube: FakeKube;
+  /** The fake API server the agent uses; or `identities` for another API server. */
+  kube?: FakeKube;
+  identities?: FleetAgentIdentities;
   counter: DownCounter;
   /** Watcher and fleet gate timing. */
   timing: NonNullable<DaemonDeps['kube']>;
@@ -114,17 +139,18 @@ export interface StartFleetAgentOptions {
 export async function startFleetAgent(o: StartFleetAgentOptions): Promise<FleetAgent> {
   const dir = await mkdtemp(path.join(BASE_DIR, `agentd-fleet-${o.name}-`));
   await cp(o.template, dir, { recursive: true });
-  const token = `${o.name}-${Math.random().toString(36).slice(2)}`;
-  o.kube.setToken(token, { user: o.name, rules: [{ verbs: ['*'], resources: ['*'] }] });
+  const identities = o.identities ?? (o.kube ? fakeKubeIdentities(o.kube) : null);
+  if (identities === null) throw new Error('startFleetAgent needs kube or identities');
+  const id = await identities.identity(o.name);
   const kubeconfig = path.join(dir, 'kubeconfig');
-  await writeFile(kubeconfig, o.kube.kubeconfigYaml(token));
+  await writeFile(kubeconfig, id.kubeconfig);
   const config = daemonConfig(dir, { name: o.name, kubeconfig });
 
   let frozen = false;
   let freezeWhenDown = false;
   const freeze = (): void => {
     frozen = true;
-    o.kube.setToken(token, { user: o.name, rules: [] });
+    id.revoke();
   };
   const thaw = new AbortController();
   /** The machine whose kubelet was stopped while it served, while the node is down. */
