@@ -28,9 +28,17 @@ import type * as FleetIndex from '../fleet/index.js';
 import type { FleetRuntime, FleetRuntimeOptions } from '../fleet/index.js';
 import type { MachineWatcherOptions } from '../watcher/index.js';
 import { createWatcherSupervisor } from '../watcher/supervisor.js';
+import { createEventRecorder } from '../kube/event-recorder.js';
+import type { EventRecorder, EventRecorderOptions } from '../kube/event-recorder.js';
+import { createResolvingEventSink } from './event-sink-wiring.js';
+import { followOperationEvents } from './kube-events.js';
+import type { NodeEvent } from './kube-events.js';
 
 /** The fleet gate's code: it loads @kubernetes/client-node, so it is imported with the session's. */
 type FleetModule = typeof FleetIndex;
+
+/** How long shutdown waits for queued Kubernetes Events to be written. */
+const EVENT_FLUSH_MS = 1000;
 
 export interface KubeWiringOptions {
   config: Pick<
@@ -55,6 +63,10 @@ export interface KubeWiringOptions {
   watcher?: Pick<MachineWatcherOptions, 'backoff' | 'reconcile' | 'onReconciled'>;
   /** Fleet gate timing (tests, the fleet simulation); the namespace is `config.fleetNamespace`. */
   fleet?: FleetRuntimeOptions['timing'];
+  /** Kubernetes Events tuning (tests): the recorder's limits and the fleet wait/hold window. */
+  kubeEvents?: Pick<EventRecorderOptions, 'queueSize' | 'burst' | 'refillMs' | 'seriesWindowMs'> & {
+    fleetWindowMs?: number;
+  };
 }
 
 export interface KubeWiring {
@@ -75,6 +87,8 @@ export interface KubeWiring {
   /** After ready: start the watcher when it should run; look again whenever an operation ends. */
   start(dispatcher: Pick<Dispatcher, 'handle'>): void;
   watcherStatus(): WatcherStatus;
+  /** The Kubernetes Events recorder (docs/watcher.md, "Events"). */
+  readonly recorder: EventRecorder;
   /** Stop the watcher (shutdown step 2): it issues no new calls afterwards. */
   stop(): Promise<void>;
 }
@@ -106,6 +120,32 @@ export function createKubeWiring(o: KubeWiringOptions): KubeWiring {
     metrics: o.metrics,
     onStatusChange: changed,
     watcher: o.watcher,
+  });
+
+  // ---- Kubernetes Events (docs/watcher.md, "Events") ----------------------------------------
+
+  const sinks = createResolvingEventSink({ session, clock: o.clock });
+  const recorder = createEventRecorder({
+    sink: () => sinks.current(),
+    instance: () => session.machineName() ?? '',
+    clock: o.clock,
+    logger,
+    onWritten: (result) => o.metrics.kubeEvents.inc({ result }),
+    onDropped: (reason) => o.metrics.kubeEventsDropped.inc({ reason }),
+    ...o.kubeEvents,
+  });
+  /** Record on the Machine and on the Node; both are completed (uid, nodeRef) by the sink. */
+  const emit = (event: NodeEvent): void => {
+    const name = session.machineName();
+    if (name === null || session.current() === null) return;
+    recorder.record({ ...event, regarding: sinks.machineRef(name) });
+    recorder.record({ ...event, regarding: { apiVersion: 'v1', kind: 'Node', name } });
+  };
+  const stopEvents = followOperationEvents({
+    events: o.events,
+    emit,
+    clock: o.clock,
+    fleetWindowMs: o.kubeEvents?.fleetWindowMs,
   });
 
   // ---- the fleet gate (docs/fleet.md) -----------------------------------------------------
@@ -195,9 +235,19 @@ export function createKubeWiring(o: KubeWiringOptions): KubeWiring {
       fleetRuntime();
     },
     watcherStatus: () => supervisor.status(),
+    recorder,
     async stop() {
       stopped = true;
       unsubscribe();
+      stopEvents();
+      // The last Events (how the final operation ended) get a moment to be written, no more.
+      const flushed = new AbortController();
+      await Promise.race([
+        recorder.idle(),
+        o.clock.sleep(EVENT_FLUSH_MS, flushed.signal).catch(() => undefined),
+      ]);
+      flushed.abort();
+      recorder.stop();
       await supervisor.stop();
       await fleetRt?.value.stop();
     },

@@ -10,3 +10,4 @@ export { createMachineWatch } from './watch.js';
 export { getNodeHealth } from './node-health.js';
 export { createNodeWatch } from './node-watch.js';
 export { createReflector } from './reflector.js';
+export { createEventSink } from './event-sink.js';
