@@ -16,6 +16,8 @@ export type NodeEvent = Omit<EventInput, 'regarding'>;
 /** How long a wait in the fleet gate, or a held slot, lasts before it is an Event (default 5 min). */
 export const FLEET_EVENT_WINDOW_MS = 5 * 60_000;
 
+const ENDED_KEPT = 64;
+
 export interface OperationEventsOptions {
   events: EventBus;
   emit: (event: NodeEvent) => void;
@@ -136,6 +138,8 @@ function phaseEvent(e: Extract<EngineEvent, { type: 'phase' }>): NodeEvent | nul
 export function followOperationEvents(o: OperationEventsOptions): () => void {
   const windowMs = o.fleetWindowMs ?? FLEET_EVENT_WINDOW_MS;
   const ops = new Map<string, Tracked>();
+  /** Operations whose end was recorded (a later publish of the same end records nothing). */
+  const ended = new Set<string>();
   const every = (stop: AbortController, fn: () => void): void => {
     void (async () => {
       for (;;) {
@@ -154,6 +158,7 @@ export function followOperationEvents(o: OperationEventsOptions): () => void {
   }
 
   function onOperation(op: Operation): void {
+    if (ended.has(op.id)) return;
     let t = ops.get(op.id);
     const first = t === undefined || !t.started;
     if (t === undefined) {
@@ -167,6 +172,11 @@ export function followOperationEvents(o: OperationEventsOptions): () => void {
     if (op.state !== 'running') {
       stopTimers(t);
       ops.delete(op.id);
+      ended.add(op.id);
+      for (const id of ended) {
+        if (ended.size <= ENDED_KEPT) break;
+        ended.delete(id);
+      }
       return;
     }
     const wait = op.wait;
