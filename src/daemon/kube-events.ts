@@ -27,6 +27,8 @@ export interface OperationEventsOptions {
 
 interface Tracked {
   kind: OperationKind;
+  /** The update's target machine. */
+  to: string;
   started: boolean;
   /** The fleet gate's wait reason now, and the timer that reports it once it lasts. */
   wait: { reason: string; message: string; stop: AbortController } | null;
@@ -42,9 +44,11 @@ function formatWindow(ms: number): string {
   return s % 60 === 0 ? `${s / 60}m` : `${s}s`;
 }
 
-/** The Event an operation's state change is, or null. */
+/**
+ * The Event an operation's state change is, or null. Notes name no operation id, so the same
+ * outcome again (a target that rolls back at each request) is a repeat: one Event, its count raised.
+ */
 function operationEvent(op: Operation, first: boolean): NodeEvent | null {
-  const id = op.id;
   const move = `${op.from ?? 'new node'} → ${op.to ?? '?'}`;
   const why = op.reason ? ` (${op.reason})` : '';
   const ok = (reason: string, action: string, note: string): NodeEvent => ({
@@ -61,67 +65,66 @@ function operationEvent(op: Operation, first: boolean): NodeEvent | null {
   });
   if (op.state === 'running') {
     if (!first) return null;
-    if (op.kind === 'update') return ok('UpdateStarted', 'Update', `update ${id} started: ${move}${why}`);
-    if (op.kind === 'repair') return ok('RepairStarted', 'Repair', `repair ${id} started${why}`);
+    if (op.kind === 'update') return ok('UpdateStarted', 'Update', `update started: ${move}${why}`);
+    if (op.kind === 'repair') return ok('RepairStarted', 'Repair', `repair started${why}`);
     return null;
   }
   switch (`${op.kind}/${op.state}`) {
     case 'update/succeeded':
-      return ok('UpdateSucceeded', 'Update', `update ${id} succeeded: ${move}`);
+      return ok('UpdateSucceeded', 'Update', `update succeeded: ${move}`);
     case 'update/rolled_back':
       return bad(
         'RolledBack',
         'Update',
-        `update ${id} rolled back to ${op.from ?? '?'} (${op.error?.code ?? 'INTERNAL'}): ${op.error?.message ?? 'no error recorded'}`,
+        `update rolled back to ${op.from ?? '?'} (${op.error?.code ?? 'INTERNAL'}): ${op.error?.message ?? 'no error recorded'}`,
       );
     case 'update/failed':
-      return bad('UpdateFailed', 'Update', `update ${id} failed: ${describeError(op)}`);
+      return bad('UpdateFailed', 'Update', `update failed: ${describeError(op)}`);
     case 'repair/succeeded':
-      return ok('Repaired', 'Repair', `repair ${id} succeeded: the node serves again`);
+      return ok('Repaired', 'Repair', `repair succeeded: the node serves again`);
     case 'repair/failed':
     case 'repair/rolled_back':
-      return bad('RepairFailed', 'Repair', `repair ${id} failed: ${describeError(op)}`);
+      return bad('RepairFailed', 'Repair', `repair failed: ${describeError(op)}`);
     case 'drain/succeeded':
-      return ok('Drained', 'Drain', `drain ${id} succeeded${why}`);
+      return ok('Drained', 'Drain', `drain succeeded${why}`);
     case 'drain/failed':
-      return bad('DrainFailed', 'Drain', `drain ${id} failed: ${describeError(op)}`);
+      return bad('DrainFailed', 'Drain', `drain failed: ${describeError(op)}`);
     case 'uncordon/succeeded': {
       const outcome = typeof op.result?.outcome === 'string' ? ` (${op.result.outcome})` : '';
-      return ok('Uncordoned', 'Uncordon', `uncordon ${id} succeeded${outcome}`);
+      return ok('Uncordoned', 'Uncordon', `uncordon succeeded${outcome}`);
     }
     case 'uncordon/failed':
-      return bad('UncordonFailed', 'Uncordon', `uncordon ${id} failed: ${describeError(op)}`);
+      return bad('UncordonFailed', 'Uncordon', `uncordon failed: ${describeError(op)}`);
     default:
       return null;
   }
 }
 
-/** The Event an update's phase end is, or null. */
-function phaseEvent(e: Extract<EngineEvent, { type: 'phase' }>): NodeEvent | null {
-  const id = e.operationId;
+/** The Event an update's phase end is, or null; `to` is the update's target machine. */
+function phaseEvent(e: Extract<EngineEvent, { type: 'phase' }>, to: string): NodeEvent | null {
   if (e.state === 'succeeded') {
     if (e.phase === 'start')
       return {
         type: 'Normal',
         reason: 'Switched',
         action: 'Update',
-        note: `update ${id} switched to the new machine`,
+        note: `update switched to ${to}`,
       };
     if (e.phase === 'verify')
       return {
         type: 'Normal',
         reason: 'Verified',
         action: 'Update',
-        note: `update ${id} verified the new machine`,
+        note: `update verified ${to}: kubelet is healthy`,
       };
     if (e.phase === 'drain')
-      return { type: 'Normal', reason: 'Drained', action: 'Drain', note: `update ${id} drained the node` };
+      return { type: 'Normal', reason: 'Drained', action: 'Drain', note: `update drained the node` };
     if (e.phase === 'uncordon')
       return {
         type: 'Normal',
         reason: 'Uncordoned',
         action: 'Uncordon',
-        note: `update ${id} uncordoned the node`,
+        note: `update uncordoned the node`,
       };
   }
   if (e.state === 'failed' && e.phase === 'drain')
@@ -129,7 +132,7 @@ function phaseEvent(e: Extract<EngineEvent, { type: 'phase' }>): NodeEvent | nul
       type: 'Warning',
       reason: 'DrainFailed',
       action: 'Drain',
-      note: `update ${id} could not drain the node: ${e.error ?? 'no error recorded'}`,
+      note: `update could not drain the node: ${e.error ?? 'no error recorded'}`,
     };
   return null;
 }
@@ -162,7 +165,7 @@ export function followOperationEvents(o: OperationEventsOptions): () => void {
     let t = ops.get(op.id);
     const first = t === undefined || !t.started;
     if (t === undefined) {
-      t = { kind: op.kind, started: false, wait: null, hold: null };
+      t = { kind: op.kind, to: op.to ?? 'the new machine', started: false, wait: null, hold: null };
       ops.set(op.id, t);
     }
     if (op.state === 'pending') return;
@@ -192,7 +195,7 @@ export function followOperationEvents(o: OperationEventsOptions): () => void {
           type: 'Warning',
           reason: w.reason,
           action: 'WaitForSlot',
-          note: `update ${op.id} has waited in the fleet gate for longer than ${formatWindow(windowMs)}: ${w.message}`,
+          note: `the update has waited in the fleet gate for longer than ${formatWindow(windowMs)}: ${w.message}`,
         }),
       );
     } else {
@@ -208,7 +211,7 @@ export function followOperationEvents(o: OperationEventsOptions): () => void {
     if (e.type !== 'phase') return;
     const t = ops.get(e.operationId);
     if (t?.kind !== 'update') return;
-    const event = phaseEvent(e);
+    const event = phaseEvent(e, t.to);
     if (event !== null) o.emit(event);
     if (e.phase === 'slot' && e.state === 'succeeded' && t.hold === null) {
       const hold = new AbortController();
@@ -218,7 +221,7 @@ export function followOperationEvents(o: OperationEventsOptions): () => void {
           type: 'Warning',
           reason: 'SlotHeldLong',
           action: 'HoldSlot',
-          note: `update ${e.operationId} has held its fleet slot for longer than ${formatWindow(windowMs)}`,
+          note: `the update has held its fleet slot for longer than ${formatWindow(windowMs)}`,
         }),
       );
     }

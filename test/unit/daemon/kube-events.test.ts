@@ -60,7 +60,7 @@ describe('the Events of operations', () => {
       ['Normal', 'Switched', 'Update'],
       ['Warning', 'RolledBack', 'Update'],
     ]);
-    expect(got[2]?.note).toBe('update op-1 rolled back to kube1 (VERIFY_FAILED): kubelet not healthy');
+    expect(got[2]?.note).toBe('update rolled back to kube1 (VERIFY_FAILED): kubelet not healthy');
   });
 
   it('records repair, drain and uncordon operations, and an update’s drain and uncordon phases', () => {
@@ -101,7 +101,7 @@ describe('the Events of operations', () => {
         type: 'Warning',
         reason: 'WaitingForSlot',
         action: 'WaitForSlot',
-        note: 'update op-1 has waited in the fleet gate for longer than 1m: all 1 slots are held',
+        note: 'the update has waited in the fleet gate for longer than 1m: all 1 slots are held',
       },
       expect.objectContaining({ reason: 'WaitingForSlot' }),
     ]);
