@@ -132,6 +132,7 @@ export function createKubeWiring(o: KubeWiringOptions): KubeWiring {
     logger,
     onWritten: (result) => o.metrics.kubeEvents.inc({ result }),
     onDropped: (reason) => o.metrics.kubeEventsDropped.inc({ reason }),
+    onPending: (pending) => o.metrics.kubeEventsPending.set(pending),
     ...o.kubeEvents,
   });
   /** Record on the Machine and on the Node; both are completed (uid, nodeRef) by the sink. */

@@ -104,6 +104,8 @@ export interface EventRecorderOptions {
   logger: Logger;
   onWritten?: (result: EventWriteResult) => void;
   onDropped?: (reason: EventDropReason) => void;
+  /** Told the number of Events queued or being written, whenever it changes. */
+  onPending?: (pending: number) => void;
   queueSize?: number;
   burst?: number;
   refillMs?: number;
@@ -175,7 +177,9 @@ export function createEventRecorder(o: EventRecorderOptions): EventRecorder {
   const buckets = new Map<string, Bucket>();
   const queue: Cached[] = [];
   let writing: Promise<void> | null = null;
+  let inFlight = 0;
   let stopped = false;
+  const pendingChanged = (): void => o.onPending?.(queue.length + inFlight);
 
   /** Take a token of the object's bucket; false when it is empty (the event is dropped). */
   function take(object: string, now: number): boolean {
@@ -226,7 +230,12 @@ export function createEventRecorder(o: EventRecorderOptions): EventRecorder {
     for (let entry = queue.shift(); entry !== undefined && !stopped; entry = queue.shift()) {
       entry.pending = false;
       const sink = o.sink();
-      if (sink === null) continue;
+      if (sink === null) {
+        pendingChanged();
+        continue;
+      }
+      inFlight = 1;
+      pendingChanged();
       try {
         await write(entry, sink);
       } catch (err) {
@@ -235,6 +244,9 @@ export function createEventRecorder(o: EventRecorderOptions): EventRecorder {
           { err: describeError(err), reason: entry.body.reason, regarding: entry.body.regarding.name },
           'a Kubernetes Event could not be written; it is dropped',
         );
+      } finally {
+        inFlight = 0;
+        pendingChanged();
       }
     }
   }
@@ -254,6 +266,7 @@ export function createEventRecorder(o: EventRecorderOptions): EventRecorder {
     }
     entry.pending = true;
     queue.push(entry);
+    pendingChanged();
     kick();
     return true;
   }
@@ -317,6 +330,7 @@ export function createEventRecorder(o: EventRecorderOptions): EventRecorder {
       stopped = true;
       for (const entry of queue) entry.pending = false;
       queue.length = 0;
+      pendingChanged();
     },
   };
 }

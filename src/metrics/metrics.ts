@@ -242,6 +242,11 @@ export function createMetrics(options: { version: string; collectDefaults?: bool
       labelNames: ['reason'],
       registers: r,
     }),
+    kubeEventsPending: new Gauge({
+      name: 'agentd_kube_events_pending',
+      help: 'Kubernetes Events queued or being written.',
+      registers: r,
+    }),
     reconcileTime: new Histogram({
       name: 'agentd_reconcile_time_seconds',
       help: 'Machine reconcile wall time.',

@@ -178,11 +178,13 @@ describe('the event recorder', () => {
 
   it('drops and counts rather than grow its queue while the API server does not answer', async () => {
     const { sink, writes } = fakeSink({ hang: true });
-    const { r, dropped } = recorder(sink, { queueSize: 10, burst: 1000 });
+    let pending = 0;
+    const { r, dropped } = recorder(sink, { queueSize: 10, burst: 1000, onPending: (p) => (pending = p) });
     for (let i = 0; i < 50; i++) r.record(event(`note ${i}`));
     await new Promise((resolve) => setImmediate(resolve));
     expect(writes).toHaveLength(1); // the one in flight
     expect(r.queued).toBe(10);
+    expect(pending).toBe(11);
     expect(dropped).toEqual(Array(39).fill('queue_full'));
   });
 
