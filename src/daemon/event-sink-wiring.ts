@@ -7,7 +7,6 @@
  */
 import type { Clock } from '../host/types.js';
 import type { EventObjectRef, EventSink } from '../kube/event-recorder.js';
-import { MACHINE_VERSION } from '../kube/schemas.js';
 import type { KubeSession } from '../kube/session.js';
 
 /** How long a looked-up uid (or nodeRef) is used before it is read again. */
@@ -81,8 +80,9 @@ export function createResolvingEventSink(o: {
   return {
     current: make,
     machineRef: (name) => {
-      const group = o.session.current()?.clients.crdGroup ?? 'unbounded-cloud.io';
-      return { apiVersion: `${group}/${MACHINE_VERSION}`, kind: 'Machine', name };
+      const conn = o.session.current();
+      const apiVersion = `${conn?.clients.crdGroup ?? 'unbounded-cloud.io'}/${conn?.runtime.MACHINE_VERSION ?? 'v1alpha3'}`;
+      return { apiVersion, kind: 'Machine', name };
     },
   };
 }

@@ -28,7 +28,6 @@ import type * as FleetIndex from '../fleet/index.js';
 import type { FleetRuntime, FleetRuntimeOptions } from '../fleet/index.js';
 import type { MachineWatcherOptions } from '../watcher/index.js';
 import { createWatcherSupervisor } from '../watcher/supervisor.js';
-import { createEventRecorder } from '../kube/event-recorder.js';
 import type { EventRecorder, EventRecorderOptions } from '../kube/event-recorder.js';
 import { createResolvingEventSink } from './event-sink-wiring.js';
 import { followOperationEvents } from './kube-events.js';
@@ -87,8 +86,6 @@ export interface KubeWiring {
   /** After ready: start the watcher when it should run; look again whenever an operation ends. */
   start(dispatcher: Pick<Dispatcher, 'handle'>): void;
   watcherStatus(): WatcherStatus;
-  /** The Kubernetes Events recorder (docs/watcher.md, "Events"). */
-  readonly recorder: EventRecorder;
   /** Stop the watcher (shutdown step 2): it issues no new calls afterwards. */
   stop(): Promise<void>;
 }
@@ -125,20 +122,23 @@ export function createKubeWiring(o: KubeWiringOptions): KubeWiring {
   // ---- Kubernetes Events (docs/watcher.md, "Events") ----------------------------------------
 
   const sinks = createResolvingEventSink({ session, clock: o.clock });
-  const recorder = createEventRecorder({
-    sink: () => sinks.current(),
-    instance: () => session.machineName() ?? '',
-    clock: o.clock,
-    logger,
-    onWritten: (result) => o.metrics.kubeEvents.inc({ result }),
-    onDropped: (reason) => o.metrics.kubeEventsDropped.inc({ reason }),
-    onPending: (pending) => o.metrics.kubeEventsPending.set(pending),
-    ...o.kubeEvents,
-  });
+  /** Made with the client code, once Kubernetes is available (no Event can be written before). */
+  let recorder: EventRecorder | null = null;
   /** Record on the Machine and on the Node; both are completed (uid, nodeRef) by the sink. */
   const emit = (event: NodeEvent): void => {
     const name = session.machineName();
-    if (name === null || session.current() === null) return;
+    const conn = session.current();
+    if (name === null || conn === null || stopped) return;
+    recorder ??= conn.runtime.createEventRecorder({
+      sink: () => sinks.current(),
+      instance: () => session.machineName() ?? '',
+      clock: o.clock,
+      logger,
+      onWritten: (result) => o.metrics.kubeEvents.inc({ result }),
+      onDropped: (reason) => o.metrics.kubeEventsDropped.inc({ reason }),
+      onPending: (pending) => o.metrics.kubeEventsPending.set(pending),
+      ...o.kubeEvents,
+    });
     recorder.record({ ...event, regarding: sinks.machineRef(name) });
     recorder.record({ ...event, regarding: { apiVersion: 'v1', kind: 'Node', name } });
   };
@@ -236,19 +236,18 @@ export function createKubeWiring(o: KubeWiringOptions): KubeWiring {
       fleetRuntime();
     },
     watcherStatus: () => supervisor.status(),
-    recorder,
     async stop() {
       stopped = true;
       unsubscribe();
       stopEvents();
       // The last Events (how the final operation ended) get a moment to be written, no more.
-      const flushed = new AbortController();
-      await Promise.race([
-        recorder.idle(),
-        o.clock.sleep(EVENT_FLUSH_MS, flushed.signal).catch(() => undefined),
-      ]);
-      flushed.abort();
-      recorder.stop();
+      const r = recorder;
+      if (r !== null) {
+        const flushed = new AbortController();
+        await Promise.race([r.idle(), o.clock.sleep(EVENT_FLUSH_MS, flushed.signal).catch(() => undefined)]);
+        flushed.abort();
+        r.stop();
+      }
       await supervisor.stop();
       await fleetRt?.value.stop();
     },
