@@ -30,9 +30,11 @@ export function createResolvingEventSink(o: {
     if (conn === null) return null;
     if (memo?.clients === conn.clients) return memo.sink;
     const { runtime, clients } = conn;
-    const base = runtime.createEventSink(clients.custom);
+    // Their own rate limit: Events never take the tokens of the watcher's and drain's requests.
+    const own = runtime.createEventClients(clients, o.clock);
+    const base = runtime.createEventSink(own.custom);
     const machines = runtime.createMachineApi({
-      custom: clients.custom,
+      custom: own.custom,
       group: clients.crdGroup,
       clock: o.clock,
     });
@@ -65,7 +67,7 @@ export function createResolvingEventSink(o: {
             // No Machine to read (no CRD, no right): the Node named like it.
           }
           try {
-            const node = (await clients.core.readNode({ name })) as { metadata?: { uid?: string } };
+            const node = (await own.core.readNode({ name })) as { metadata?: { uid?: string } };
             return { ...ref, name, ...(node.metadata?.uid ? { uid: node.metadata.uid } : {}) };
           } catch {
             return { ...ref, name };
