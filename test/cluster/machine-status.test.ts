@@ -44,12 +44,24 @@ describe.skipIf(!controlPlaneAvailable())('what runs, in Machine status, against
     }
     await waitUntil(
       'the update’s outcome',
-      async () => condition(await good.machine(), 'LastOperation')?.reason === 'Succeeded',
+      // What runs may be written a moment before the acknowledgement (with a wait's write).
+      async () => {
+        const m = await good.machine();
+        return (
+          condition(m, 'LastOperation')?.reason === 'Succeeded' && m?.status.operations?.repaveCounter === 1
+        );
+      },
       good.d,
     );
     await waitUntil(
       'the rollback’s outcome',
-      async () => condition(await bad.machine(), 'LastOperation')?.reason === 'RolledBack',
+      async () => {
+        const m = await bad.machine();
+        return (
+          condition(m, 'LastOperation')?.reason === 'RolledBack' &&
+          condition(m, 'NodeUpdated')?.reason === 'RolledBack'
+        );
+      },
       bad.d,
     );
 
