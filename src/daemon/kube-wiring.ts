@@ -28,9 +28,16 @@ import type * as FleetIndex from '../fleet/index.js';
 import type { FleetRuntime, FleetRuntimeOptions } from '../fleet/index.js';
 import type { MachineWatcherOptions } from '../watcher/index.js';
 import { createWatcherSupervisor } from '../watcher/supervisor.js';
+import type { EventRecorder, EventRecorderOptions } from '../kube/event-recorder.js';
+import { createResolvingEventSink } from './event-sink-wiring.js';
+import { followOperationEvents } from './kube-events.js';
+import type { NodeEvent } from './kube-events.js';
 
 /** The fleet gate's code: it loads @kubernetes/client-node, so it is imported with the session's. */
 type FleetModule = typeof FleetIndex;
+
+/** How long shutdown waits for queued Kubernetes Events to be written. */
+const EVENT_FLUSH_MS = 1000;
 
 export interface KubeWiringOptions {
   config: Pick<
@@ -55,6 +62,10 @@ export interface KubeWiringOptions {
   watcher?: Pick<MachineWatcherOptions, 'backoff' | 'reconcile' | 'onReconciled'>;
   /** Fleet gate timing (tests, the fleet simulation); the namespace is `config.fleetNamespace`. */
   fleet?: FleetRuntimeOptions['timing'];
+  /** Kubernetes Events tuning (tests): the recorder's limits and the fleet wait/hold window. */
+  kubeEvents?: Pick<EventRecorderOptions, 'queueSize' | 'burst' | 'refillMs' | 'seriesWindowMs'> & {
+    fleetWindowMs?: number;
+  };
 }
 
 export interface KubeWiring {
@@ -106,6 +117,36 @@ export function createKubeWiring(o: KubeWiringOptions): KubeWiring {
     metrics: o.metrics,
     onStatusChange: changed,
     watcher: o.watcher,
+  });
+
+  // ---- Kubernetes Events (docs/watcher.md, "Events") ----------------------------------------
+
+  const sinks = createResolvingEventSink({ session, clock: o.clock });
+  /** Made with the client code, once Kubernetes is available (no Event can be written before). */
+  let recorder: EventRecorder | null = null;
+  /** Record on the Machine and on the Node; both are completed (uid, nodeRef) by the sink. */
+  const emit = (event: NodeEvent): void => {
+    const name = session.machineName();
+    const conn = session.current();
+    if (name === null || conn === null || stopped) return;
+    recorder ??= conn.runtime.createEventRecorder({
+      sink: () => sinks.current(),
+      instance: () => session.machineName() ?? '',
+      clock: o.clock,
+      logger,
+      onWritten: (result) => o.metrics.kubeEvents.inc({ result }),
+      onDropped: (reason) => o.metrics.kubeEventsDropped.inc({ reason }),
+      onPending: (pending) => o.metrics.kubeEventsPending.set(pending),
+      ...o.kubeEvents,
+    });
+    recorder.record({ ...event, regarding: sinks.machineRef(name) });
+    recorder.record({ ...event, regarding: { apiVersion: 'v1', kind: 'Node', name } });
+  };
+  const stopEvents = followOperationEvents({
+    events: o.events,
+    emit,
+    clock: o.clock,
+    fleetWindowMs: o.kubeEvents?.fleetWindowMs,
   });
 
   // ---- the fleet gate (docs/fleet.md) -----------------------------------------------------
@@ -198,6 +239,15 @@ export function createKubeWiring(o: KubeWiringOptions): KubeWiring {
     async stop() {
       stopped = true;
       unsubscribe();
+      stopEvents();
+      // The last Events (how the final operation ended) get a moment to be written, no more.
+      const r = recorder;
+      if (r !== null) {
+        const flushed = new AbortController();
+        await Promise.race([r.idle(), o.clock.sleep(EVENT_FLUSH_MS, flushed.signal).catch(() => undefined)]);
+        flushed.abort();
+        r.stop();
+      }
       await supervisor.stop();
       await fleetRt?.value.stop();
     },

@@ -13,8 +13,14 @@ export type {
   MachineApiOptions,
   MachineStatusMutation,
 } from './machine.js';
-export { buildStatusMergePatch, withNodeUpdatedCondition } from './machine-status.js';
-export type { MachineStatusUpdate, StatusMergePatch } from './machine-status.js';
+export {
+  LAST_OPERATION_CONDITION,
+  NODE_RUNNING_CONDITION,
+  buildStatusMergePatch,
+  withCondition,
+  withNodeUpdatedCondition,
+} from './machine-status.js';
+export type { ConditionUpdate, MachineStatusUpdate, StatusMergePatch } from './machine-status.js';
 export {
   CORDONED_BY_AGENTD_ANNOTATION,
   cordonNode,

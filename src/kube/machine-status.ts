@@ -5,6 +5,23 @@
 import { NODE_UPDATED_CONDITION } from './schemas.js';
 import type { Machine, MachineCondition, MachinePhase } from './schemas.js';
 
+/** A condition agentd sets: its observedGeneration is the Machine's generation. */
+export interface ConditionUpdate {
+  status: 'True' | 'False' | 'Unknown';
+  reason: string;
+  message?: string;
+}
+
+/**
+ * The conditions agentd owns (docs/watcher.md, "Status writes"): `NodeUpdated` (how the update
+ * the Machine asked for went), and the observed state, kept in conditions because upstream's
+ * structural schema prunes any other new status field (docs/compatibility.md): `NodeRunning`
+ * (the active machine and the Kubernetes version it runs) and `LastOperation` (the last
+ * operation's id, kind, result and end).
+ */
+export const NODE_RUNNING_CONDITION = 'NodeRunning';
+export const LAST_OPERATION_CONDITION = 'LastOperation';
+
 /** What agentd may change in a Machine's status. Omitted fields are left as they are. */
 export interface MachineStatusUpdate {
   phase?: MachinePhase;
@@ -15,7 +32,9 @@ export interface MachineStatusUpdate {
   /** The rootfs image now running: `status.agent.image`. */
   agentImage?: string;
   /** Set the `NodeUpdated` condition (its observedGeneration is the Machine's generation). */
-  nodeUpdated?: { status: 'True' | 'False' | 'Unknown'; reason: string; message?: string };
+  nodeUpdated?: ConditionUpdate;
+  /** Set other conditions of agentd's, by type (`NodeRunning`, `LastOperation`). */
+  conditions?: Record<string, ConditionUpdate>;
 }
 
 /** The JSON merge patch for `/status`, carrying the fresh resourceVersion as a precondition. */
@@ -36,13 +55,24 @@ export function kubeTimestamp(ms: number): string {
  */
 export function withNodeUpdatedCondition(
   conditions: readonly MachineCondition[],
-  update: NonNullable<MachineStatusUpdate['nodeUpdated']>,
+  update: ConditionUpdate,
   generation: number,
   nowMs: number,
 ): MachineCondition[] {
-  const previous = conditions.find((c) => c.type === NODE_UPDATED_CONDITION);
+  return withCondition(conditions, NODE_UPDATED_CONDITION, update, generation, nowMs);
+}
+
+/** The condition list with only the condition of `type` replaced (or appended). */
+export function withCondition(
+  conditions: readonly MachineCondition[],
+  type: string,
+  update: ConditionUpdate,
+  generation: number,
+  nowMs: number,
+): MachineCondition[] {
+  const previous = conditions.find((c) => c.type === type);
   const next: MachineCondition = {
-    type: NODE_UPDATED_CONDITION,
+    type,
     status: update.status,
     reason: update.reason,
     message: update.message ?? '',
@@ -52,7 +82,7 @@ export function withNodeUpdatedCondition(
         : kubeTimestamp(nowMs),
     observedGeneration: generation,
   };
-  const out = conditions.map((c) => (c.type === NODE_UPDATED_CONDITION ? next : c));
+  const out = conditions.map((c) => (c.type === type ? next : c));
   if (previous === undefined) out.push(next);
   return out;
 }
@@ -69,13 +99,16 @@ export function buildStatusMergePatch(
   // Nested objects merge key by key, so another writer's rebootCounter is kept.
   if (update.repaveCounter !== undefined) status.operations = { repaveCounter: update.repaveCounter };
   if (update.agentImage !== undefined) status.agent = { image: update.agentImage };
-  if (update.nodeUpdated !== undefined) {
-    status.conditions = withNodeUpdatedCondition(
-      fresh.status?.conditions ?? [],
-      update.nodeUpdated,
-      fresh.metadata.generation,
-      nowMs,
-    );
+  const conditions: Record<string, ConditionUpdate> = {
+    ...(update.nodeUpdated !== undefined ? { [NODE_UPDATED_CONDITION]: update.nodeUpdated } : {}),
+    ...update.conditions,
+  };
+  if (Object.keys(conditions).length > 0) {
+    let list: MachineCondition[] = [...(fresh.status?.conditions ?? [])];
+    for (const [type, c] of Object.entries(conditions)) {
+      list = withCondition(list, type, c, fresh.metadata.generation, nowMs);
+    }
+    status.conditions = list;
   }
   return { metadata: { resourceVersion: fresh.metadata.resourceVersion }, status };
 }

@@ -10,3 +10,6 @@ export { createMachineWatch } from './watch.js';
 export { getNodeHealth } from './node-health.js';
 export { createNodeWatch } from './node-watch.js';
 export { createReflector } from './reflector.js';
+export { createEventClients, createEventSink } from './event-sink.js';
+export { createEventRecorder } from './event-recorder.js';
+export { MACHINE_VERSION } from './schemas.js';

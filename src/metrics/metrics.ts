@@ -231,6 +231,23 @@ export function createMetrics(options: { version: string; collectDefaults?: bool
       labelNames: ['result'],
       registers: r,
     }),
+    kubeEvents: new Counter({
+      name: 'agentd_kube_events_total',
+      help: 'Kubernetes Event writes by result (created, series_updated, failed).',
+      labelNames: ['result'],
+      registers: r,
+    }),
+    kubeEventsDropped: new Counter({
+      name: 'agentd_kube_events_dropped_total',
+      help: 'Kubernetes Events not written, by reason (queue_full, rate_limited).',
+      labelNames: ['reason'],
+      registers: r,
+    }),
+    kubeEventsPending: new Gauge({
+      name: 'agentd_kube_events_pending',
+      help: 'Kubernetes Events queued or being written.',
+      registers: r,
+    }),
     reconcileTime: new Histogram({
       name: 'agentd_reconcile_time_seconds',
       help: 'Machine reconcile wall time.',

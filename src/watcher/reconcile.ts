@@ -15,7 +15,13 @@ import { blocksRequest, createMemoryBlockedTargetStore, describeBlock } from './
 import type { BlockedTarget, BlockedTargetStore } from './blocked-target.js';
 import { decideMachine, describeDecision, readAppliedView } from './machine-goal.js';
 import type { MachineDecision } from './machine-goal.js';
-import { MESSAGE_PREFIX, clip, nodeUpdatedCondition, statusMutation } from './machine-status-writes.js';
+import {
+  MESSAGE_PREFIX,
+  clip,
+  nodeUpdatedCondition,
+  readObservedStatus,
+  statusMutation,
+} from './machine-status-writes.js';
 import type { WantedStatus } from './machine-status-writes.js';
 import { childLogger } from '../log.js';
 import { reportWaits } from './wait-reporter.js';
@@ -104,8 +110,11 @@ export function createReconciler(o: ReconcilerOptions): Reconciler {
     }
   }
 
-  const write = (want: WantedStatus, signal: AbortSignal): Promise<Machine> =>
-    machines.patchMachineStatus(name, statusMutation(want), { signal });
+  /** Every write also says what runs now (docs/watcher.md, "What runs"), read just before it. */
+  const write = async (want: WantedStatus, signal: AbortSignal): Promise<Machine> => {
+    const observed = await raceAbort(readObservedStatus(rpc), signal, 'read what the node runs');
+    return machines.patchMachineStatus(name, statusMutation({ ...want, observed }), { signal });
+  };
 
   /** Wait out an operation someone else started; true when the node was busy. */
   async function waitIfBusy(key: string, signal: AbortSignal): Promise<boolean> {
@@ -208,18 +217,21 @@ export function createReconciler(o: ReconcilerOptions): Reconciler {
     // watcher: asking again with the same key finds how that update ended.
     const leftOver = condition?.status === 'False' && condition.reason === 'InProgress';
     if (!d.repave && d.drift.length === 0 && !leftOver) {
-      if (condition?.status === 'True' && condition.observedGeneration !== machine.metadata.generation) {
-        await write(
-          {
-            nodeUpdated: {
-              status: 'True',
-              reason: condition.reason ?? 'Succeeded',
-              message: condition.message ?? '',
-            },
-          },
-          signal,
-        );
-      }
+      // What runs is written when it changed (an operator's operation ended): nothing otherwise.
+      const refresh =
+        condition?.status === 'True' && condition.observedGeneration !== machine.metadata.generation;
+      await write(
+        refresh
+          ? {
+              nodeUpdated: {
+                status: 'True',
+                reason: condition.reason ?? 'Succeeded',
+                message: condition.message ?? '',
+              },
+            }
+          : {},
+        signal,
+      );
       return { outcome: 'in-sync' };
     }
     if (block !== null) return reportBlocked(block, signal);

@@ -135,7 +135,10 @@ export function createWatcherSupervisor(o: WatcherSupervisorOptions): WatcherSup
     start(d) {
       dispatcher = d;
       unsubscribe = o.onOperationEnded(() => {
+        // A join may have brought what the watcher needs; once it runs, the Machine's status
+        // says what runs now (docs/watcher.md, "What runs").
         if (watcher === null) recheck();
+        else watcher.poke();
       });
       // Say at once why the watcher cannot run when that is known without I/O (the first look
       // re-reads the node first), so the first status after ready does not say "not ready".

@@ -59,6 +59,8 @@ export interface MachineWatcher {
   /** Stop watching and reconciling; an update it is waiting for is left to the engine. */
   stop(): Promise<void>;
   status(): WatcherStatus;
+  /** Reconcile once more (an operation ended: what runs, in the Machine's status, may have changed). */
+  poke(): void;
 }
 
 export function createMachineWatcher(o: MachineWatcherOptions): MachineWatcher {
@@ -154,5 +156,8 @@ export function createMachineWatcher(o: MachineWatcherOptions): MachineWatcher {
       logger.info('Machine watcher stopped');
     },
     status: () => state.snapshot(),
+    poke() {
+      if (loop !== null && !controller.signal.aborted) queue.add(name);
+    },
   };
 }

@@ -147,6 +147,8 @@ describe.skipIf(!controlPlaneAvailable())('the Machine watcher against kube-apis
     const m = await a.machine();
     expect(m?.status.operations.rebootCounter).toBe(otherWrites);
     expect(((m?.status.conditions ?? []) as KubeJson[]).map((c) => c.type).sort()).toEqual([
+      'LastOperation',
+      'NodeRunning',
       'NodeUpdated',
       'Other',
     ]);

@@ -79,10 +79,49 @@ describe('reconcile', () => {
     expect(nodeUpdated(kube.getMachine(NAME))).toMatchObject({ status: 'True', reason: 'Succeeded' });
   });
 
-  it('writes nothing and calls no update when the Machine asks for what runs', async () => {
+  it('calls no update when the Machine asks for what runs, and writes only what runs, once', async () => {
     expect(await reconciler.reconcile(signal)).toEqual({ outcome: 'in-sync' });
     expect(api.updates()).toEqual([]);
-    expect(statusPatches()).toEqual([]);
+    expect(statusPatches()).toEqual([
+      {
+        agent: { image: 'img:v1' },
+        conditions: [
+          {
+            type: 'NodeRunning',
+            status: 'True',
+            reason: 'Running',
+            message: 'kube1 runs Kubernetes v1.34.0',
+            lastTransitionTime: expect.any(String),
+            observedGeneration: 1,
+          },
+        ],
+      },
+    ]);
+    expect(await reconciler.reconcile(signal)).toEqual({ outcome: 'in-sync' });
+    expect(statusPatches()).toHaveLength(1);
+  });
+
+  it('writes the last operation that ended, whoever ran it, into LastOperation', async () => {
+    api.answered.push(
+      stubOp({
+        id: 'op-9',
+        state: 'rolled_back',
+        requestedBy: 'agentctl',
+        finishedAt: '2026-01-01T00:00:09.000Z',
+        error: { code: 'VERIFY_FAILED', message: 'kubelet not healthy' },
+      }),
+    );
+    await reconciler.reconcile(signal);
+    expect(
+      (kube.getMachine(NAME)?.status?.conditions as Array<Record<string, unknown>>).find(
+        (c) => c.type === 'LastOperation',
+      ),
+    ).toMatchObject({
+      status: 'False',
+      reason: 'RolledBack',
+      message: 'update op-9 rolled_back at 2026-01-01T00:00:09.000Z: VERIFY_FAILED: kubelet not healthy',
+      observedGeneration: 1,
+    });
   });
 
   it('repaves: Provisioning first, then update with force and the key, then Joining and the acknowledgement', async () => {
@@ -100,12 +139,16 @@ describe('reconcile', () => {
     const patches = statusPatches();
     expect(patches[0]).toMatchObject({
       phase: 'Provisioning',
-      conditions: [{ type: 'NodeUpdated', status: 'False', reason: 'InProgress' }],
+      // What runs, said with the first write: the image stays the same after this repave.
+      agent: { image: 'img:v1' },
+      conditions: [
+        { type: 'NodeUpdated', status: 'False', reason: 'InProgress' },
+        { type: 'NodeRunning', status: 'True', reason: 'Running' },
+      ],
     });
     expect(patches[1]).toMatchObject({
       phase: 'Joining',
       operations: { repaveCounter: 2 },
-      agent: { image: 'img:v1' },
     });
     expect(nodeUpdated(kube.getMachine(NAME))).toMatchObject({
       status: 'True',

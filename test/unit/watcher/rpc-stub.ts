@@ -63,6 +63,8 @@ export interface StubApi {
   applied: StubApplied | null;
   /** What `status` reports as running. */
   running: StubOp | null;
+  /** The operations `update` answered, oldest first (`operations.list` answers them newest first). */
+  answered: StubOp[];
   /** How `update` answers: an operation, or an RpcError to throw. Default: succeeded. */
   onUpdate: (params: Record<string, unknown>, n: number) => StubOp | RpcError | Promise<StubOp | RpcError>;
 }
@@ -77,6 +79,7 @@ export function createStubApi(applied: StubApplied | null = { version: '1.34.0',
     calls: [],
     applied,
     running: null,
+    answered: [],
     onUpdate: (params, n) => stubOp({ id: `op-${n}`, idempotencyKey: String(params.idempotencyKey) }),
     updates: () => api.calls.filter((c) => c.method === 'update').map((c) => c.params),
     client: {
@@ -98,14 +101,25 @@ export function createStubApi(applied: StubApplied | null = { version: '1.34.0',
               },
             };
           }
-          case 'status':
-            return { operation: api.running };
+          case 'status': {
+            const a = api.applied;
+            return {
+              operation: api.running,
+              node: {
+                activeMachine: a === null ? null : 'kube1',
+                applied: a === null ? null : { kubernetesVersion: a.version, image: a.image, hash: 'h' },
+              },
+            };
+          }
+          case 'operations.list':
+            return { operations: [...api.answered].reverse() };
           case 'operations.wait':
             return api.running;
           case 'update': {
             updates += 1;
             const answer = await api.onUpdate(params ?? {}, updates);
             if (answer instanceof RpcError) throw answer;
+            api.answered.push(answer);
             return answer;
           }
           default:
