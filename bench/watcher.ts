@@ -15,7 +15,6 @@
 import os from 'node:os';
 import { CustomObjectsApi } from '@kubernetes/client-node';
 import pino from 'pino';
-import type { Engine } from '../src/engine/engine.js';
 import { StatusVersion } from '../src/engine/status-version.js';
 import { createMachineApi } from '../src/kube/machine.js';
 import { createMachineWatch } from '../src/kube/watch.js';
@@ -28,69 +27,11 @@ import { createMachineWatcher } from '../src/watcher/index.js';
 import { startFakeKube } from '../test/support/fake-kube.js';
 import { median } from './lib/measure.js';
 import { renderTable } from './lib/table.js';
+import { benchEngine, p99, waitFor } from './lib/watcher-bench.js';
 
 const RUNS = Number(process.env.BENCH_RUNS ?? 50);
 const WARMUP = 5;
 const NAME = 'bench-node';
-
-function p99(values: readonly number[]): number {
-  const sorted = [...values].sort((a, b) => a - b);
-  return sorted[Math.min(sorted.length - 1, Math.ceil(0.99 * sorted.length) - 1)] ?? Number.NaN;
-}
-
-function waitFor(what: string, check: () => boolean, timeoutMs = 10_000): Promise<void> {
-  const deadline = performance.now() + timeoutMs;
-  return new Promise((resolve, reject) => {
-    const poll = (): void => {
-      if (check()) resolve();
-      else if (performance.now() > deadline) reject(new Error(`timed out waiting for ${what}`));
-      else setImmediate(poll);
-    };
-    poll();
-  });
-}
-
-/** The stand-in engine: the applied config matches the Machine; `update` records its start. */
-function benchEngine(onUpdate: () => void): Engine {
-  let n = 0;
-  const now = (): string => new Date().toISOString();
-  const engine = {
-    status: () => ({ node: {}, operation: null, lastOperation: null }),
-    // The status method caches on this key: change it with every update the bench makes.
-    statusKey: () => String(n),
-    appliedConfig: async () => ({
-      machine: 'kube1',
-      hash: 'h',
-      verified: true,
-      config: {
-        Cluster: { Version: '1.34.0' },
-        OCIImage: 'img:v1',
-        Kubelet: { Labels: {}, RegisterWithTaints: [] },
-      },
-    }),
-    update: async (req: { idempotencyKey?: string; requestedBy: string }) => {
-      onUpdate();
-      n += 1;
-      return {
-        id: `op-${n}`,
-        kind: 'update',
-        state: 'succeeded',
-        reason: null,
-        requestedBy: req.requestedBy,
-        idempotencyKey: req.idempotencyKey ?? null,
-        createdAt: now(),
-        startedAt: now(),
-        finishedAt: now(),
-        from: 'kube1',
-        to: 'kube2',
-        phases: [],
-        result: { changed: true },
-        error: null,
-      };
-    },
-  };
-  return engine as unknown as Engine;
-}
 
 async function main(): Promise<void> {
   const cpus = os.cpus();
