@@ -8,11 +8,10 @@
 import net from 'node:net';
 import { describe, expect, it, onTestFinished } from 'vitest';
 import { waitUntil } from '../support/daemon.js';
-import { machinePath } from '../support/control-plane/agent.js';
+import { machinePath, startClusterAgent, type ClusterAgent } from '../support/control-plane/agent.js';
 import { controlPlaneAvailable, type KubeJson } from '../support/control-plane/index.js';
 import { useControlPlane } from '../support/control-plane/use.js';
 import { metricValue, rpcResult } from '../support/provision-fixtures.js';
-import { startNodeAgent, type NodeAgent } from './faulty-agent.js';
 
 const EVENTS = '/apis/events.k8s.io/v1/namespaces/default/events';
 
@@ -32,13 +31,13 @@ describe.skipIf(!controlPlaneAvailable())('Kubernetes Events against kube-apiser
   const reasons = (events: KubeJson[]): string[] => events.map((e) => e.reason as string);
   const repave = (name: string, counter: number): Promise<KubeJson> =>
     cp().api.mergePatch(machinePath(name), { spec: { operations: { repaveCounter: counter } } });
-  async function registered(a: NodeAgent): Promise<KubeJson> {
+  async function registered(a: ClusterAgent): Promise<KubeJson> {
     await waitUntil('the Machine to be registered', async () => (await a.machine()) !== null, a.d);
     return (await a.machine()) as KubeJson;
   }
 
   it('records an update on the Machine and on the Node: started, switched, verified, succeeded', async () => {
-    const a = await startNodeAgent(cp(), { name: `events-${++n}` });
+    const a = await startClusterAgent(cp(), { name: `events-${++n}` });
     const machine = await registered(a);
     await repave(a.name, 1);
     await waitUntil(
@@ -77,7 +76,7 @@ describe.skipIf(!controlPlaneAvailable())('Kubernetes Events against kube-apiser
   });
 
   it('records a rollback with its reason, and a second one as a repeat: one Event, series count 2', async () => {
-    const a = await startNodeAgent(cp(), {
+    const a = await startClusterAgent(cp(), {
       name: `events-${++n}`,
       env: { AGENTD_SIM_FAULTS: 'start-fails:kube2' },
     });
@@ -127,7 +126,7 @@ describe.skipIf(!controlPlaneAvailable())('Kubernetes Events against kube-apiser
     await new Promise<void>((resolve) => closed.listen(0, '127.0.0.1', resolve));
     const port = (closed.address() as net.AddressInfo).port;
     await new Promise<void>((resolve) => closed.close(() => resolve()));
-    const a = await startNodeAgent(cp(), {
+    const a = await startClusterAgent(cp(), {
       name: `events-${++n}`,
       server: `https://127.0.0.1:${port}`,
       args: ['--no-fleet'],
@@ -157,7 +156,7 @@ describe.skipIf(!controlPlaneAvailable())('Kubernetes Events against kube-apiser
       for (const s of held) s.destroy();
       await new Promise<void>((resolve) => silent.close(() => resolve()));
     });
-    const a = await startNodeAgent(cp(), {
+    const a = await startClusterAgent(cp(), {
       name: `events-${++n}`,
       server: `https://127.0.0.1:${(silent.address() as net.AddressInfo).port}`,
       args: ['--no-fleet'],

@@ -8,7 +8,7 @@
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { waitUntil } from '../support/daemon.js';
-import { machinePath } from '../support/control-plane/agent.js';
+import { machinePath, startClusterAgent } from '../support/control-plane/agent.js';
 import {
   controlPlaneAvailable,
   DEPLOY_DIR,
@@ -16,7 +16,6 @@ import {
   type KubeJson,
 } from '../support/control-plane/index.js';
 import { useControlPlane } from '../support/control-plane/use.js';
-import { startNodeAgent } from './faulty-agent.js';
 
 const condition = (m: KubeJson | null, type: string): KubeJson | undefined =>
   ((m?.status?.conditions ?? []) as KubeJson[]).find((c) => c.type === type);
@@ -33,8 +32,8 @@ describe.skipIf(!controlPlaneAvailable())('what runs, in Machine status, against
   it.each(SCHEMAS)('with %s: after an update and after a rollback, unpruned', async (label, file) => {
     await cp().installCrd(file);
     const tag = label.startsWith('deploy') ? 'deploy' : 'upstream';
-    const good = await startNodeAgent(cp(), { name: `status-${tag}-ok-${++n}` });
-    const bad = await startNodeAgent(cp(), {
+    const good = await startClusterAgent(cp(), { name: `status-${tag}-ok-${++n}` });
+    const bad = await startClusterAgent(cp(), {
       name: `status-${tag}-rb-${++n}`,
       env: { AGENTD_SIM_FAULTS: 'start-fails:kube2' },
     });

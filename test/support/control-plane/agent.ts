@@ -32,6 +32,8 @@ export interface ClusterAgentOptions {
   waitConnected?: boolean;
   /** Node labels of the applied config. */
   labels?: Record<string, string>;
+  /** agentd's environment (e.g. AGENTD_SIM_FAULTS, so an update can roll back). */
+  env?: Record<string, string>;
 }
 
 export interface ClusterAgent {
@@ -65,7 +67,7 @@ export async function startClusterAgent(cp: ControlPlane, o: ClusterAgentOptions
     await writeFile(file, tokenKubeconfigYaml(o.caPem ?? cp.caPem, server, token), { mode: 0o600 });
     args.push('--kubeconfig', file);
   }
-  const d = await startTestDaemon({ args });
+  const d = await startTestDaemon({ args, env: o.env ?? {} });
   const config = mirrorAgentConfig(m, {
     MachineName: o.name,
     Cluster: {
