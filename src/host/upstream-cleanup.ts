@@ -7,7 +7,6 @@
  */
 import { lstat, readdir, rm } from 'node:fs/promises';
 import path from 'node:path';
-import type { Logger } from 'pino';
 import { describeError, errorCode } from '../errors.js';
 import type { HostPaths } from './paths.js';
 import type { CommandRunner } from './types.js';
@@ -74,6 +73,12 @@ export function parseUpstreamTables(output: string): number[] {
   return [...tables].sort((a, b) => a - b);
 }
 
+/** The part of a logger the cleanup uses: pino's, or a collector of agentctl uninstall. */
+export interface CleanupLog {
+  warn(obj: { err: string }, msg: string): void;
+  info(obj: UpstreamCleanupResult, msg: string): void;
+}
+
 async function present(file: string): Promise<boolean> {
   return lstat(file).then(
     () => true,
@@ -88,7 +93,8 @@ async function present(file: string): Promise<boolean> {
 export async function removeUpstreamLeftovers(o: {
   runner: CommandRunner;
   paths: HostPaths;
-  logger: Logger;
+  /** Where a step that failed, and what was removed, are told (the daemon's logger, or uninstall's report). */
+  logger: CleanupLog;
   signal?: AbortSignal;
 }): Promise<UpstreamCleanupResult> {
   const result: UpstreamCleanupResult = { units: [], links: [], rules: [], tables: [], files: [] };

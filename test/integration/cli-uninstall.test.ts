@@ -109,6 +109,7 @@ describe('uninstall with a running daemon', () => {
       ['remove-machine-kube2', true],
       ['remove-nspawn-files', true],
       ['remove-configs', true],
+      ['remove-upstream-agent', true],
       ['remove-state', true],
       ['remove-runtime', true],
       ['remove-unit', true],

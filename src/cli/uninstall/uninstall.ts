@@ -19,6 +19,7 @@ import type { HostPaths } from '../../host/paths.js';
 import { isPidFileContent } from '../../host/pid-file.js';
 import { hasStateDirMarker, STATE_DIR_MARKER } from '../../host/state-dir-marker.js';
 import { MACHINE_NAMES, type CommandRunner } from '../../host/types.js';
+import { removeUpstreamLeftovers } from '../../host/upstream-cleanup.js';
 import type { StopReport } from '../stop-daemon.js';
 
 /** One step of the uninstall as reported (human and JSON). */
@@ -227,6 +228,7 @@ async function runSteps(o: UninstallOptions, held: { release(): Promise<void> }[
   const fileSteps = [
     'remove-nspawn-files',
     'remove-configs',
+    'remove-upstream-agent',
     'remove-state',
     'remove-runtime',
     'remove-unit',
@@ -260,6 +262,28 @@ async function runSteps(o: UninstallOptions, held: { release(): Promise<void> }[
       return { detail: removedDetail(removed), data: { removed } };
     });
   }
+  // Upstream's reset removes these too (docs/compatibility.md): its daemon's units, the overlay
+  // interfaces, routes and rules of tables 51820-51899, WireGuard keys, its binaries and temp files.
+  await attempt('remove-upstream-agent', async () => {
+    const failed: string[] = [];
+    const r = await removeUpstreamLeftovers({
+      runner: o.runner,
+      paths: o.paths,
+      logger: { warn: (obj, msg) => failed.push(`${msg}: ${obj.err}`), info: () => undefined },
+    });
+    if (failed.length > 0) throw new Error(failed.join('; '));
+    const removed = [
+      ...r.units,
+      ...r.links.map((l) => `link ${l}`),
+      ...r.rules.map((p) => `ip rule ${p}`),
+      ...r.tables.map((t) => `route table ${t}`),
+      ...r.files,
+    ];
+    return {
+      detail: removed.length ? `removed ${removed.join(', ')}` : 'nothing of the upstream agent',
+      data: { ...r },
+    };
+  });
   await attempt('remove-state', async () => {
     // Only a directory that carries agentd's marker: --state-dir may name any directory.
     if (existsSync(o.stateDir) && !(await hasStateDirMarker(o.stateDir))) {

@@ -109,6 +109,10 @@ function options(f: ReturnType<typeof fakes>, o: Partial<UninstallOptions> = {})
 describe('runUninstallSteps', () => {
   it('with systemd: disable first, daemon-reload last, everything removed, each step reported', async () => {
     await populate();
+    for (const file of ['/usr/local/bin/unbounded-agent', '/usr/local/bin/other-tool']) {
+      await mkdir(path.dirname(at(file)), { recursive: true });
+      await writeFile(at(file), '#!/bin/sh\n');
+    }
     const f = fakes();
     const seen: string[] = [];
     const report = await runUninstallSteps(
@@ -122,6 +126,7 @@ describe('runUninstallSteps', () => {
       'remove-machine-kube2',
       'remove-nspawn-files',
       'remove-configs',
+      'remove-upstream-agent',
       'remove-state',
       'remove-runtime',
       'remove-unit',
@@ -137,10 +142,21 @@ describe('runUninstallSteps', () => {
       'stop kube1',
       'remove kube1',
       'inspect kube2',
+      // remove-upstream-agent: what the upstream agent left on the host's network.
+      'ip -o link show',
+      'ip rule show',
+      'ip route show table all',
       'systemctl daemon-reload',
       'release-lock',
     ]);
     for (const file of FILES) expect(existsSync(at(file)), file).toBe(false);
+    // The upstream agent's binary goes too (nothing else of /usr/local/bin).
+    expect(existsSync(at('/usr/local/bin/unbounded-agent'))).toBe(false);
+    expect(existsSync(at('/usr/local/bin/other-tool'))).toBe(true);
+    expect(report.steps.find((s) => s.step === 'remove-upstream-agent')).toMatchObject({
+      ok: true,
+      detail: 'removed /usr/local/bin/unbounded-agent',
+    });
     expect(existsSync(at('/etc/unbounded/agent'))).toBe(false);
     expect(report.steps.find((s) => s.step === 'remove-machine-kube2')).toMatchObject({
       ok: true,
@@ -187,6 +203,7 @@ describe('runUninstallSteps', () => {
     for (const step of [
       'remove-nspawn-files',
       'remove-configs',
+      'remove-upstream-agent',
       'remove-state',
       'remove-runtime',
       'remove-unit',
