@@ -1,8 +1,9 @@
 /**
  * deploy/rbac.yaml is enough for the fleet gate and no more: the fake API server enforces the
- * manifests' ClusterRole and Role for a node's token, agentd's fleet paths (policy watch, slots,
- * failures, status, pause, resume) run with it without one 403, and verbs the gate does not need
- * are refused with 403.
+ * manifests' roles bound to the nodes' tokens, agentd's fleet paths (policy watch, slots,
+ * failures, status) run with them without a 403, pause and resume are refused to them (an
+ * operator's right, which an operator's roles have), and verbs the gate does not need are
+ * refused with 403.
  */
 import { CoordinationV1Api, CoreV1Api } from '@kubernetes/client-node';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
@@ -79,7 +80,7 @@ describe('the fleet gate under deploy/rbac.yaml', () => {
     await kube.close();
   });
 
-  it('runs every fleet path with the rights of the manifests; pause and resume only with an operator'"'"'s, async () => {
+  it('runs every fleet path with the rights of the manifests; pause and resume only as an operator', async () => {
     fleet.start();
     await expect.poll(() => fleet.policy.state().synced).toBe(true);
     expect(fleet.policy.state().error).toBeNull();
