@@ -162,6 +162,12 @@ describe.skipIf(!controlPlaneAvailable())('least privilege per node against kube
       /ValidatingAdmissionPolicy 'agentd-node-machine'.*node lp-a may write only its own Machine .*not Machine lp-b/,
     );
     expectOk(await statusPatch(nodeA.api, A));
+    // And the other way round.
+    expectRefused(
+      await statusPatch(nodeB.api, A),
+      /agentd-node-machine.*node lp-b may write only its own Machine .*not Machine lp-a of node lp-a/,
+    );
+    expectOk(await statusPatch(nodeB.api, B));
     // Nor may it register a Machine for another node (self-registration is for its own name).
     expectRefused(
       await nodeA.api.request('POST', '/apis/unbounded-cloud.io/v1alpha3/machines', {
