@@ -209,6 +209,11 @@ async function startServing(
   const kubeWiring = createKubeWiring({
     config,
     appliedConfig: () => engine.activeAppliedConfig(),
+    // Where this node's own identity (the kubelet's client certificate) is looked for.
+    activeMachineRoot: () => {
+      const m = engine.activeAppliedMachine();
+      return m === null ? null : paths.machineDir(m);
+    },
     refreshNode: () => engine.refreshNode(),
     onStatusChange: statusVersion.bump,
     events,

@@ -39,6 +39,8 @@ export interface KubeWiringOptions {
   >;
   /** The active machine's applied config, unredacted, as last read (`engine.activeAppliedConfig`). */
   appliedConfig: () => AgentConfig | null;
+  /** The active machine's rootfs on the host: where the node's own identity is looked for (src/kube/session.ts). */
+  activeMachineRoot?: () => string | null;
   /** Re-read the node before deciding whether the watcher can start (`engine.refreshNode`). */
   refreshNode?: () => Promise<void>;
   /** Operation events: when one ends, credentials or the Machine name may exist now (a join). */
@@ -85,6 +87,7 @@ export function createKubeWiring(o: KubeWiringOptions): KubeWiring {
   const session = createKubeSession({
     config: o.config,
     appliedConfig: o.appliedConfig,
+    activeMachineRoot: o.activeMachineRoot,
     logger,
     clock: o.clock,
     env: o.env,
