@@ -6,6 +6,8 @@
  * B's pods and on the fleet's policy, each with a 403 whose message names the refusing rule —
  * while everything A does for itself works, by hand and through agentd itself.
  */
+import { mkdir, symlink, writeFile } from 'node:fs/promises';
+import path from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { waitUntil, type TestDaemon } from '../support/daemon.js';
 import { machinePath, startClusterAgent } from '../support/control-plane/agent.js';
@@ -379,6 +381,61 @@ describe.skipIf(!controlPlaneAvailable())('least privilege per node against kube
         metadata: { name: 'agentd-fleet', namespace: NS },
         data: { 'policy.yaml': 'maxConcurrent: 2\n' },
       });
+    }
+  });
+
+  it("runs agentd with its bootstrap token and its kubelet's client certificate: drains and uncordons its node with the node's identity; the token is still refused on another node", async () => {
+    await setup();
+    const name = 'lp-k';
+    const token = await cp().createBootstrapToken();
+    const identity = await nodeIdentity(cp(), name);
+    await cp().kubelet.addNode(name);
+    const agent = await startClusterAgent(cp(), { name, token: token.token });
+    try {
+      await waitUntil('the Machine registered', async () => (await agent.machine()) !== null, agent.d);
+      await pod('k-drained', name);
+      // kubelet has not bootstrapped yet: Node calls use the token, refused as under deploy/.
+      const refused = await agent.d.rpc('drain', { wait: true, timeoutSeconds: 5 });
+      expect(JSON.stringify(refused)).toMatch(/cannot patch resource \\"nodes\\"/);
+      // Where kubelet keeps its identity after TLS bootstrap, in the active machine (kube1):
+      // its kubeconfig naming -current.pem, a link by absolute machine path to the dated file.
+      const rootfs = path.join(agent.d.root, 'var/lib/machines/kube1');
+      const pki = path.join(rootfs, 'var/lib/kubelet/pki');
+      await mkdir(pki, { recursive: true });
+      await writeFile(
+        path.join(pki, 'kubelet-client-2026-12-02-00-00-00.pem'),
+        identity.certPem + identity.keyPem,
+        { mode: 0o600 },
+      );
+      await symlink(
+        '/var/lib/kubelet/pki/kubelet-client-2026-12-02-00-00-00.pem',
+        path.join(pki, 'kubelet-client-current.pem'),
+      );
+      await writeFile(
+        path.join(rootfs, 'var/lib/kubelet/kubeconfig'),
+        identity.kubeconfig.replace(
+          /client-certificate-data: .*\n\s*client-key-data: .*\n/,
+          'client-certificate: /var/lib/kubelet/pki/kubelet-client-current.pem\n      client-key: /var/lib/kubelet/pki/kubelet-client-current.pem\n',
+        ),
+        { mode: 0o600 },
+      );
+      const drain = await rpcResult<KubeJson>(agent.d, 'drain', { wait: true, timeoutSeconds: 60 });
+      expect(drain.state, JSON.stringify(drain)).toBe('succeeded');
+      expect(drain.result.evicted).toContainEqual({ namespace: 'lp', name: 'k-drained' });
+      expect((await cp().api.get(`/api/v1/nodes/${name}`)).spec?.unschedulable).toBe(true);
+      expect((await rpcResult<KubeJson>(agent.d, 'uncordon', { wait: true })).state).toBe('succeeded');
+      expect((await cp().api.get(`/api/v1/nodes/${name}`)).spec?.unschedulable).toBeUndefined();
+      expect(agent.d.logs()).toContain(`use this node’s own identity`);
+      // The same agent's token is refused on another node, and so is its node identity.
+      const t = cp().tokenClient(token.token);
+      expectRefused(
+        await cordon(t, B, true),
+        /User "system:bootstrap:[a-z0-9]+" cannot patch resource "nodes"/,
+      );
+      expectRefused(await cordon(identity.api, B, true), /node "lp-k" is not allowed to modify node "lp-b"/);
+      expect((await cp().api.get(`/api/v1/nodes/${B}`)).spec?.unschedulable).toBeUndefined();
+    } finally {
+      await agent.d.stop();
     }
   });
 
