@@ -20,7 +20,6 @@ import type { Logger } from 'pino';
 import type { AgentConfig } from '../config/agent-config.js';
 import { describeError } from '../errors.js';
 import type { ClientCertificate, KubeClients } from './client.js';
-import { IN_MACHINE } from '../provision/files/rootfs-layout.js';
 
 /** The kubelet's client certificate and key, as read. */
 export interface NodeIdentity {
@@ -33,6 +32,13 @@ export interface NodeIdentity {
   keyFile: string;
   /** Changes whenever one of the files it was read from changes. */
   stamp: string;
+}
+
+/** Where the active machine's kubelet keeps its kubeconfig: the rootfs on the host, the path in the machine. */
+export interface KubeletFiles {
+  rootfs: string;
+  /** The kubelet's kubeconfig as the machine sees it (`/var/lib/kubelet/kubeconfig`). */
+  kubeconfig: string;
 }
 
 export type NodeIdentityLookup = { identity: NodeIdentity } | { identity: null; reason: string };
@@ -106,20 +112,20 @@ type Step = { stamp: string; value: NodeIdentityLookup };
 const none = (reason: string): Step => ({ stamp: '', value: { identity: null, reason } });
 
 /**
- * A reader of one node's identity: `lookup(rootfs)` for the active machine's rootfs. Each lookup
+ * A reader of one node's identity: `lookup(at)` for the active machine's kubelet files. Each lookup
  * resolves and stats the files anew (a symlink kubelet swapped to a rotated certificate resolves
  * to the new file); it reads them again only when their stamp changed.
  */
-export function createNodeIdentityReader(): { lookup(rootfs: string): NodeIdentityLookup } {
+export function createNodeIdentityReader(): { lookup(at: KubeletFiles): NodeIdentityLookup } {
   let last: Step | null = null;
 
-  function lookup(rootfs: string): Step {
-    const kubeconfigFile = path.join(rootfs, IN_MACHINE.kubeconfig);
+  function lookup({ rootfs, kubeconfig }: KubeletFiles): Step {
+    const kubeconfigFile = path.join(rootfs, kubeconfig);
     const bad = (what: string): Step => none(`the kubelet kubeconfig ${kubeconfigFile}: ${what}`);
     let stamp: string;
     let text: string;
     try {
-      const file = resolveInRootfs(rootfs, IN_MACHINE.kubeconfig);
+      const file = resolveInRootfs(rootfs, kubeconfig);
       stamp = `${rootfs}|${statStamp(file)}`;
       text = readFileSync(file, 'utf8');
     } catch (err) {
@@ -137,7 +143,7 @@ export function createNodeIdentityReader(): { lookup(rootfs: string): NodeIdenti
     }
     if (typeof user === 'string') return bad(user);
     // Relative paths in a kubeconfig are relative to its directory (in the machine).
-    const inMachine = (p: string): string => path.posix.resolve(path.posix.dirname(IN_MACHINE.kubeconfig), p);
+    const inMachine = (p: string): string => path.posix.resolve(path.posix.dirname(kubeconfig), p);
     const source = (
       file: string | undefined,
       data: string | undefined,
@@ -191,8 +197,8 @@ export function createNodeIdentityReader(): { lookup(rootfs: string): NodeIdenti
   }
 
   return {
-    lookup(rootfs) {
-      last = lookup(rootfs);
+    lookup(at) {
+      last = lookup(at);
       return last.value;
     },
   };
@@ -207,8 +213,8 @@ export interface NodeCredentialChooserOptions {
   kubeconfigGiven: boolean;
   /** The active machine's applied config (its credentials are the session's), or null. */
   appliedConfig: () => AgentConfig | null;
-  /** The active machine's rootfs on the host, or null. */
-  activeMachineRoot?: () => string | null;
+  /** The active machine's rootfs and its kubelet's kubeconfig, or null (no active machine). */
+  activeKubelet?: () => KubeletFiles | null;
   logger: Logger;
 }
 
@@ -229,9 +235,9 @@ export function createNodeCredentialChooser(o: NodeCredentialChooserOptions): {
   function choose(): NodeIdentityLookup {
     if (o.kubeconfigGiven) return { identity: null, reason: '--kubeconfig is given' };
     if (o.appliedConfig() === null) return { identity: null, reason: 'no applied config (not joined yet)' };
-    const root = o.activeMachineRoot?.() ?? null;
-    if (root === null) return { identity: null, reason: 'no active machine' };
-    return reader.lookup(root);
+    const at = o.activeKubelet?.() ?? null;
+    if (at === null) return { identity: null, reason: 'no active machine' };
+    return reader.lookup(at);
   }
 
   const describe = (c: NodeIdentityLookup): NodeCredentials =>

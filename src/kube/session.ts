@@ -20,7 +20,7 @@ import type { CordonResult, DrainOptions, DrainResult, UncordonResult } from './
 import type * as KubeRuntimeModule from './runtime.js';
 import type { NodeRecord } from './node-watch.js';
 import type { ReflectorSource } from './reflector.js';
-import { createNodeCredentialChooser, type NodeCredentials } from './node-identity.js';
+import { createNodeCredentialChooser, type KubeletFiles, type NodeCredentials } from './node-identity.js';
 
 /** The lazily loaded client code (`src/kube/runtime.ts`). */
 export type KubeRuntime = typeof KubeRuntimeModule;
@@ -62,7 +62,7 @@ export interface KubeSessionOptions {
    * this node's own identity (its kubelet's client certificate) is looked for. Without it, or with
    * `--kubeconfig`, Node and pod calls use the session's credentials.
    */
-  activeMachineRoot?: () => string | null;
+  activeKubelet?: () => KubeletFiles | null;
 }
 
 export type { NodeCredentials } from './node-identity.js';
@@ -178,7 +178,7 @@ export function createKubeSession(o: KubeSessionOptions): KubeSession {
   const chooser = createNodeCredentialChooser({
     kubeconfigGiven: config.kubeconfig !== null,
     appliedConfig: o.appliedConfig,
-    activeMachineRoot: o.activeMachineRoot,
+    activeKubelet: o.activeKubelet,
     logger,
   });
   const nodeClients = (rt: KubeRuntime, base: KubeClients): KubeClients =>

@@ -18,6 +18,7 @@ import { makeAgentConfig } from '../../support/agent-config.js';
 import { createTestClock, startFakeKube } from '../../support/fake-kube.js';
 
 const run = promisify(execFile);
+const at = (rootfs: string) => ({ rootfs, kubeconfig: '/var/lib/kubelet/kubeconfig' });
 
 async function tempDir(): Promise<string> {
   const dir = await mkdtemp(path.join(os.tmpdir(), 'agentd-node-identity-'));
@@ -99,22 +100,22 @@ describe('createNodeIdentityReader', () => {
     const dir = await tempDir();
     const rootfs = path.join(dir, 'kube1');
     const reader = createNodeIdentityReader();
-    expect(reader.lookup(rootfs)).toEqual({
+    expect(reader.lookup(at(rootfs))).toEqual({
       identity: null,
       reason: `no kubelet kubeconfig at ${rootfs}/var/lib/kubelet/kubeconfig (kubelet has not bootstrapped yet)`,
     });
     const first = await bootstrapped(rootfs, 'system:node:n1');
-    const one = reader.lookup(rootfs).identity;
+    const one = reader.lookup(at(rootfs)).identity;
     expect(one).toMatchObject({
       user: 'system:node:n1',
       certFile: path.join(rootfs, 'var/lib/kubelet/pki/kubelet-client-2026-12-02-03-00-00.pem'),
     });
     expect(first).toContain(one?.certPem);
     expect(first).toContain(one?.keyPem);
-    expect(reader.lookup(rootfs).identity).toBe(one);
+    expect(reader.lookup(at(rootfs)).identity).toBe(one);
     // kubelet rotates: a new dated file, the link swapped to it.
     const rotated = await bootstrapped(rootfs, 'system:node:n1', '2026-12-03-03-00-00');
-    const two = reader.lookup(rootfs).identity;
+    const two = reader.lookup(at(rootfs)).identity;
     expect(two?.certFile).toMatch(/kubelet-client-2026-12-03-03-00-00\.pem$/);
     expect(rotated).toContain(two?.certPem);
     expect(two?.stamp).not.toBe(one?.stamp);
@@ -125,7 +126,7 @@ describe('createNodeIdentityReader', () => {
     const rootfs = path.join(dir, 'kube1');
     await bootstrapped(rootfs, 'alice');
     const reader = createNodeIdentityReader();
-    expect(reader.lookup(rootfs)).toEqual({
+    expect(reader.lookup(at(rootfs))).toEqual({
       identity: null,
       reason: expect.stringMatching(
         /the client certificate in .*kubelet-client-.*\.pem is not a node's \(CN "alice"\)/,
@@ -135,7 +136,7 @@ describe('createNodeIdentityReader', () => {
       path.join(rootfs, 'var/lib/kubelet/kubeconfig'),
       KUBECONFIG.replace(/client-certificate:.*\n.*client-key:.*\n/, 'exec: { command: /bin/true }\n'),
     );
-    expect(reader.lookup(rootfs)).toMatchObject({
+    expect(reader.lookup(at(rootfs))).toMatchObject({
       identity: null,
       reason: expect.stringMatching(/no client certificate/),
     });
@@ -158,7 +159,7 @@ describe('createNodeCredentialChooser', () => {
         return kubeconfigGiven;
       },
       appliedConfig: () => applied,
-      activeMachineRoot: () => active,
+      activeKubelet: () => (active === null ? null : at(active)),
       logger,
     });
     const base = { source: 'bootstrap-token' } as KubeClients;
@@ -232,7 +233,7 @@ describe('the session’s Node calls', () => {
         host: 'systemd',
       },
       appliedConfig: () => applied,
-      activeMachineRoot: () => active,
+      activeKubelet: () => (active === null ? null : at(active)),
       logger: pino({ level: 'silent' }),
       clock: createTestClock(),
       env: {},
