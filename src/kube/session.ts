@@ -58,9 +58,10 @@ export interface KubeSessionOptions {
   /** Restarts of the watch of this node's Node object (default WATCH_BACKOFF). */
   cordonBackoff?: BackoffPolicy;
   /**
-   * The active machine's rootfs on the host (`/var/lib/machines/<m>` under `--root`), or null: where
-   * this node's own identity (its kubelet's client certificate) is looked for. Without it, or with
-   * `--kubeconfig`, Node and pod calls use the session's credentials.
+   * The active machine's rootfs on the host (`/var/lib/machines/<m>` under `--root`) and its
+   * kubelet's kubeconfig as the machine sees it, or null: where this node's own identity (its
+   * kubelet's client certificate) is looked for. Without it, or with `--kubeconfig`, Node and pod
+   * calls use the session's credentials.
    */
   activeKubelet?: () => KubeletFiles | null;
 }
