@@ -41,6 +41,7 @@ import { createHost, type Host } from './host-wiring.js';
 import { createKubeWiring, type KubeWiringOptions } from './kube-wiring.js';
 import { buildOpenApiDocument } from '../server/openapi.js';
 import { createProvisioner } from '../provision/provisioner.js';
+import { IN_MACHINE } from '../provision/files/rootfs-layout.js';
 import { createUpstreamDaemonGuard } from '../host/upstream-daemon.js';
 import { CleanupStack } from './cleanup-stack.js';
 import { acquireInstanceLock } from '../host/instance-lock.js';
@@ -209,6 +210,11 @@ async function startServing(
   const kubeWiring = createKubeWiring({
     config,
     appliedConfig: () => engine.activeAppliedConfig(),
+    // Where this node's own identity (the kubelet's client certificate) is looked for.
+    activeKubelet: () => {
+      const m = engine.activeAppliedMachine();
+      return m === null ? null : { rootfs: paths.machineDir(m), kubeconfig: IN_MACHINE.kubeconfig };
+    },
     refreshNode: () => engine.refreshNode(),
     onStatusChange: statusVersion.bump,
     events,

@@ -17,7 +17,7 @@ import { FINAL_STATES } from '../engine/operation.js';
 import type { NodeDrainer } from '../engine/update.js';
 import type { Clock } from '../host/types.js';
 import type { createKubeClients } from '../kube/index.js';
-import { createKubeSession } from '../kube/session.js';
+import { createKubeSession, type KubeSessionOptions } from '../kube/session.js';
 import type { Metrics } from '../metrics/metrics.js';
 import type { Dispatcher } from '../rpc/dispatcher.js';
 import type { WatcherStatus } from '../rpc/services.js';
@@ -46,6 +46,8 @@ export interface KubeWiringOptions {
   >;
   /** The active machine's applied config, unredacted, as last read (`engine.activeAppliedConfig`). */
   appliedConfig: () => AgentConfig | null;
+  /** The active machine's rootfs and kubelet kubeconfig: where the node's own identity is looked for (src/kube/session.ts). */
+  activeKubelet?: KubeSessionOptions['activeKubelet'];
   /** Re-read the node before deciding whether the watcher can start (`engine.refreshNode`). */
   refreshNode?: () => Promise<void>;
   /** Operation events: when one ends, credentials or the Machine name may exist now (a join). */
@@ -96,6 +98,7 @@ export function createKubeWiring(o: KubeWiringOptions): KubeWiring {
   const session = createKubeSession({
     config: o.config,
     appliedConfig: o.appliedConfig,
+    activeKubelet: o.activeKubelet,
     logger,
     clock: o.clock,
     env: o.env,

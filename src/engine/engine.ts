@@ -508,6 +508,11 @@ export class Engine {
     return this.#snap.activeRecord?.config ?? null;
   }
 
+  /** The machine `activeAppliedConfig` is of, or null. */
+  activeAppliedMachine(): MachineName | null {
+    return this.#snap.activeRecord?.machine ?? null;
+  }
+
   /** The active machine's applied config with secrets redacted, or null on a node not joined yet. */
   async appliedConfig(): Promise<{
     machine: MachineName;

@@ -6,14 +6,14 @@
  * place the pause is visible. Resume also clears the recorded failures, ending a halt.
  */
 import { isMap, parseDocument } from 'yaml';
-import { InvalidConfigError, describeError } from '../errors.js';
+import { InvalidConfigError, PreconditionFailedError, describeError, isAgentError } from '../errors.js';
 import type { Clock } from '../host/types.js';
 import { isAlreadyExists, isWriteConflict, type FleetObjects } from '../kube/index.js';
 import { CONFLICT_BACKOFF, backoffDelay } from '../retry/backoff.js';
 import type { FleetFailure, FleetState } from './fleet-state.js';
 import type { LeaseGate, SlotView } from './lease-gate.js';
 import type { FleetPolicySource } from './policy-watch.js';
-import { POLICY_CONFIGMAP, POLICY_KEY, parsePolicy, type FleetPolicy } from './policy.js';
+import { POLICY_CONFIGMAP, POLICY_KEY, STATE_CONFIGMAP, parsePolicy, type FleetPolicy } from './policy.js';
 import { anyWindowOpen, nextWindowOpen } from './windows.js';
 
 export interface FleetStatus {
@@ -48,6 +48,20 @@ export interface FleetControl {
 }
 
 const MAX_ATTEMPTS = 10;
+
+/**
+ * A refusal of pause or resume by the API server: with deploy/rbac.yaml a node's credentials may
+ * not edit the policy nor clear the recorded failures (docs/fleet.md, "Pause, halt and resume"),
+ * so say that it is an operator's right and how an operator does it. Other errors pass through.
+ */
+export function operatorRightError(err: unknown, namespace: string, configMap: string): unknown {
+  if (!isAgentError(err) || err.data.reason !== 'Forbidden') return err;
+  return new PreconditionFailedError(
+    `pausing and resuming the fleet is an operator right: this node's credentials may not update ConfigMap ${namespace}/${configMap} (${err.message}); ` +
+      `as an operator, edit it with kubectl (kubectl -n ${namespace} edit configmap ${POLICY_CONFIGMAP}: paused: true or false; kubectl -n ${namespace} delete configmap ${STATE_CONFIGMAP} clears the failures; docs/fleet.md, "Pause, halt and resume")`,
+    { cause: err, data: { reason: 'OperatorRight', configMap: `${namespace}/${configMap}` } },
+  );
+}
 
 export function createFleetControl(o: {
   objects: Pick<FleetObjects, 'getConfigMap' | 'createConfigMap' | 'replaceConfigMap' | 'namespace'>;
@@ -136,13 +150,19 @@ export function createFleetControl(o: {
   return {
     status,
     async pause() {
-      await setPaused(true);
+      await setPaused(true).catch((err: unknown) => {
+        throw operatorRightError(err, objects.namespace, POLICY_CONFIGMAP);
+      });
       // What the API now holds; this agent's watch may not have seen the write yet.
       return { ...(await status()), paused: true };
     },
     async resume() {
-      const cleared = await o.state.clear();
-      await setPaused(false);
+      const cleared = await o.state.clear().catch((err: unknown) => {
+        throw operatorRightError(err, objects.namespace, STATE_CONFIGMAP);
+      });
+      await setPaused(false).catch((err: unknown) => {
+        throw operatorRightError(err, objects.namespace, POLICY_CONFIGMAP);
+      });
       const s = await status();
       return { status: { ...s, paused: false, halted: false, failures: [] }, clearedFailures: cleared };
     },

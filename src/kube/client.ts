@@ -15,7 +15,13 @@ import { createRateLimiter } from './rate-limit.js';
 import type { RateLimitOptions } from './rate-limit.js';
 
 /** Where the credentials came from. */
-export type KubeCredentialSource = 'kubeconfig' | 'bootstrap-token' | 'exec-credential' | 'in-cluster';
+export type KubeCredentialSource =
+  | 'kubeconfig'
+  | 'bootstrap-token'
+  | 'exec-credential'
+  | 'in-cluster'
+  /** The active machine's kubelet client certificate (src/kube/node-identity.ts): Node and pod calls only. */
+  | 'node-identity';
 
 export interface CreateKubeClientsOptions {
   /** `--kubeconfig FILE`: used when given; a file that cannot be loaded is an error. */
@@ -182,5 +188,40 @@ export function createKubeClients(options: CreateKubeClientsOptions): KubeClient
     source,
     server: kc.getCurrentCluster()?.server ?? '',
     crdGroup: options.crdGroup,
+  };
+}
+
+/** A client certificate and key (PEM) to use instead of the session's user. */
+export interface ClientCertificate {
+  certPem: string;
+  keyPem: string;
+}
+
+/**
+ * Clients for this node's own identity (src/kube/node-identity.ts): the same API server and trust
+ * as `session`'s, the kubelet's client certificate as the user, and the same transport (one rate
+ * limit for the node; the connection pool keeps an agent per client certificate).
+ */
+export function createNodeClients(session: KubeClients, identity: ClientCertificate): KubeClients {
+  const cluster = session.kc.getCurrentCluster();
+  if (cluster === null) throw new Error('the session’s kubeconfig has no current cluster');
+  const b64 = (pem: string): string => Buffer.from(pem, 'utf8').toString('base64');
+  const kc = new KubeConfig();
+  kc.loadFromOptions({
+    clusters: [{ ...cluster, name: 'agentd' }],
+    users: [{ name: 'agentd-node', certData: b64(identity.certPem), keyData: b64(identity.keyPem) }],
+    contexts: [{ name: 'agentd', cluster: 'agentd', user: 'agentd-node' }],
+    currentContext: 'agentd',
+  });
+  const { transport } = session;
+  return {
+    kc,
+    transport,
+    custom: makeApiClient(kc, transport, CustomObjectsApi),
+    core: makeApiClient(kc, transport, CoreV1Api),
+    coordination: makeApiClient(kc, transport, CoordinationV1Api),
+    source: 'node-identity',
+    server: session.server,
+    crdGroup: session.crdGroup,
   };
 }

@@ -132,10 +132,12 @@ export async function drainNode(
   async function waitGone(pod: PodRef & { uid: string | undefined }): Promise<boolean> {
     for (;;) {
       try {
-        // A list by name rather than a GET: the agent's RBAC has `pods list` only (deploy/rbac.yaml).
+        // A list by name and node rather than a GET: a node's own identity may list only the pods
+        // bound to it, by that field selector (the Node authorizer; docs/watcher.md, "Least
+        // privilege"). A pod of that name on another node is not this drain's: it is gone from here.
         const list = await core.listNamespacedPod({
           namespace: pod.namespace,
-          fieldSelector: `metadata.name=${pod.name}`,
+          fieldSelector: `metadata.name=${pod.name},spec.nodeName=${node}`,
         });
         const current = list.items.map((item) => parseKubeObject(podSchema, 'Pod', item))[0];
         if (current === undefined || (pod.uid !== undefined && current.metadata.uid !== pod.uid)) return true;

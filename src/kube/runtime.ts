@@ -3,7 +3,7 @@
  * the session (`session.ts`) imports only once credentials may exist: a host without a cluster
  * connection (and every `--sim` try-out) never pays for it (~60 MiB of RSS, ~150 ms of startup).
  */
-export { createKubeClients } from './client.js';
+export { createKubeClients, createNodeClients } from './client.js';
 export { createNodeDrainer } from './drain.js';
 export { createMachineApi } from './machine.js';
 export { createMachineWatch } from './watch.js';

@@ -2,6 +2,9 @@
  * The daemon's Kubernetes session: which credentials to use (`--kubeconfig`, else the applied
  * config's API server + CA + bootstrap token, else in-cluster), the client code loaded lazily and
  * clients built once per set of credentials, and this node's cordon/drain/uncordon bound to them.
+ * Calls on this node's Node and pods (cordon, drain, uncordon, the Node watch and health reads) use
+ * the node's own identity when the active machine's kubelet holds one (src/kube/node-identity.ts;
+ * docs/watcher.md, "Least privilege"), the session's credentials otherwise.
  * Kubernetes being broken (no CRD, a rejected token, an unreachable server) never throws out of
  * here except from the calls that need it: only a `--kubeconfig` that cannot be loaded is a
  * start-up error (`validate`).
@@ -12,11 +15,12 @@ import type { DaemonConfig } from '../config/daemon-config.js';
 import { PreconditionFailedError, describeError, isAgentError, type AgentError } from '../errors.js';
 import type { Clock } from '../host/types.js';
 import { WATCH_BACKOFF, type BackoffPolicy } from '../retry/backoff.js';
-import type { KubeClients, KubeClientsUnavailable, createKubeClients } from './client.js';
+import type { KubeClients, KubeClientsUnavailable, createKubeClients, createNodeClients } from './client.js';
 import type { CordonResult, DrainOptions, DrainResult, UncordonResult } from './drain.js';
 import type * as KubeRuntimeModule from './runtime.js';
 import type { NodeRecord } from './node-watch.js';
 import type { ReflectorSource } from './reflector.js';
+import { createNodeCredentialChooser, type KubeletFiles, type NodeCredentials } from './node-identity.js';
 
 /** The lazily loaded client code (`src/kube/runtime.ts`). */
 export type KubeRuntime = typeof KubeRuntimeModule;
@@ -47,11 +51,22 @@ export interface KubeSessionOptions {
   env?: NodeJS.ProcessEnv;
   /** Replace the client factory (tests). */
   createClients?: typeof createKubeClients;
+  /** Replace the node identity's client factory (tests). */
+  createNodeClients?: typeof createNodeClients;
   /** Called whenever the cordon as last seen changes (`status` shows it). */
   onCordonChange?: () => void;
   /** Restarts of the watch of this node's Node object (default WATCH_BACKOFF). */
   cordonBackoff?: BackoffPolicy;
+  /**
+   * The active machine's rootfs on the host (`/var/lib/machines/<m>` under `--root`) and its
+   * kubelet's kubeconfig as the machine sees it, or null: where this node's own identity (its
+   * kubelet's client certificate) is looked for. Without it, or with `--kubeconfig`, Node and pod
+   * calls use the session's credentials.
+   */
+  activeKubelet?: () => KubeletFiles | null;
 }
+
+export type { NodeCredentials } from './node-identity.js';
 
 /** The session's clients with what they were built for, once Kubernetes is available. */
 export interface KubeConnection {
@@ -76,8 +91,13 @@ export interface KubeSession {
   current(): KubeConnection | null;
   /** True while credentials may exist but the client code is not loaded yet ("not yet", not "no"). */
   loading(): boolean;
-  /** This node's Node object name (the Machine's `spec.kubernetes.nodeRef`, else its name) and the clients. */
+  /**
+   * This node's Node object name (the Machine's `spec.kubernetes.nodeRef`, else its name) and the
+   * clients for calls on it and its pods: the node's own identity when there is one.
+   */
   node(): Promise<KubeConnection & { node: string }>;
+  /** Which credentials Node and pod calls use now, and why (looked up anew). */
+  nodeCredentials(): NodeCredentials;
   /** This node's cordon/drain/uncordon. */
   readonly nodeOps: NodeOps;
   /** Ask the API server whether the node is cordoned (best effort). */
@@ -156,6 +176,15 @@ export function createKubeSession(o: KubeSessionOptions): KubeSession {
     return memo.value;
   }
 
+  const chooser = createNodeCredentialChooser({
+    kubeconfigGiven: config.kubeconfig !== null,
+    appliedConfig: o.appliedConfig,
+    activeKubelet: o.activeKubelet,
+    logger,
+  });
+  const nodeClients = (rt: KubeRuntime, base: KubeClients): KubeClients =>
+    chooser.clients(base, o.createNodeClients ?? rt.createNodeClients);
+
   const machineName = (): string | null => config.machineName ?? o.appliedConfig()?.MachineName ?? null;
 
   function unavailableReason(): string | null {
@@ -218,7 +247,14 @@ export function createKubeSession(o: KubeSessionOptions): KubeSession {
       const reason = isAgentError(err) ? err.data.reason : undefined;
       if (reason !== 'CrdMissing' && reason !== 'Forbidden') throw err;
     }
-    return { ...conn, drainer: rt.createNodeDrainer({ core: c.core, clock }), core: c.core, node };
+    const nc = nodeClients(rt, c);
+    return {
+      ...conn,
+      clients: nc,
+      drainer: rt.createNodeDrainer({ core: nc.core, clock }),
+      core: nc.core,
+      node,
+    };
   }
 
   async function refreshCordoned(): Promise<void> {
@@ -335,6 +371,7 @@ export function createKubeSession(o: KubeSessionOptions): KubeSession {
     current,
     loading: () => runtime === null && mightHaveCredentials(),
     node: bound,
+    nodeCredentials: () => chooser.current(),
     nodeOps,
     refreshCordoned,
     followCordon,

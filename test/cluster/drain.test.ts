@@ -1,13 +1,14 @@
 /**
  * `drain` and `uncordon` (docs/watcher.md, "Drain") against a real kube-apiserver, with the real
  * disruption controller giving PodDisruptionBudgets their status and the Eviction API deciding:
- * agentd on a node (credentials from the applied config, RBAC from deploy/rbac.yaml), its Node
+ * agentd on a node (its own identity, system:node:<name>, from a kubeconfig; deploy/ applied), its Node
  * and pods kept by the kubelet stand-in.
  */
 import { describe, expect, it } from 'vitest';
 import { waitUntil } from '../support/daemon.js';
 import { startClusterAgent, type ClusterAgent } from '../support/control-plane/agent.js';
-import { auditEvents, bootstrapUser } from '../support/control-plane/audit.js';
+import { auditEvents } from '../support/control-plane/audit.js';
+import { nodeIdentity } from '../support/control-plane/identity.js';
 import { controlPlaneAvailable, type KubeJson } from '../support/control-plane/index.js';
 import { useControlPlane } from '../support/control-plane/use.js';
 import { rpcResult } from '../support/provision-fixtures.js';
@@ -30,7 +31,11 @@ describe.skipIf(!controlPlaneAvailable())('drain and uncordon against kube-apise
     const name = `drain-${++n}`;
     await cp().kubelet.addNode(name, o);
     await cp().api.create('/api/v1/namespaces', { metadata: { name } });
-    const a = await startClusterAgent(cp(), { name });
+    // Its own identity (system:node:<name>): the Node authorizer and NodeRestriction give it its
+    // Node and the eviction of its pods (docs/watcher.md, "Least privilege"); a bootstrap token
+    // may not drain.
+    const identity = await nodeIdentity(cp(), name);
+    const a = await startClusterAgent(cp(), { name, kubeconfig: identity.kubeconfig });
     return { a, ns: name };
   }
 
@@ -81,7 +86,7 @@ describe.skipIf(!controlPlaneAvailable())('drain and uncordon against kube-apise
       return node.spec?.unschedulable === true && node.metadata.annotations?.[MARK] === 'true';
     });
     const evictions = async (code: number): Promise<number> =>
-      (await auditEvents(cp(), bootstrapUser(cp()))).filter(
+      (await auditEvents(cp(), `system:node:${a.name}`)).filter(
         (e) =>
           e.objectRef?.subresource === 'eviction' &&
           e.objectRef?.name === 'web-1' &&

@@ -66,6 +66,15 @@ describe.skipIf(!controlPlaneAvailable())('the fleet gate: 20 agents, one real k
       async identity(name) {
         const t = await cp.createBootstrapToken();
         users.set(`system:bootstrap:${t.id}`, name);
+        // The Machine that names this token (deploy/node-restriction.yaml ties a token to it), as
+        // a Machine controller makes it: the agent's applied config carries the template's token,
+        // so its self-registration would name that one and be refused.
+        await cp.api.create('/apis/unbounded-cloud.io/v1alpha3/machines', {
+          apiVersion: 'unbounded-cloud.io/v1alpha3',
+          kind: 'Machine',
+          metadata: { name },
+          spec: { kubernetes: { bootstrapTokenRef: { name: `bootstrap-token-${t.id}` } } },
+        });
         return {
           kubeconfig: cp.tokenKubeconfig(t.token),
           // A frozen node: its token is gone, so it renews nothing.

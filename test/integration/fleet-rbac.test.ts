@@ -1,8 +1,9 @@
 /**
  * deploy/rbac.yaml is enough for the fleet gate and no more: the fake API server enforces the
- * manifests' ClusterRole and Role for a node's token, agentd's fleet paths (policy watch, slots,
- * failures, status, pause, resume) run with it without one 403, and verbs the gate does not need
- * are refused with 403.
+ * manifests' roles bound to the nodes' tokens, agentd's fleet paths (policy watch, slots,
+ * failures, status) run with them without a 403, pause and resume are refused to them (an
+ * operator's right, which an operator's roles have), and verbs the gate does not need are
+ * refused with 403.
  */
 import { CoordinationV1Api, CoreV1Api } from '@kubernetes/client-node';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
@@ -16,6 +17,7 @@ import { rolesOfDeployRbac } from '../support/rbac-rules.js';
 
 const NS = 'agentd-system';
 const TOKEN = 'abcdef.0123456789abcdef';
+const OPERATOR = 'operator-token';
 
 async function statusOf(p: Promise<unknown>): Promise<number> {
   try {
@@ -32,8 +34,8 @@ describe('the fleet gate under deploy/rbac.yaml', () => {
   let core: CoreV1Api;
   let coordination: CoordinationV1Api;
 
-  const runtime = (node: string, random?: () => number): FleetRuntime => {
-    const kc = kube.kubeConfig(TOKEN);
+  const runtime = (node: string, random?: () => number, token = TOKEN): FleetRuntime => {
+    const kc = kube.kubeConfig(token);
     const rt = createFleetRuntime({
       clients: { kc, core: kc.makeApiClient(CoreV1Api), coordination: kc.makeApiClient(CoordinationV1Api) },
       namespace: NS,
@@ -62,7 +64,12 @@ describe('the fleet gate under deploy/rbac.yaml', () => {
   };
 
   beforeEach(async () => {
-    kube = await startFakeKube({ tokens: { [TOKEN]: await rolesOfDeployRbac() } });
+    kube = await startFakeKube({
+      tokens: {
+        [TOKEN]: await rolesOfDeployRbac(),
+        [OPERATOR]: await rolesOfDeployRbac({ group: 'agentd:fleet-operators', user: 'alice' }),
+      },
+    });
     const kc = kube.kubeConfig(TOKEN);
     core = kc.makeApiClient(CoreV1Api);
     coordination = kc.makeApiClient(CoordinationV1Api);
@@ -73,7 +80,7 @@ describe('the fleet gate under deploy/rbac.yaml', () => {
     await kube.close();
   });
 
-  it('runs every fleet path with the rights of the manifests, without one 403', async () => {
+  it('runs every fleet path with the rights of the manifests; pause and resume only as an operator', async () => {
     fleet.start();
     await expect.poll(() => fleet.policy.state().synced).toBe(true);
     expect(fleet.policy.state().error).toBeNull();
@@ -107,13 +114,24 @@ describe('the fleet gate under deploy/rbac.yaml', () => {
     const status = await fleet.control.status();
     expect(status.errors).toEqual([]);
     expect(status.failures).toHaveLength(2);
-    expect((await fleet.control.pause()).paused).toBe(true);
-    expect((await fleet.control.resume()).clearedFailures).toBe(2);
+    // Pausing and resuming are an operator's right: a node's token is refused, and told so.
+    await expect(fleet.control.pause()).rejects.toMatchObject({
+      code: 'PRECONDITION_FAILED',
+      data: { reason: 'OperatorRight', configMap: `${NS}/agentd-fleet` },
+      message: expect.stringMatching(
+        /^pausing and resuming the fleet is an operator right: this node's credentials may not update ConfigMap agentd-system\/agentd-fleet \(.*forbidden.*\); as an operator, edit it with kubectl/,
+      ),
+    });
+    const operator = runtime('operator', undefined, OPERATOR);
+    expect((await operator.control.pause()).paused).toBe(true);
+    expect((await operator.control.resume()).clearedFailures).toBe(2);
     // The resume lets the halted waiter go on.
     await (await halted.held)?.release({ state: 'succeeded', operationId: 'o4', message: null });
 
     const denied = kube.requests.filter((r) => r.status === 403);
-    expect(denied).toEqual([]);
+    expect(denied.map((r) => `${r.verb} ${r.resource} ${r.name ?? ''}`)).toEqual([
+      'update configmaps agentd-fleet',
+    ]);
     // Each kind of request was made under the restricted token.
     for (const [resource, verb] of [
       ['configmaps', 'list'],

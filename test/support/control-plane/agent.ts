@@ -24,8 +24,11 @@ export interface ClusterAgentOptions {
   token?: string;
   /** The CA the node is told to trust (default the control plane's). */
   caPem?: string;
-  /** Credentials from a kubeconfig file with this token instead of the applied config. */
-  kubeconfig?: boolean;
+  /**
+   * Credentials from a kubeconfig file instead of the applied config: `true` for one with the
+   * token, or the kubeconfig's text (a node's own identity, identity.ts).
+   */
+  kubeconfig?: boolean | string;
   /** More agentd flags. */
   args?: string[];
   /** Wait until the watcher is connected (default true). */
@@ -64,7 +67,11 @@ export async function startClusterAgent(cp: ControlPlane, o: ClusterAgentOptions
   if (o.kubeconfig) {
     const dir = await makeTempDir('agentd-cluster-kubeconfig-');
     const file = path.join(dir, 'kubeconfig');
-    await writeFile(file, tokenKubeconfigYaml(o.caPem ?? cp.caPem, server, token), { mode: 0o600 });
+    const text =
+      typeof o.kubeconfig === 'string'
+        ? o.kubeconfig
+        : tokenKubeconfigYaml(o.caPem ?? cp.caPem, server, token);
+    await writeFile(file, text, { mode: 0o600 });
     args.push('--kubeconfig', file);
   }
   const d = await startTestDaemon({ args, env: o.env ?? {} });

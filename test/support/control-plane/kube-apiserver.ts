@@ -1,6 +1,6 @@
 /**
  * kube-apiserver on 127.0.0.1 (a free port, kept across restarts), HTTPS with the control plane's
- * CA, RBAC, bootstrap-token authentication, service-account keys and issuer, and the admission
+ * CA, the Node authorizer and RBAC, NodeRestriction, bootstrap-token authentication, service-account keys and issuer, and the admission
  * plugin that would need a service-account controller turned off. Ready when `/readyz` answers
  * 200 to the admin.
  */
@@ -102,7 +102,10 @@ export async function createKubeApiServer(
     `--tls-cert-file=${pki.serverCertFile}`,
     `--tls-private-key-file=${pki.serverKeyFile}`,
     `--client-ca-file=${pki.caFile}`,
-    '--authorization-mode=RBAC',
+    // As kubeadm runs it: the Node authorizer and NodeRestriction tie a node's own identity to
+    // its Node and the pods bound to it (docs/watcher.md, "Least privilege").
+    '--authorization-mode=Node,RBAC',
+    '--enable-admission-plugins=NodeRestriction',
     '--enable-bootstrap-token-auth',
     '--service-account-issuer=https://kubernetes.default.svc.cluster.local',
     `--service-account-key-file=${pki.saPubFile}`,

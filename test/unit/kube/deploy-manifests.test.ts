@@ -1,7 +1,7 @@
 import { readFile } from 'node:fs/promises';
 import { afterEach, describe, expect, it } from 'vitest';
 import { CoreV1Api, CustomObjectsApi } from '@kubernetes/client-node';
-import { parseAllDocuments, parse } from 'yaml';
+import { parse } from 'yaml';
 import { agentConfigSchema } from '../../../src/config/agent-config.js';
 import { createNodeDrainer } from '../../../src/kube/drain.js';
 import { createMachineApi } from '../../../src/kube/machine.js';
@@ -10,24 +10,10 @@ import { createMachineWatch } from '../../../src/kube/watch.js';
 import { watchStream } from '../../../src/kube/watch-stream.js';
 import { makeAgentConfig } from '../../support/agent-config.js';
 import { createTestClock, startFakeKube } from '../../support/fake-kube.js';
-import type { FakeKube, FakeRule } from '../../support/fake-kube.js';
+import type { FakeKube } from '../../support/fake-kube.js';
+import { rolesOfDeployRbac } from '../../support/rbac-rules.js';
 
 const root = new URL('../../../deploy/', import.meta.url);
-
-interface Rule {
-  apiGroups: string[];
-  resources: string[];
-  verbs: string[];
-}
-
-async function clusterRoleRules(): Promise<Rule[]> {
-  const docs = parseAllDocuments(await readFile(new URL('rbac.yaml', root), 'utf8')).map(
-    (d) => d.toJS() as Record<string, unknown>,
-  );
-  const role = docs.find((d) => d.kind === 'ClusterRole') as { rules: Rule[] } | undefined;
-  if (!role) throw new Error('deploy/rbac.yaml has no ClusterRole');
-  return role.rules;
-}
 
 describe('deploy manifests', () => {
   let kube: FakeKube | undefined;
@@ -65,11 +51,12 @@ describe('deploy manifests', () => {
     expect(status.properties.phase.enum).toEqual([...MACHINE_PHASES]);
   });
 
-  it('grants exactly enough for registration, status writes, the watch and a drain', async () => {
-    const rules = await clusterRoleRules();
-    for (const rule of rules) expect(rule.apiGroups.length).toBeGreaterThan(0);
-    const role: FakeRule[] = rules.map((r) => ({ verbs: r.verbs, resources: r.resources }));
-    kube = await startFakeKube({ tokens: { agent: { user: 'system:bootstrap:abc123', rules: role } } });
+  it("grants a node's own identity exactly enough for registration, status writes, the watch and a drain", async () => {
+    // deploy/rbac.yaml's roles bound to system:nodes, and the Node authorizer's part for its Node and pods.
+    const role = await rolesOfDeployRbac({ group: 'system:nodes' });
+    if (role === 'admin') throw new Error('deploy/rbac.yaml gave no rules');
+    for (const rule of role.rules) expect(rule.apiGroups?.length).toBeGreaterThan(0);
+    kube = await startFakeKube({ tokens: { agent: role } });
     const kc = kube.kubeConfig('agent');
     const clock = createTestClock();
     const machines = createMachineApi({ custom: kc.makeApiClient(CustomObjectsApi), clock });
