@@ -75,7 +75,11 @@ async function runCell(template: SimNode, cell: Cell, fault: Fault): Promise<voi
     undo = await applyFault(node, fault);
     process.kill(d.pid, 'SIGCONT');
     // The update ends whatever the fault: its end is logged (the socket may not accept now).
-    await waitLog(d, 'the update to end', (l) => l.msg === 'operation finished' && l.kind === 'update');
+    await waitLog(
+      d,
+      'the update to end',
+      (l) => l.kind === 'update' && typeof l.msg === 'string' && / finished: /.test(l.msg),
+    );
     await undo();
     undo = null;
     const started = (await answer) as Op;
