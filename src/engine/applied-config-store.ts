@@ -6,7 +6,7 @@
  * Every read reads both files. Their hash, parse and validation are done again only when their
  * bytes differ from those of the last good read of that machine: the snapshot reads the node
  * every 30 s (repair's check), and on a cold runtime the hash, the JSON parse and the schema cost
- * ~14 ms of a check that is otherwise ~40 (docs/benchmarks.md, "On a real host"). The bytes
+ * ~14 ms of a check that is otherwise ~40 (measured on a real host; docs/benchmarks.md's git history). The bytes
  * themselves decide, not the files' times, so the answer is never older than the files.
  */
 import { hash as oneShotHash } from 'node:crypto';
