@@ -53,8 +53,19 @@ export function createUpstreamDaemonGuard(o: {
 
   return {
     async takeOver(signal) {
+      let enabled: string;
+      let active: string;
       try {
-        const [enabled, active] = [await state('is-enabled', signal), await state('is-active', signal)];
+        [enabled, active] = [await state('is-enabled', signal), await state('is-active', signal)];
+      } catch (err) {
+        // Not known either way (systemctl could not even be run: descriptors exhausted, …): the
+        // update waits for a host that can answer, and status claims nothing about the daemon.
+        throw new PreconditionFailedError(
+          `cannot tell whether the upstream agent's daemon ${UPSTREAM_DAEMON_UNIT} runs (${describeError(err)}); try again once the host answers`,
+          { cause: err, data: { unit: UPSTREAM_DAEMON_UNIT } },
+        );
+      }
+      try {
         const wasEnabled = ENABLED_STATES.has(enabled);
         const wasActive = ACTIVE_STATES.has(active);
         if (!wasEnabled && !wasActive) {

@@ -281,9 +281,13 @@ describe.skipIf(!controlPlaneAvailable())('the fleet gate: 20 agents, one real k
     const n = await repave(a);
     await until('the repave to wait, Halted', async () => (await nodeUpdated(a))?.reason === 'Halted');
     expect((await leases()).filter((l) => l.spec?.holderIdentity)).toEqual([]);
-    // `agentctl fleet resume` from another node empties the failures; the waiting node goes on.
-    const resumed = await (agents[1] as FleetAgent).rpc.call('fleet.resume');
-    expect(resumed).toMatchObject({ clearedFailures: 2 });
+    // Resuming is an operator right (docs/fleet.md, "Pause, halt and resume"): another node's
+    // agentd is refused, the failures kept; an operator clears them, and the waiting node goes on.
+    await expect((agents[1] as FleetAgent).rpc.call('fleet.resume')).rejects.toMatchObject({
+      data: { code: 'PRECONDITION_FAILED', reason: 'OperatorRight' },
+    });
+    const cleared = await cp.api.request('DELETE', `/api/v1/namespaces/${NS}/configmaps/agentd-fleet-state`);
+    expect(cleared.status).toBe(200);
     await until(`${a.name} to acknowledge after resume`, async () => (await acked(a)) === n);
   }, 120_000);
 });

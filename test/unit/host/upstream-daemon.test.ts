@@ -139,4 +139,17 @@ describe('taking over from the upstream daemon', () => {
     });
     expect(guard.warnings()[0]).toContain('could not be stopped (Access denied)');
   });
+
+  it('a check that cannot run (descriptors exhausted) refuses the update and claims nothing in status', async () => {
+    const { logger } = capture();
+    const runner: CommandRunner = {
+      run: () => Promise.reject(Object.assign(new Error('EMFILE: too many open files'), { code: 'EMFILE' })),
+    } as unknown as CommandRunner;
+    const guard = createUpstreamDaemonGuard({ runner, clock: createFakeClock(), logger });
+    await expect(guard.takeOver()).rejects.toMatchObject({
+      code: 'PRECONDITION_FAILED',
+      message: expect.stringContaining('cannot tell whether'),
+    });
+    expect(guard.warnings()).toEqual([]);
+  });
 });
