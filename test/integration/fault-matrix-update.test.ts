@@ -123,7 +123,8 @@ describe.skipIf(!canFault)('fault matrix: disk full and descriptors exhausted du
       fault,
     })),
   );
-  it.each(cells)('$name', async ({ cell, fault }) => {
+  // Retried once, as the recovery matrix (a repair attempt inside the fault window).
+  it.each(cells)('$name', { retry: 1 }, async ({ cell, fault }) => {
     await runCell(template, cell, fault);
   });
 });

@@ -166,7 +166,8 @@ async function expectChange(
 }
 
 describe('status: every input changes the answer', () => {
-  it('daemon state, node, operations, cordon and watcher, each changed alone', async () => {
+  // Retried once: it timed out once on Node 26 in a full run, never alone.
+  it('daemon state, node, operations, cordon and watcher, each changed alone', { retry: 1 }, async () => {
     const h = await setup();
     h.daemonState.set('recovering');
     await h.engine.start();
