@@ -11,7 +11,11 @@ set -euo pipefail
 top=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 kube="${top}/test/control-plane/kube"
 etcd="${top}/test/control-plane/etcd"
-command -v go >/dev/null || { echo "control-plane: go is not on PATH (the test control plane is built with Go)" >&2; exit 1; }
+# Go's own install places, for a shell whose PATH lacks them (a CI runner's, a sudo's).
+for d in /usr/local/go/bin "${HOME}/go/bin" /usr/lib/go/bin; do
+  command -v go >/dev/null || { [[ -x "$d/go" ]] && PATH="$d:$PATH"; }
+done
+command -v go >/dev/null || { echo "control-plane: go is not on PATH nor in /usr/local/go/bin (the test control plane is built with Go)" >&2; exit 1; }
 
 # The release the binaries report as their version: the one go.mod pins.
 kube_version=$(cd "$kube" && go list -m -f '{{.Version}}' k8s.io/kubernetes)

@@ -38,6 +38,29 @@ interface Run {
   done: Promise<number>;
 }
 
+/**
+ * What failed, kept for the end: CI logs are often read from their tail, which then names each
+ * failed test and its first error line, whichever run it came from, instead of only the last
+ * run's. Lines are kept without their colours, at most DIGEST_PER_RUN per run.
+ */
+const digest: string[] = [];
+const DIGEST_PER_RUN = 25;
+// eslint-disable-next-line no-control-regex
+const ANSI = /\x1b\[[0-9;]*m/g;
+function keepForDigest(prefix: string, line: string, kept: { n: number; failures: boolean }): void {
+  const plain = line.replace(ANSI, '');
+  // Error lines count only in vitest's failure report (after "Failed Tests"), not in test logs.
+  if (/Failed Tests \d+/.test(plain)) kept.failures = true;
+  const failed =
+    /^\s*(FAIL|×)\s/.test(plain) || (kept.failures && /^\s*\S*Error(\s\[\w+\])?: /.test(plain));
+  if (!failed) return;
+  if (kept.n >= DIGEST_PER_RUN) return;
+  const entry = `${prefix}${plain.trim()}`.slice(0, 300);
+  if (digest.includes(entry)) return;
+  kept.n += 1;
+  digest.push(entry);
+}
+
 /** One vitest process: `projects` with `extra` arguments on `node`, its lines prefixed unless null. */
 function run(
   projects: string[],
@@ -53,15 +76,18 @@ function run(
     PATH: `${path.dirname(node)}${path.delimiter}${process.env.PATH ?? ''}`,
   };
   const args = [VITEST, 'run', ...projects.flatMap((p) => ['--project', p]), ...extra, ...ARGS];
-  const child = spawn(node, args, {
-    env,
-    stdio: ['ignore', prefix === null ? 'inherit' : 'pipe', prefix === null ? 'inherit' : 'pipe'],
-  });
-  if (prefix !== null) {
-    for (const stream of [child.stdout, child.stderr]) {
-      if (stream)
-        createInterface({ input: stream }).on('line', (line) => process.stdout.write(`${prefix}${line}\n`));
-    }
+  const child = spawn(node, args, { env, stdio: ['ignore', 'pipe', 'pipe'] });
+  const kept = { n: 0, failures: false };
+  const label = prefix ?? `[${projects.join(', ')}] `;
+  for (const [stream, out] of [
+    [child.stdout, process.stdout],
+    [child.stderr, prefix === null ? process.stderr : process.stdout],
+  ] as const) {
+    if (!stream) continue;
+    createInterface({ input: stream }).on('line', (line) => {
+      out.write(`${prefix ?? ''}${line}\n`);
+      keepForDigest(label, line, kept);
+    });
   }
   const done = new Promise<number>((resolve) => {
     child.on('close', (code, signal) => resolve(code ?? (signal ? 128 : 1)));
@@ -90,15 +116,23 @@ function buildControlPlane(): Promise<string | null> {
     runs.push({ child, done: Promise.resolve(0) });
     let out = '';
     child.stdout?.on('data', (c: Buffer) => (out += c.toString('utf8')));
+    // The build's last lines go into the digest when it fails: they say why.
+    const last: string[] = [];
     if (child.stderr)
-      createInterface({ input: child.stderr }).on('line', (line) =>
-        process.stdout.write(`${CLUSTER_PREFIX}${line}\n`),
-      );
+      createInterface({ input: child.stderr }).on('line', (line) => {
+        process.stdout.write(`${CLUSTER_PREFIX}${line}\n`);
+        last.push(`${CLUSTER_PREFIX}${line.slice(0, 300)}`);
+        if (last.length > 10) last.shift();
+      });
     child.on('error', (err) => {
       process.stdout.write(`${CLUSTER_PREFIX}scripts/control-plane.sh: ${err.message}\n`);
+      digest.push(`${CLUSTER_PREFIX}scripts/control-plane.sh: ${err.message}`);
       resolve(null);
     });
-    child.on('close', (code) => resolve(code === 0 ? out.trim().split('\n').pop() || null : null));
+    child.on('close', (code) => {
+      if (code !== 0) digest.push(`${CLUSTER_PREFIX}scripts/control-plane.sh exited ${code}:`, ...last);
+      resolve(code === 0 ? out.trim().split('\n').pop() || null : null);
+    });
   });
 }
 
@@ -108,9 +142,9 @@ async function clusterTests(): Promise<number> {
   if (stopping) return 1;
   if (bin === null) {
     const required = process.env.AGENTD_REQUIRE_SYSTEM_TESTS === '1';
-    process.stdout.write(
-      `${CLUSTER_PREFIX}the control plane could not be built: the cluster tests are ${required ? 'FAILED (AGENTD_REQUIRE_SYSTEM_TESTS=1)' : 'skipped'}\n`,
-    );
+    const said = `${CLUSTER_PREFIX}the control plane could not be built: the cluster tests are ${required ? 'FAILED (AGENTD_REQUIRE_SYSTEM_TESTS=1)' : 'skipped'}`;
+    process.stdout.write(`${said}\n`);
+    if (required) digest.push(said);
     return required ? 1 : 0;
   }
   const cluster = run(['cluster'], ['--maxWorkers', '1'], CLUSTER_PREFIX, process.execPath, {
@@ -165,6 +199,8 @@ if (secondError !== null) {
 const hostCode = await host.done;
 const clusterCode = await clusterDone;
 
+if (digest.length > 0)
+  process.stdout.write(`\nnpm test: what failed, from each run's output above\n${digest.join('\n')}\n`);
 const word = (code: number): string => (code === 0 ? 'passed' : `FAILED (${code})`);
 process.stdout.write(
   `\nnpm test: unit and main projects ${word(mainCode)}, real-host project ${word(hostCode)}, cluster project ${word(clusterCode)}` +
