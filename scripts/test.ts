@@ -51,8 +51,7 @@ function keepForDigest(prefix: string, line: string, kept: { n: number; failures
   const plain = line.replace(ANSI, '');
   // Error lines count only in vitest's failure report (after "Failed Tests"), not in test logs.
   if (/Failed Tests \d+/.test(plain)) kept.failures = true;
-  const failed =
-    /^\s*(FAIL|×)\s/.test(plain) || (kept.failures && /^\s*\S*Error(\s\[\w+\])?: /.test(plain));
+  const failed = /^\s*(FAIL|×)\s/.test(plain) || (kept.failures && /^\s*\S*Error(\s\[\w+\])?: /.test(plain));
   if (!failed) return;
   if (kept.n >= DIGEST_PER_RUN) return;
   const entry = `${prefix}${plain.trim()}`.slice(0, 300);
