@@ -123,7 +123,8 @@ describe('daemon lifecycle', () => {
   it('SIGHUP and SIGUSR2 during startup recovery are logged and ignored: recovery ends, agentd serves, SIGTERM stops it cleanly', async () => {
     const dir = await nodeToRecover();
     const run = spawnAgentd(dir, { AGENTD_SIM_FAULTS: 'latency=300:*' });
-    await waitUntil('the daemon serving, recovering', () => run.output().includes('agentd serving'));
+    // Recovery's first log line comes after the daemon says it recovers (`serving` comes before).
+    await waitUntil('the daemon serving, recovering', () => run.output().includes('found an open journal'));
     // status says why the node is not known yet: the interrupted operation recovery completes.
     const answer = await requestUnix(path.join(dir, 'agentd.sock'), 'POST', '/rpc', {
       jsonrpc: '2.0',

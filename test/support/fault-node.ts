@@ -150,7 +150,12 @@ export async function recordOnDisk(node: SimNode, id: string): Promise<Op | null
  * the background: polled).
  */
 export async function expectCaughtUp(node: SimNode, opId: string, active: Machine): Promise<Op> {
-  await waitFor('agentd to be ready', async () => (await readyz(node).catch(() => 0)) === 200);
+  const d = node.daemon as TestDaemon;
+  await waitFor(
+    () =>
+      `agentd to be ready (pid ${d.pid}, exit code ${d.proc.exitCode}, signal ${d.proc.signalCode}):\n${d.logs()}`,
+    async () => (await readyz(node).catch(() => 0)) === 200,
+  );
   let status = await node.status();
   await waitFor(
     `owed writes and the reserve caught up: ${JSON.stringify(status.node.warnings)}`,

@@ -350,11 +350,16 @@ export function followEvents(socket: string): Promise<EventFollower> {
   });
 }
 
-/** Poll `probe` every 10 ms until it is true (for state another process changes; fails after 10 s). */
-export async function waitFor(what: string, probe: () => Promise<boolean>): Promise<void> {
-  const deadline = Date.now() + 10_000;
+/**
+ * Poll `probe` every 10 ms until it is true (for state another process changes; fails after
+ * 30 s: a bound for a loaded CI machine, not a speed claim). `what` may be a function, read when
+ * the wait fails, so that the error says what was seen then.
+ */
+export async function waitFor(what: string | (() => string), probe: () => Promise<boolean>): Promise<void> {
+  const deadline = Date.now() + 30_000;
   while (!(await probe())) {
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
+    if (Date.now() > deadline)
+      throw new Error(`timed out waiting for ${typeof what === 'function' ? what() : what}`);
     await new Promise((r) => setTimeout(r, 10));
   }
 }
