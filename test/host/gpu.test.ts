@@ -4,7 +4,8 @@
  * objects with the driver's sonames) in the host's linker cache, and a machine image with a
  * stand-in `nvidia-ctk`. The join binds the devices and the library directory, and inside the
  * booted machine the setup unit has linked the libraries, updated ldconfig's cache and
- * generated the CDI spec before containerd started.
+ * generated the CDI spec before containerd started, and containerd loaded the nvidia runtime's
+ * drop-in over its config.toml.
  */
 import { execFile } from 'node:child_process';
 import { mkdir, mkdtemp, rm, writeFile, copyFile } from 'node:fs/promises';
@@ -12,6 +13,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { CONTAINERD_LOADED_CONFIG } from '../../src/sim/mirror/artifact-content.js';
 import { type OperationJson } from '../support/real-host/assert-node.js';
 import { startRealNode, type RealNode } from '../support/real-host/node.js';
 import { requireRealHost } from '../support/real-host/require.js';
@@ -104,5 +106,34 @@ describe.skipIf(!canRun)('a GPU host on real systemd', { timeout: 240_000 }, () 
     );
     const dropIn = await inMachine(['cat', '/etc/containerd/conf.d/99-nvidia-runtime.toml']);
     expect(dropIn).toContain("BinaryName = '/usr/bin/nvidia-container-runtime'");
+  });
+
+  it('containerd loaded the nvidia drop-in over config.toml: nvidia the default, CDI on, runc and untrusted kept', async () => {
+    // The containerd stand-in writes what it loaded at its start, imports merged as containerd 2.x
+    // merges them (src/sim/mirror/artifact-content.ts): one `key = value` per line.
+    const loaded = new Map(
+      (await inMachine(['cat', CONTAINERD_LOADED_CONFIG]))
+        .split('\n')
+        .filter((l) => !l.startsWith('#') && l.includes(' = '))
+        .map((l) => [l.slice(0, l.indexOf(' = ')), l.slice(l.indexOf(' = ') + 3)] as const),
+    );
+    expect(loaded.get('imports')).toBe(
+      "['/etc/containerd/config.toml', '/etc/containerd/conf.d/99-nvidia-runtime.toml']",
+    );
+    const cri = "plugins.'io.containerd.cri.v1.runtime'";
+    expect(loaded.get(`${cri}.containerd.default_runtime_name`)).toBe("'nvidia'");
+    expect(loaded.get(`${cri}.containerd.runtimes.nvidia.options.BinaryName`)).toBe(
+      "'/usr/bin/nvidia-container-runtime'",
+    );
+    expect(loaded.get(`${cri}.enable_cdi`)).toBe('true');
+    expect(loaded.get(`${cri}.cdi_spec_dirs`)).toBe("['/etc/cdi', '/var/run/cdi']");
+    for (const runtime of ['runc', 'untrusted']) {
+      expect(loaded.get(`${cri}.containerd.runtimes.${runtime}.options.BinaryName`)).toBe(
+        "'/usr/local/bin/runc'",
+      );
+    }
+    expect(loaded.get("plugins.'io.containerd.cri.v1.images'.registry.config_path")).toBe(
+      "'/etc/containerd/certs.d'",
+    );
   });
 });

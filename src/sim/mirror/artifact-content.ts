@@ -72,8 +72,15 @@ export function versionText(name: string, version: string): string {
  * - kubelet answers `GET /healthz` on 127.0.0.1:10248 with `200 ok`, as the real one does, when
  *   the machine has perl (a Debian rootfs always has perl-base); `unhealthy` makes it run but
  *   never answer, like a kubelet that cannot reach its runtime.
- * - containerd is `Type=notify` in its unit: it tells systemd it is ready (`systemd-notify`,
- *   sent on behalf of the script, which stays the unit's main process).
+ *   Its arguments stay on perl's command line (`/proc/<pid>/cmdline`): the real-host suite
+ *   reads there the command line systemd gave kubelet (its drop-ins, `/etc/default/kubelet`).
+ * - containerd loads its configuration as containerd 2.x does (`--config`, then every file its
+ *   `imports` name, merged key by key) and writes what it loaded to
+ *   `/run/containerd/stand-in-loaded-config.toml` before it tells systemd it is ready (its unit
+ *   is `Type=notify`; `systemd-notify` is sent on behalf of the script, which stays the unit's
+ *   main process), so the real-host suite sees which drop-ins took effect; a configuration
+ *   containerd would refuse stops it, as it stops containerd. `containerd config dump` prints
+ *   the same.
  */
 export interface StubBehaviour {
   unhealthyKubelet?: boolean;
@@ -91,12 +98,108 @@ const KUBELET_HEALTHZ_PERL = [
   '}',
 ];
 
+/** Where the containerd stand-in writes the configuration it loaded at its start. */
+export const CONTAINERD_LOADED_CONFIG = '/run/containerd/stand-in-loaded-config.toml';
+
+/**
+ * containerd's configuration loading, for the TOML agentd and operators' drop-ins write (tables,
+ * `key = value`, dotted and quoted keys; no arrays of tables): the `--config` file, then the
+ * files its `imports` name (relative to the importing file, globs sorted as Go's
+ * `filepath.Glob`), breadth first, each loaded once; a drop-in whose `version` is higher than the
+ * root's is refused with containerd's message. Each file's keys replace the same keys of the
+ * files before it and keep the others, as containerd 2.x merges plugin tables. The result is one
+ * dotted key per line (valid TOML), after `imports = [...]` naming the files loaded, in order.
+ */
+const CONTAINERD_CONFIG_PERL =
+  String.raw`use strict; use warnings; use File::Glob qw(bsd_glob); use File::Basename qw(dirname);
+my ($config, $dump) = ('/etc/containerd/config.toml', 0);
+for (my $i = 0; $i < @ARGV; $i++) {
+  my $arg = $ARGV[$i];
+  if ($arg eq '--config' || $arg eq '-c') { $config = $ARGV[++$i] // '' }
+  elsif ($arg =~ /^--config=(.*)$/) { $config = $1 }
+  elsif ($arg eq 'config' && ($ARGV[$i + 1] // '') eq 'dump') { $dump = 1; last }
+}
+sub fail { print STDERR "containerd: $_[0]\n"; exit 1 }
+sub names {
+  my ($text, $where) = @_;
+  my ($rest, @out) = ($text);
+  while (1) {
+    $rest =~ s/^\s+//;
+    if ($rest =~ s/^'([^']*)'// || $rest =~ s/^"([^"]*)"// || $rest =~ s/^([A-Za-z0-9_-]+)//) { push @out, $1 }
+    else { fail("$where: cannot read the key $text") }
+    $rest =~ s/^\s+//;
+    last if $rest eq '';
+    $rest =~ s/^\.// or fail("$where: cannot read the key $text");
+  }
+  return @out;
+}
+sub quoted { my $n = shift; $n =~ /^[A-Za-z0-9_-]+$/ ? $n : "'$n'" }
+sub load {
+  my ($file) = @_;
+  open(my $fh, '<', $file) or fail("failed to load TOML from $file: $!");
+  my (@table, @pairs, $n);
+  while (my $line = <$fh>) {
+    $n++;
+    next if $line =~ /^\s*(#.*)?$/;
+    fail("$file:$n: arrays of tables are beyond this stand-in") if $line =~ /^\s*\[\[/;
+    if ($line =~ /^\s*\[(.*)\]\s*$/) { @table = names($1, "$file:$n"); next }
+    $line =~ /^\s*([^=]+?)\s*=\s*(.*?)\s*$/ or fail("$file:$n: expected key = value, got $line");
+    my ($key, $value) = ($1, $2);
+    while (($value =~ tr/[//) > ($value =~ tr/]//)) {
+      my $more = <$fh>;
+      fail("$file:$n: unterminated array") unless defined $more;
+      $n++;
+      $more =~ s/^\s+|\s+$//g;
+      $value .= " $more";
+    }
+    push @pairs, [[@table, names($key, "$file:$n")], $value];
+  }
+  close $fh;
+  return @pairs;
+}
+my (@loaded, %seen, %value, @order, $root);
+my @pending = ($config);
+while (@pending) {
+  my $file = shift @pending;
+  next if $seen{$file}++;
+  my @pairs = load($file);
+  my ($version) = map { $_->[1] } grep { "@{$_->[0]}" eq 'version' } @pairs;
+  $version //= 0;
+  $root //= $version;
+  fail("drop-in config version $version higher than root config version $root") if $version > $root;
+  push @loaded, $file;
+  for my $pair (@pairs) {
+    my @path = @{$pair->[0]};
+    if ("@path" eq 'imports') {
+      for my $import ($pair->[1] =~ /'([^']*)'|"([^"]*)"/g) {
+        next unless defined $import;
+        $import = dirname($file) . "/$import" unless $import =~ m{^/};
+        push @pending, $import =~ /\*/ ? sort { $a cmp $b } bsd_glob($import) : $import;
+      }
+      next;
+    }
+    my $key = join('.', map { quoted($_) } @path);
+    push @order, $key unless exists $value{$key};
+    $value{$key} = $pair->[1];
+  }
+}
+my $out = "# containerd stand-in: the configuration it loaded\n";
+$out .= 'imports = [' . join(', ', map { "'$_'" } @loaded) . "]\n";
+$out .= "$_ = $value{$_}\n" for @order;
+if ($dump) { print $out; exit 0 }
+mkdir '/run/containerd';
+open(my $fh, '>', '${CONTAINERD_LOADED_CONFIG}.tmp') or fail("write ${CONTAINERD_LOADED_CONFIG}: $!");
+print $fh $out;
+close $fh or fail("write ${CONTAINERD_LOADED_CONFIG}: $!");
+rename('${CONTAINERD_LOADED_CONFIG}.tmp', '${CONTAINERD_LOADED_CONFIG}') or fail("write ${CONTAINERD_LOADED_CONFIG}: $!");
+`.split('\n');
+
 function serviceBody(name: string, behaviour: StubBehaviour): string[] {
   const idle = 'while :; do sleep 3600; done';
   if (name === 'kubelet' && !behaviour.unhealthyKubelet) {
     return [
       'if command -v perl >/dev/null 2>&1; then',
-      "  exec perl - <<'AGENTD_KUBELET_EOF'",
+      `  exec perl - "$@" <<'AGENTD_KUBELET_EOF'`,
       ...KUBELET_HEALTHZ_PERL,
       'AGENTD_KUBELET_EOF',
       'fi',
@@ -105,6 +208,12 @@ function serviceBody(name: string, behaviour: StubBehaviour): string[] {
   }
   if (name === 'containerd') {
     return [
+      'if command -v perl >/dev/null 2>&1; then',
+      `  perl - "$@" <<'AGENTD_CONTAINERD_EOF' || exit 1`,
+      ...CONTAINERD_CONFIG_PERL,
+      'AGENTD_CONTAINERD_EOF',
+      'fi',
+      `case " $* " in *' config dump '*) exit 0 ;; esac`,
       'if [ -n "${NOTIFY_SOCKET:-}" ] && command -v systemd-notify >/dev/null 2>&1; then',
       '  systemd-notify --ready',
       'fi',

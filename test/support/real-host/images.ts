@@ -12,6 +12,10 @@
  * - `gpu`: the base plus stand-ins for the NVIDIA container toolkit: `/usr/bin/nvidia-ctk`
  *   writes its arguments and the linker's view of `libcuda` into the CDI spec it is told to
  *   generate, and `/usr/bin/nvidia-container-runtime` exists.
+ * - `kubelet-hooks`: the base plus an operator's kubelet hooks kept in the image, as
+ *   docs/operations.md ("The kubelet's hooks") tells operators to keep them: an
+ *   `/etc/default/kubelet` (`KUBELET_HOOKS.envFile`) and a static pod manifest
+ *   (`KUBELET_HOOKS.manifest`), so a repave to it shows both in the new machine's kubelet.
  *
  * Device nodes of the base are left out of the layer (container images carry none; nspawn
  * populates /dev), and agentd refuses them in a layer anyway.
@@ -28,8 +32,8 @@ import { RECIPE_ID, ensureBaseTarball, realHostCacheDir } from './rootfs.js';
 import { runOk } from './run.js';
 
 /** Bump when what the images contain changes: the cache key. */
-const IMAGES_REV = 3;
-export const MACHINE_IMAGE_TAGS = ['v1', 'v2', 'noboot', 'gpu'] as const;
+const IMAGES_REV = 4;
+export const MACHINE_IMAGE_TAGS = ['v1', 'v2', 'noboot', 'gpu', 'kubelet-hooks'] as const;
 export type MachineImageTag = (typeof MACHINE_IMAGE_TAGS)[number];
 
 interface Descriptor {
@@ -99,9 +103,34 @@ const NVIDIA_CTK_STAND_IN = [
   '',
 ].join('\n');
 
+/** What the `kubelet-hooks` image holds: the machine paths and their contents. */
+export const KUBELET_HOOKS = Object.freeze({
+  envFile: {
+    path: '/etc/default/kubelet',
+    content: [
+      "# An operator's kubelet hooks, kept in the image (docs/operations.md).",
+      'KUBELET_TUNING_ARGS=--kube-api-qps=50',
+      'KUBELET_EXTRA_ARGS="--max-pods=42 --v=3"',
+      '',
+    ].join('\n'),
+    /** The words systemd makes of the two variables, in the order they end kubelet's command line. */
+    argv: ['--kube-api-qps=50', '--max-pods=42', '--v=3'],
+  },
+  manifest: {
+    path: '/etc/kubernetes/manifests/image-static-pod.yaml',
+    content: [
+      'apiVersion: v1',
+      'kind: Pod',
+      'metadata: { name: image-static-pod, namespace: kube-system }',
+      'spec: { containers: [{ name: pause, image: mcr.microsoft.com/oss/kubernetes/pause:3.9 }] }',
+      '',
+    ].join('\n'),
+  },
+});
+
 let building: Promise<string> | undefined;
 
-/** The cached OCI layout holding the three tags; built when missing (about 10 s from the base). */
+/** The cached OCI layout holding the tags; built when missing (about 10 s from the base). */
 export function ensureMachineImageLayout(): Promise<string> {
   return (building ??= (async () => {
     const layout = path.join(realHostCacheDir(), `machine-images-${RECIPE_ID}-r${IMAGES_REV}-${hostArch()}`);
@@ -120,7 +149,7 @@ export function ensureMachineImageLayout(): Promise<string> {
   }));
 }
 
-/** Build the three tags' layout from the base tarball into `layout`. */
+/** Build the tags' layout from the base tarball into `layout`. */
 async function buildLayout(layout: string, base: string): Promise<void> {
   const work = await mkdtemp(`${layout}.tmp-`);
   try {
@@ -162,6 +191,14 @@ async function buildLayout(layout: string, base: string): Promise<void> {
               content: '#!/bin/sh\nexec /usr/local/bin/runc "$@"\n',
               mode: 0o755,
             },
+          }),
+        ),
+      ],
+      'kubelet-hooks': [
+        await plain(
+          await smallLayer(work, 'kubelet-hooks', {
+            [KUBELET_HOOKS.envFile.path.slice(1)]: KUBELET_HOOKS.envFile.content,
+            [KUBELET_HOOKS.manifest.path.slice(1)]: KUBELET_HOOKS.manifest.content,
           }),
         ),
       ],

@@ -1,5 +1,5 @@
 import { createHash } from 'node:crypto';
-import { chmod, writeFile } from 'node:fs/promises';
+import { chmod, mkdir, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import { execa } from 'execa';
 import { Parser, type ReadEntry } from 'tar';
@@ -195,6 +195,72 @@ describe('artifact mirror: executables', () => {
     await chmod(file, 0o755);
     const { stdout } = await execa(file, ['--version']);
     expect(stdout).toMatch(/^containerd github\.com\/containerd\/containerd\/v2 v2\.0\.4 [0-9a-f]{40}$/);
+  });
+});
+
+describe('artifact mirror: the containerd stand-in loads its configuration as containerd 2.x', () => {
+  /** A stand-in containerd and a config dir: `config.toml` importing `conf.d/*.toml`. */
+  async function standIn(dropIns: Record<string, string>): Promise<{ bin: string; config: string }> {
+    const dir = await dirs.make('agentd-containerd-');
+    const bin = path.join(dir, 'containerd');
+    await writeFile(bin, stubScript('containerd', '2.0.4', 'amd64'));
+    await chmod(bin, 0o755);
+    await mkdir(path.join(dir, 'conf.d'));
+    const config = path.join(dir, 'config.toml');
+    await writeFile(
+      config,
+      [
+        'version = 3',
+        "imports = ['conf.d/*.toml']",
+        '',
+        "[plugins.'io.containerd.cri.v1.images']",
+        "  snapshotter = 'overlayfs'",
+        '',
+        "  [plugins.'io.containerd.cri.v1.images'.pinned_images]",
+        "    sandbox = 'pause:3.9'",
+        '',
+      ].join('\n'),
+    );
+    for (const [name, content] of Object.entries(dropIns)) {
+      await writeFile(path.join(dir, 'conf.d', name), content);
+    }
+    return { bin, config };
+  }
+  const images = "plugins.'io.containerd.cri.v1.images'";
+
+  it('config dump: the drop-ins in name order, each key replacing the same key, the others kept', async () => {
+    const { bin, config } = await standIn({
+      '20-b.toml': `version = 3\n[${images.replace(/'/g, '"')}]\n  snapshotter = "native"\n`,
+      '10-a.toml': `version = 3\n[${images}]\n  snapshotter = 'zfs'\n  discard_unpacked_layers = [\n    'x',\n    'y' ]\n`,
+      'ignored.conf': `version = 3\n[${images}]\n  snapshotter = 'btrfs'\n`,
+    });
+    const { stdout } = await execa(bin, ['--config', config, 'config', 'dump']);
+    const dir = path.dirname(config);
+    expect(stdout.split('\n')).toEqual([
+      '# containerd stand-in: the configuration it loaded',
+      `imports = ['${config}', '${dir}/conf.d/10-a.toml', '${dir}/conf.d/20-b.toml']`,
+      'version = 3',
+      `${images}.snapshotter = "native"`,
+      `${images}.pinned_images.sandbox = 'pause:3.9'`,
+      `${images}.discard_unpacked_layers = [ 'x', 'y' ]`,
+    ]);
+  });
+
+  it('refuses a drop-in of a higher version than config.toml, as containerd does', async () => {
+    const { bin, config } = await standIn({ '50-v4.toml': 'version = 4\n' });
+    const res = await execa(bin, ['--config', config, 'config', 'dump'], { reject: false });
+    expect(res.exitCode).toBe(1);
+    expect(res.stderr).toBe('containerd: drop-in config version 4 higher than root config version 3');
+  });
+
+  it('fails naming the file it cannot read, and TOML beyond it', async () => {
+    const { bin, config } = await standIn({ '50-tables.toml': "[[plugins.'x'.list]]\n" });
+    const missing = await execa(bin, ['--config=/nonexistent.toml', 'config', 'dump'], { reject: false });
+    expect(missing.exitCode).toBe(1);
+    expect(missing.stderr).toMatch(/^containerd: failed to load TOML from \/nonexistent\.toml: /);
+    const tables = await execa(bin, ['-c', config, 'config', 'dump'], { reject: false });
+    expect(tables.exitCode).toBe(1);
+    expect(tables.stderr).toContain('50-tables.toml:1: arrays of tables are beyond this stand-in');
   });
 });
 
