@@ -20,6 +20,7 @@ import type { OperationStore } from './operation-store.js';
 import type { Provisioner } from '../provision/provisioner-contract.js';
 import type { NodeDrainer } from './update.js';
 import { recoverSwitch, type RecoveryAction } from './recovery-switch.js';
+import type { StatusWarning } from './warnings.js';
 
 export type { RecoveryAction };
 
@@ -49,6 +50,21 @@ export interface RecoveryReport {
   ok: boolean;
   /** The interrupted operation's cordon is still on the node: agentd uncordons once it can. */
   uncordonPending: boolean;
+}
+
+/** What `status` warns of startup recovery: that it failed. */
+export function recoveryWarnings(report: RecoveryReport | null): StatusWarning[] {
+  if (report === null) return [];
+  const failed: StatusWarning[] = report.ok
+    ? []
+    : [
+        {
+          code: 'recovery-failed',
+          operationId: report.operationId,
+          message: `startup recovery: ${report.outcome}`,
+        },
+      ];
+  return failed;
 }
 
 export async function recover(d: RecoveryDeps): Promise<RecoveryReport | null> {
@@ -154,7 +170,14 @@ async function recoverJournal(d: RecoveryDeps): Promise<RecoveryReport | null> {
     { reserve: d.reserve, deferred: d.deferred, mode: 'best-effort' },
   );
   log.warn({ outcome, activeMachine: active, ok, uncordonPending }, 'recovery finished');
-  return { operationId: journal.operationId, outcome, activeMachine: active, actions, ok, uncordonPending };
+  return {
+    operationId: journal.operationId,
+    outcome,
+    activeMachine: active,
+    actions,
+    ok,
+    uncordonPending,
+  };
 }
 
 /** Why a recovery's uncordon is deferred (its action's `error`). */

@@ -25,6 +25,7 @@ import { Backoff, REPAIR_BACKOFF } from '../retry/backoff.js';
 import type { NodeStatus, Operation } from './operation.js';
 import type { OperationSlot } from './operation-slot.js';
 import type { UpdateOutcome } from './update.js';
+import type { StatusWarning } from './warnings.js';
 
 export const REPAIR_PHASES = ['start', 'verify'] as const;
 
@@ -120,6 +121,26 @@ export class NodeRepair {
 
   status(): RepairStatus {
     return this.#status;
+  }
+
+  /** What `status` warns while repair waits to try again or has given up, or null. */
+  warning(): StatusWarning | null {
+    const r = this.#status;
+    if (r.state === 'gave_up') {
+      return {
+        code: 'repair-gave-up',
+        operationId: r.lastOperation,
+        message: `agentd gave up repairing the node after ${r.failures} failed attempts (${r.lastError ?? 'unknown error'}): fix the cause, then agentctl update --force, or restart agentd to try again`,
+      };
+    }
+    if (r.state === 'backoff') {
+      return {
+        code: 'repair-backoff',
+        operationId: r.lastOperation,
+        message: `repair failed ${r.failures} time(s) (${r.lastError ?? 'unknown error'}); next attempt at ${r.nextAttemptAt ?? '-'}`,
+      };
+    }
+    return null;
   }
 
   /** Check and repair until `signal` aborts; the first check runs at once. Never throws. */

@@ -1,4 +1,5 @@
 import * as z from 'zod';
+import { warningMessages } from '../../engine/warnings.js';
 import { defineMethod } from '../method.js';
 import { nodeStatusSchema, operationSchema } from '../schemas.js';
 
@@ -84,9 +85,10 @@ export const status = defineMethod({
   version: (services) => services.statusVersion.value,
   handler: async (_params, { services }) => {
     const engine = await services.engine.status();
+    const { warnings, ...node } = engine.node;
     return {
       daemon: services.daemonInfo(),
-      node: engine.node,
+      node: { ...node, warnings: warningMessages(warnings) },
       operation: engine.operation,
       lastOperation: engine.lastOperation,
       watcher: services.watcherStatus(),

@@ -127,7 +127,13 @@ describe('repair', () => {
       failures: 4,
       lastError: expect.stringMatching(/^MACHINE_START_FAILED/),
     });
-    expect(node.warnings.join('\n')).toMatch(/gave up repairing the node after 4 failed attempts/);
+    expect(node.warnings.filter((w) => w.code === 'repair-gave-up')).toEqual([
+      {
+        code: 'repair-gave-up',
+        operationId: node.repair?.lastOperation,
+        message: expect.stringMatching(/^agentd gave up repairing the node after 4 failed attempts/),
+      },
+    ]);
     // 100, 200, then capped at 250 — the waits between the four attempts, jittered by the one
     // backoff policy (src/retry): each between half its nominal delay and the delay itself.
     expectBackoff(f.clock.sleeps.slice(0, 3), [100, 200, 250]);
