@@ -88,7 +88,8 @@ export const status = defineMethod({
     const { warnings, ...node } = engine.node;
     return {
       daemon: services.daemonInfo(),
-      node: { ...node, warnings: warningMessages(warnings) },
+      // The text stays in `warnings`, as before; `warningDetails` carries the typed values.
+      node: { ...node, warnings: warningMessages(warnings), warningDetails: warnings },
       operation: engine.operation,
       lastOperation: engine.lastOperation,
       watcher: services.watcherStatus(),
