@@ -282,8 +282,11 @@ async function startServing(
   let openrpc: Record<string, unknown> | null = null;
   let openapi: Record<string, unknown> | null = null;
   const watcherStatus = (): WatcherStatus | null => kubeWiring.watcherStatus();
+  // The engine is each port the methods are given (src/rpc/ports.ts).
   const services: RpcServices = {
-    engine,
+    status: engine,
+    operations: engine,
+    drain: engine,
     daemonInfo: info,
     watcherStatus,
     fleet: () => kubeWiring.fleet(),

@@ -39,7 +39,14 @@ import {
   type NodeDrainOps,
   type UncordonRequest,
 } from './drain-ops.js';
-import { UPDATE_PHASES, runUpdate, type FleetGate, type NodeDrainer, type UpdateDeps } from './update.js';
+import {
+  UPDATE_PHASES,
+  runUpdate,
+  type FleetGate,
+  type NodeDrainer,
+  type UpdateDeps,
+  type UpdateRequest,
+} from './update.js';
 import { NodeRepair, type RepairPolicy } from './repair.js';
 import { DeferredWrites } from './deferred-writes.js';
 import { StateReserve } from './reserve.js';
@@ -48,7 +55,7 @@ import { PendingUncordon, type PendingUncordonOutcome } from './pending-uncordon
 import { StatusReader, type EngineStatus } from './status-reader.js';
 import type { StatusWarning } from './warnings.js';
 
-export type { EngineStatus, PendingUncordonOutcome };
+export type { EngineStatus, PendingUncordonOutcome, UpdateRequest };
 
 export interface EngineOptions {
   paths: HostPaths;
@@ -92,16 +99,9 @@ export interface EngineOptions {
   onRecovering?: (operation: { id: string; kind: string }) => void;
 }
 
-export interface UpdateRequest {
-  config?: AgentConfig;
-  set?: GoalSet;
-  force?: boolean;
-  drain?: boolean;
-  /** Do not pass the fleet gate (`agentctl update --ignore-fleet`). */
-  ignoreFleet?: boolean;
-  dryRun?: boolean;
+/** A `reset` as the RPC method passes it. */
+export interface ResetRequest {
   wait?: boolean;
-  idempotencyKey?: string;
   reason?: string;
   requestedBy: string;
 }
@@ -512,7 +512,7 @@ export class Engine {
     );
   }
 
-  async reset(req: { wait?: boolean; reason?: string; requestedBy: string }): Promise<Operation> {
+  async reset(req: ResetRequest): Promise<Operation> {
     return this.#slot.admit(async () => {
       await this.refreshNode();
       const source = this.#snap.node.activeMachine;

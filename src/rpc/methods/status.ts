@@ -84,14 +84,14 @@ export const status = defineMethod({
   // Polled by scripts and monitoring: the answer is serialized once per change of any input.
   version: (services) => services.statusVersion.value,
   handler: async (_params, { services }) => {
-    const engine = await services.engine.status();
-    const { warnings, ...node } = engine.node;
+    const read = await services.status.status();
+    const { warnings, ...node } = read.node;
     return {
       daemon: services.daemonInfo(),
       // The text stays in `warnings`, as before; `warningDetails` carries the typed values.
       node: { ...node, warnings: warningMessages(warnings), warningDetails: warnings },
-      operation: engine.operation,
-      lastOperation: engine.lastOperation,
+      operation: read.operation,
+      lastOperation: read.lastOperation,
       watcher: services.watcherStatus(),
     };
   },

@@ -100,7 +100,9 @@ async function setup(options: { journal?: boolean } = {}): Promise<Harness> {
   });
   late = engine;
   const services: RpcServices = {
-    engine,
+    status: engine,
+    operations: engine,
+    drain: engine,
     daemonInfo: () => ({
       version: 'test',
       pid: 1,
