@@ -568,3 +568,30 @@ describe('Engine: an uncordon recovery had to leave pending', () => {
     expect(await readJournal(f.stateDir)).toMatchObject({ operationId: second.id, uncordonPending: false });
   });
 });
+
+describe('a node with two applied configs and no node state', () => {
+  it('status warns active-machine-unknown, and update refuses by that code, acting on no machine', async () => {
+    const f = await createEngineFixture();
+    await f.applied.write('kube1', structuredClone(BASE));
+    await f.applied.write('kube2', structuredClone(BASE));
+    // Neither runs: startup recovery cannot tell from the host which one is active.
+    const engine = createEngine(f);
+    await engine.start();
+    const { node } = await engine.status();
+    expect(node.activeMachine).toBeNull();
+    // (No state dir yet in this fixture: the reserve's warning is there too.)
+    expect(node.warnings.filter((w) => w.code !== 'reserve-not-whole')).toEqual([
+      {
+        code: 'active-machine-unknown',
+        message: 'both machines have applied configs and no journal says which is active',
+      },
+    ]);
+    const refused = await settle(engine.update(to('1.35.0')));
+    expect(refused.error?.code).toBe('PRECONDITION_FAILED');
+    expect(refused.error?.message).toBe(
+      'the node has applied configs but no active machine (see status warnings); run reset, or recover the node by hand',
+    );
+    expect(f.log.calls).toEqual([]);
+    await engine.shutdown(0);
+  });
+});
