@@ -33,7 +33,7 @@ import { KubeConfig } from '@kubernetes/client-node';
 import { startControlPlane } from '../test/support/control-plane/index.js';
 import { median } from './lib/measure.js';
 import { renderTable } from './lib/table.js';
-import { benchEngine, p99, waitFor } from './lib/watcher-bench.js';
+import { benchPorts, p99, waitFor } from './lib/watcher-bench.js';
 
 const RUNS = Number(process.env.BENCH_RUNS ?? 30);
 const WARMUP = 5;
@@ -59,7 +59,7 @@ async function main(): Promise<void> {
   const dispatcher = createDispatcher({
     methods: METHOD_LIST,
     services: {
-      engine: benchEngine(() => (updateStartedAt ??= performance.now())),
+      ...benchPorts(() => (updateStartedAt ??= performance.now())),
       daemonInfo: () => ({ version: 'bench', pid: process.pid, startedAt: '', state: 'ready' }),
       watcherStatus: () => null,
       statusVersion: new StatusVersion(),

@@ -27,7 +27,7 @@ import { createMachineWatcher } from '../src/watcher/index.js';
 import { startFakeKube } from '../test/support/fake-kube.js';
 import { median } from './lib/measure.js';
 import { renderTable } from './lib/table.js';
-import { benchEngine, p99, waitFor } from './lib/watcher-bench.js';
+import { benchPorts, p99, waitFor } from './lib/watcher-bench.js';
 
 const RUNS = Number(process.env.BENCH_RUNS ?? 50);
 const WARMUP = 5;
@@ -53,7 +53,7 @@ async function main(): Promise<void> {
   const dispatcher = createDispatcher({
     methods: METHOD_LIST,
     services: {
-      engine: benchEngine(() => (updateStartedAt ??= performance.now())),
+      ...benchPorts(() => (updateStartedAt ??= performance.now())),
       daemonInfo: () => ({ version: 'bench', pid: process.pid, startedAt: '', state: 'ready' }),
       watcherStatus: () => null,
       statusVersion: new StatusVersion(),

@@ -1,9 +1,10 @@
 /**
  * What the two watcher benches share (bench/watcher.ts on the fake API server,
  * bench/kube-watch.ts on the real control plane): the p99 of a sample, a poll on the event loop,
- * and the stand-in engine behind the dispatcher, which records when `update` is called.
+ * and the stand-in engine behind the dispatcher (its ports), which records when `update` is called.
  */
-import type { Engine } from '../../src/engine/engine.js';
+import type { DrainPort, OperationsPort, StatusReader } from '../../src/rpc/ports.js';
+import type { RpcServices } from '../../src/rpc/services.js';
 
 export function p99(values: readonly number[]): number {
   const sorted = [...values].sort((a, b) => a - b);
@@ -22,14 +23,15 @@ export function waitFor(what: string, check: () => boolean, timeoutMs = 10_000):
   });
 }
 
-/** The stand-in engine: the applied config matches the Machine; `update` records its start. */
-export function benchEngine(onUpdate: () => void): Engine {
+/**
+ * The stand-in engine's ports: the applied config matches the Machine; `update` records its
+ * start. Only what the watcher calls is there.
+ */
+export function benchPorts(onUpdate: () => void): Pick<RpcServices, 'status' | 'operations' | 'drain'> {
   let n = 0;
   const now = (): string => new Date().toISOString();
-  const engine = {
-    status: () => ({ node: {}, operation: null, lastOperation: null }),
-    // The status method caches on this key: change it with every update the bench makes.
-    statusKey: () => String(n),
+  const status = {
+    status: async () => ({ node: {}, operation: null, lastOperation: null }),
     appliedConfig: async () => ({
       machine: 'kube1',
       hash: 'h',
@@ -40,6 +42,8 @@ export function benchEngine(onUpdate: () => void): Engine {
         Kubelet: { Labels: {}, RegisterWithTaints: [] },
       },
     }),
+  };
+  const operations = {
     update: async (req: { idempotencyKey?: string; requestedBy: string }) => {
       onUpdate();
       n += 1;
@@ -61,5 +65,9 @@ export function benchEngine(onUpdate: () => void): Engine {
       };
     },
   };
-  return engine as unknown as Engine;
+  return {
+    status: status as unknown as StatusReader,
+    operations: operations as unknown as OperationsPort,
+    drain: {} as DrainPort,
+  };
 }

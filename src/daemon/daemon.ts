@@ -3,25 +3,19 @@
  * docs/architecture.md ("Lifecycle") fixes. Every part startup brings up pushes the step that
  * takes it down onto one clean-up stack, which both a failed start and a stop unwind, so the
  * two paths cannot drift apart. Collaborators come in through options with production defaults.
+ * The parts themselves are wired by one function, `assembleDaemon` (assembly.ts), which tests
+ * call too; this file runs them.
  */
 import { rmdir } from 'node:fs/promises';
 import { describeProxy } from '../config/proxy.js';
 import { useOutboundProxy } from '../outbound-http.js';
 import type { Logger } from 'pino';
 import type { DaemonConfig } from '../config/daemon-config.js';
-import { Engine } from '../engine/engine.js';
-import { RESERVE_DESCRIPTORS } from '../engine/reserve.js';
-import { EventBus } from '../engine/events.js';
-import { FINAL_STATES, OPERATION_KINDS } from '../engine/operation.js';
+import type { Engine } from '../engine/engine.js';
 import type { InFlight } from '../engine/operation-slot.js';
-import { StatusVersion } from '../engine/status-version.js';
 import { PreconditionFailedError, describeError } from '../errors.js';
 import { systemClock } from '../host/clock.js';
 import type { HealthChecks } from '../fleet/health-checks-schema.js';
-import { createHealthGate } from '../fleet/health-gate.js';
-import { captureMachineDiagnostics } from '../host/machine-diagnostics.js';
-import { runInMachine } from '../host/machines.js';
-import { createHostPaths } from '../host/paths.js';
 import {
   foreignPidFileError,
   inspectPidFile,
@@ -30,20 +24,15 @@ import {
   writePidFile,
 } from '../host/pid-file.js';
 import type { Clock } from '../host/types.js';
-import { createMetrics, type Metrics } from '../metrics/metrics.js';
-import { createDispatcher, type Dispatcher } from '../rpc/dispatcher.js';
-import { METHOD_LIST } from '../rpc/methods/index.js';
-import { buildOpenRpcDocument } from '../rpc/openrpc.js';
-import type { DaemonInfo, DaemonState, RpcServices, WatcherStatus } from '../rpc/services.js';
+import type { Metrics } from '../metrics/metrics.js';
+import type { Dispatcher } from '../rpc/dispatcher.js';
+import type { DaemonInfo } from '../rpc/services.js';
 import { VERSION } from '../version.js';
-import { createAdminApp, createMetricsApp, type Readiness } from '../server/app.js';
+import { createMetricsApp } from '../server/app.js';
 import { createSdNotifier } from './sd-notify.js';
 import { createHost, type Host } from './host-wiring.js';
-import { createKubeWiring, type KubeWiringOptions } from './kube-wiring.js';
-import { buildOpenApiDocument } from '../server/openapi.js';
-import { createProvisioner } from '../provision/provisioner.js';
-import { IN_MACHINE } from '../provision/files/rootfs-layout.js';
-import { createUpstreamDaemonGuard } from '../host/upstream-daemon.js';
+import type { KubeWiringOptions } from './kube-wiring.js';
+import { assembleDaemon } from './assembly.js';
 import { CleanupStack } from './cleanup-stack.js';
 import { acquireInstanceLock } from '../host/instance-lock.js';
 import { checkStateDirWritable, markOrWarn, prepareStateDir, removeCreatedStateDir } from './state-dir.js';
@@ -157,166 +146,43 @@ async function startServing(
 ): Promise<Daemon> {
   const { logger } = deps;
   const clock = deps.clock ?? systemClock;
-  const startedAt = new Date(clock.now()).toISOString();
-  // What `status` shows changes with every input; each bumps this (docs/architecture.md).
-  const statusVersion = new StatusVersion();
-  const daemonState = statusVersion.cell<DaemonState>('starting');
+  const env = deps.env ?? process.env;
   // Type=notify readiness and the watchdog (sd-notify.ts); a no-op outside systemd. The
   // watchdog runs from here on, so a recovery that wedges is restarted by systemd too.
-  const sdNotify = createSdNotifier({ env: deps.env ?? process.env, logger, clock });
+  const sdNotify = createSdNotifier({ env, logger, clock });
   cleanup.push('stop the watchdog', sdNotify.startWatchdog());
-  const readinessReasons: string[] = ['startup recovery has not finished'];
-  const metrics = createMetrics({ version: VERSION });
-  metrics.zeroOperationSeries(OPERATION_KINDS, FINAL_STATES);
-  const events = new EventBus();
   // Downloads, image pulls and health checks go through the proxy of HTTPS_PROXY & co. (before any request).
   useOutboundProxy(config.proxy);
   const proxy = describeProxy(config.proxy);
   if (proxy)
     logger.info({ proxy }, 'outbound HTTP goes through a proxy; loopback and NO_PROXY hosts directly');
-  const paths = createHostPaths(config.root);
   // Set once this process has bound the socket: only that socket is ever removed, never a path
   // another process owns now. Pushed first, so it runs just before the PID file goes.
   let ownSocket: SocketIdentity | null = null;
   cleanup.push('remove the socket', async () => {
     if (ownSocket !== null) await removeOwnSocket(config.socket, ownSocket);
   });
-  const host =
-    deps.host ?? (await createHost(config, { logger, clock, env: deps.env ?? process.env, cleanup }));
+  const host = deps.host ?? (await createHost(config, { logger, clock, env, cleanup }));
   cleanup.push('close the host wiring', () => host.close());
+  // Every part, wired as it serves (assembly.ts); nothing of it has started yet.
+  const a = assembleDaemon({
+    config,
+    host,
+    logger,
+    clock,
+    env,
+    healthChecks: deps.healthChecks,
+    kube: deps.kube,
+  });
+  const { engine, metrics, dispatcher, admin, daemonState, info } = a;
+  // Closed explicitly (never left to the garbage collector): the last thing the engine holds.
+  cleanup.push('close the descriptor reserve', () => engine.reserve.close());
   // The upstream agent's daemon is stopped before anything else touches the machines.
-  const upstreamDaemon = createUpstreamDaemonGuard({ runner: host.runner, clock, logger });
-  await upstreamDaemon.takeOver().catch((err: unknown) => {
+  await a.upstreamDaemon.takeOver().catch((err: unknown) => {
     logger.error(
       { err: describeError(err) },
       'could not take the node over from the upstream agent’s daemon',
     );
-  });
-  const provisioner = createProvisioner({
-    paths,
-    stateDir: config.stateDir,
-    clock,
-    logger: logger.child({ component: 'provision' }),
-    metrics,
-    daemonReload: () => host.machines.daemonReload(),
-    registryAuthFile: config.registryAuthFile,
-    transferLimits: config.transferLimits,
-    runner: host.runner,
-    upstreamDaemon,
-    env: deps.env ?? process.env,
-    ...(config.host === 'sim' ? { minFreeBytes: 64 * 1024 ** 2 } : {}),
-  });
-  // Kubernetes: credentials, this node's drain, the Machine watcher. The engine's
-  // applied config is read lazily (the wiring exists before the engine, the engine needs it).
-  const kubeWiring = createKubeWiring({
-    config,
-    appliedConfig: () => engine.activeAppliedConfig(),
-    // Where this node's own identity (the kubelet's client certificate) is looked for.
-    activeKubelet: () => {
-      const m = engine.activeAppliedMachine();
-      return m === null ? null : { rootfs: paths.machineDir(m), kubeconfig: IN_MACHINE.kubeconfig };
-    },
-    refreshNode: () => engine.refreshNode(),
-    onStatusChange: statusVersion.bump,
-    events,
-    logger,
-    clock,
-    metrics,
-    env: deps.env ?? process.env,
-    ...deps.kube,
-  });
-  const engine = new Engine({
-    paths,
-    stateDir: config.stateDir,
-    reserveDescriptors: RESERVE_DESCRIPTORS,
-    machines: host.machines,
-    provisioner,
-    clock,
-    logger: logger.child({ component: 'engine' }),
-    metrics,
-    events,
-    defaultConfig: host.defaultConfig ?? undefined,
-    diagnostics: (m) => captureMachineDiagnostics(host.runner, m),
-    healthGate: createHealthGate({
-      checks: deps.healthChecks ?? (() => kubeWiring.healthChecks()),
-      node: () => kubeWiring.nodeHealth(),
-      exec: (m, argv, o) => runInMachine(host.runner, m, argv, o),
-      clock,
-      logger: logger.child({ component: 'engine' }),
-      metrics,
-    }),
-    // Only a restart that interrupted an operation is a recovery; a first start is starting.
-    onRecovering: () => daemonState.set('recovering'),
-    repair: {
-      enabled: config.repair,
-      // The simulated host answers at once: retry a failed repair in seconds, not minutes. It
-      // checks as often as a real host (every 30 s): a check reads the whole node, and checking
-      // every 2 s was most of an idle try-out daemon's CPU (docs/benchmarks.md, "Footprint").
-      ...(config.host === 'sim' ? { policy: { baseDelayMs: 1_000, maxDelayMs: 8_000 } } : {}),
-    },
-    nodeOps: kubeWiring.nodeOps,
-    statusVersion,
-    // A getter: credentials appear when the node joins (the applied config carries them), so
-    // whether `update --drain` can drain is decided at each update, not once at start.
-    get drainer() {
-      return kubeWiring.updateDrainer();
-    },
-    // Likewise the fleet gate: none without credentials; with them, the policy decides.
-    get fleet() {
-      return kubeWiring.fleetGate();
-    },
-  });
-  // Closed explicitly (never left to the garbage collector): the last thing the engine holds.
-  cleanup.push('close the descriptor reserve', () => engine.reserve.close());
-  const info = (): DaemonInfo => ({
-    version: VERSION,
-    pid: process.pid,
-    startedAt,
-    state: daemonState.get(),
-    host: config.host,
-    root: config.root,
-    shutdownGraceMs: config.shutdownGraceMs,
-    pidFile: config.pidFile,
-    stateDir: config.stateDir,
-  });
-  let openrpc: Record<string, unknown> | null = null;
-  let openapi: Record<string, unknown> | null = null;
-  const watcherStatus = (): WatcherStatus | null => kubeWiring.watcherStatus();
-  const services: RpcServices = {
-    engine,
-    daemonInfo: info,
-    watcherStatus,
-    fleet: () => kubeWiring.fleet(),
-    statusVersion,
-    openrpc: () => (openrpc ??= buildOpenRpcDocument(METHOD_LIST, VERSION)),
-  };
-  const dispatcher = createDispatcher({
-    methods: METHOD_LIST,
-    services,
-    metrics,
-    logger: logger.child({ component: 'rpc' }),
-    isDraining: () => daemonState.get() === 'draining',
-    isReady: () => daemonState.get() === 'ready',
-  });
-  const readiness = (): Readiness =>
-    daemonState.get() === 'ready'
-      ? { ready: true, reasons: [] }
-      : { ready: false, reasons: daemonState.get() === 'draining' ? ['shutting down'] : readinessReasons };
-  // A scrape shows the node as `status` does: read again when its facts are older than 1 s.
-  // The same read sets the gauges the alerts need (src/metrics/status-gauges.ts).
-  const beforeScrape = async () => {
-    const s = await engine.status();
-    metrics.statusGauges.observe({ operation: s.operation, repair: s.node.repair, watcher: watcherStatus() });
-  };
-  const admin = createAdminApp({
-    dispatcher,
-    events,
-    metrics,
-    logger,
-    readiness,
-    beforeScrape,
-    openapi: () => (openapi ??= buildOpenApiDocument(VERSION)),
-    currentOperationEvents: (filter) => engine.currentOperationEvents(filter),
   });
   await admin.ready();
   await listenUnix(admin.server, config.socket, config.socketMode, gid);
@@ -325,7 +191,12 @@ async function startServing(
   // update with wait) rather than letting them hold the exit; their callers see the close.
   cleanup.push('close the admin server', () => admin.close());
   if (config.metricsAddress) {
-    const metricsApp = createMetricsApp({ metrics, readiness, logger, beforeScrape });
+    const metricsApp = createMetricsApp({
+      metrics,
+      readiness: a.readiness,
+      logger,
+      beforeScrape: a.beforeScrape,
+    });
     const { host: mHost, port: mPort } = config.metricsAddress;
     await metricsApp.listen({ host: mHost, port: mPort }).catch(async (err: NodeJS.ErrnoException) => {
       await metricsApp.close().catch(() => undefined);
@@ -380,7 +251,7 @@ async function startServing(
       (deps.exit ?? ((code: number) => process.exit(code)))(1);
     }
   };
-  cleanup.push('stop the Machine watcher', () => kubeWiring.stop());
+  cleanup.push('stop the Machine watcher', () => a.kube.stop());
 
   let resolveStopped!: () => void;
   const stopped = new Promise<void>((r) => (resolveStopped = r));
@@ -421,9 +292,8 @@ async function startServing(
   if (stopRequested?.aborted) return requestedStop();
   // After recovery the applied config is known: load the Kubernetes client if credentials may
   // exist, and fail now (exit 2) on a --kubeconfig that cannot be loaded.
-  await kubeWiring.validate();
+  await a.kube.validate();
   daemonState.set('ready');
-  readinessReasons.length = 0;
   metrics.ready.set(1);
   logger.info('agentd ready');
   // Type=notify: `systemctl start agentd` returns now, with recovery done and the API serving.
@@ -436,7 +306,7 @@ async function startServing(
       .catch((err: unknown) => logger.error({ err: describeError(err) }, 'completing a pending uncordon'));
   }
   // The watcher starts only now: its first reconcile may call `update`.
-  kubeWiring.start(dispatcher);
+  a.kube.start(dispatcher);
   // Repair too: its first check (at once) restarts an active machine found stopped.
   engine.startRepair();
   return daemon;

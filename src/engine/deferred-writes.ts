@@ -8,6 +8,7 @@
  */
 import type { Logger } from 'pino';
 import { describeError } from '../errors.js';
+import type { StatusWarning } from './warnings.js';
 
 interface Owed {
   what: string;
@@ -80,11 +81,13 @@ export class DeferredWrites {
     return this.#owed.size;
   }
 
-  /** One line per owed write, for `status`. */
-  warnings(): string[] {
-    return [...this.#owed.values()].map(
-      (o) =>
-        `${o.what} is not written yet (since ${o.since}: ${o.error}); agentd writes it once space or descriptors return`,
-    );
+  /** One warning per owed write, for `status`. */
+  warnings(): StatusWarning[] {
+    return [...this.#owed].map(([key, o]) => ({
+      code: 'deferred-writes',
+      write: key,
+      since: o.since,
+      message: `${o.what} is not written yet (since ${o.since}: ${o.error}); agentd writes it once space or descriptors return`,
+    }));
   }
 }

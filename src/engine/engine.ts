@@ -1,7 +1,11 @@
 /**
- * The update engine: the one owner of the node's state. RPC methods call it; it runs one
- * mutating operation at a time, drives the host through the machine manager and the
- * provisioner, and records everything in the state dir (journal, history, node state).
+ * The update engine: the one owner of the node's state. It implements the ports the RPC methods
+ * are given (src/rpc/ports.ts: the status reader, the operations port, the drain port); it runs
+ * one mutating operation at a time, drives the host through the machine manager and the
+ * provisioner, and records everything in the state dir (journal, history, node state). Its
+ * parts live beside it: what `status` shows and how fresh (status-reader.ts), the uncordon an
+ * interrupted operation left (pending-uncordon.ts), dry runs (dry-run.ts), the procedures
+ * (update.ts, reset.ts, drain-ops.ts), recovery and repair.
  */
 import { stat } from 'node:fs/promises';
 import type { Logger } from 'pino';
@@ -14,21 +18,20 @@ import { redactAgentConfig, type AgentConfig } from '../config/agent-config.js';
 import { createAppliedConfigStore, type AppliedConfigStore } from './applied-config-store.js';
 import type { EngineEvent, EventBus } from './events.js';
 import { diffConfigs, resolveGoal, type GoalSet } from './goal.js';
-import type { NodeStatus, Operation } from './operation.js';
+import type { Operation } from './operation.js';
 import { NodeSnapshot } from './node-snapshot.js';
 import { StatusVersion } from './status-version.js';
 import { OperationSlot, type InFlight, type Launched } from './operation-slot.js';
-import { buildDryRun } from './plan.js';
+import { planDrain, planUpdate } from './dry-run.js';
 import { OperationStore } from './operation-store.js';
 import type { PreflightCheck, Provisioner } from '../provision/provisioner-contract.js';
-import { readJournal, writeJournal } from './journal.js';
+import { readJournal } from './journal.js';
 import { NODE_NOT_READ_YET, recoveringReason } from './node-health.js';
-import { recover, type RecoveryReport } from './recovery.js';
+import { recover, recoveryWarnings, type RecoveryReport } from './recovery.js';
 import { RESET_PHASES, runReset } from './reset.js';
 import {
   DRAIN_PHASES,
   UNCORDON_PHASES,
-  dryRunDrain,
   requireNodeOps,
   runDrain,
   runUncordon,
@@ -38,27 +41,21 @@ import {
 } from './drain-ops.js';
 import {
   UPDATE_PHASES,
-  preflightFailureCode,
   runUpdate,
   type FleetGate,
   type NodeDrainer,
   type UpdateDeps,
+  type UpdateRequest,
 } from './update.js';
 import { NodeRepair, type RepairPolicy } from './repair.js';
 import { DeferredWrites } from './deferred-writes.js';
 import { StateReserve } from './reserve.js';
 import { refuseOnDisagreement } from './state-check.js';
+import { PendingUncordon, type PendingUncordonOutcome } from './pending-uncordon.js';
+import { StatusReader, type EngineStatus } from './status-reader.js';
+import type { StatusWarning } from './warnings.js';
 
-/** How long a dry run's preflight checks may take. */
-const DRY_RUN_PREFLIGHT_MS = 60_000;
-/** How old the node's facts in `status` may be, by default (`EngineOptions.statusMaxAgeMs`). */
-export const STATUS_MAX_AGE_MS = 1000;
-/**
- * How long `status` waits for a re-read of old node facts. A host that does not answer (systemd
- * wedged, a read running to its command timeouts) must not hang `status`: past this, the old facts
- * are answered, with a warning that says how old they are.
- */
-export const STATUS_READ_WAIT_MS = 2000;
+export type { EngineStatus, PendingUncordonOutcome, UpdateRequest };
 
 export interface EngineOptions {
   paths: HostPaths;
@@ -79,8 +76,8 @@ export interface EngineOptions {
   appliedStore?: AppliedConfigStore;
   verifyTimeoutMs?: number;
   /**
-   * How old the node's facts in `status` may be (default STATUS_MAX_AGE_MS): an older snapshot is
-   * read again before `status` answers.
+   * How old the node's facts in `status` may be (default STATUS_MAX_AGE_MS, status-reader.ts):
+   * an older snapshot is read again before `status` answers.
    */
   statusMaxAgeMs?: number;
   historyLimit?: number;
@@ -102,28 +99,12 @@ export interface EngineOptions {
   onRecovering?: (operation: { id: string; kind: string }) => void;
 }
 
-export interface EngineStatus {
-  node: NodeStatus;
-  operation: Operation | null;
-  lastOperation: Operation | null;
-}
-
-export interface UpdateRequest {
-  config?: AgentConfig;
-  set?: GoalSet;
-  force?: boolean;
-  drain?: boolean;
-  /** Do not pass the fleet gate (`agentctl update --ignore-fleet`). */
-  ignoreFleet?: boolean;
-  dryRun?: boolean;
+/** A `reset` as the RPC method passes it. */
+export interface ResetRequest {
   wait?: boolean;
-  idempotencyKey?: string;
   reason?: string;
   requestedBy: string;
 }
-
-/** What `completePendingUncordon` did. */
-export type PendingUncordonOutcome = 'none' | 'uncordoned' | 'unavailable' | 'failed';
 
 export class Engine {
   readonly #o: EngineOptions;
@@ -142,9 +123,10 @@ export class Engine {
   #repairLoop: Promise<void> | null = null;
   /** Until startup recovery has run, the node's state is not known: why (null once it is). */
   #unknownBecause: string | null = NODE_NOT_READ_YET;
-  /** The interrupted operation whose cordon is still on the node (journal `uncordonPending`), or null. */
-  #pendingUncordonId: string | null = null;
-  #completingUncordon: Promise<PendingUncordonOutcome> | null = null;
+  /** The cordon an interrupted operation left on the node. */
+  readonly #pending: PendingUncordon;
+  /** What `status` shows, and how fresh. */
+  readonly #reader: StatusReader;
 
   constructor(options: EngineOptions) {
     this.#o = options;
@@ -188,8 +170,19 @@ export class Engine {
       afterOperation: () => {
         // An uncordon left pending by an interrupted operation is retried after every operation
         // (not awaited: it waits for the slot to be free), when Kubernetes is available.
-        if (this.#pendingUncordon !== null && this.#o.drainer) void this.completePendingUncordon();
+        if (this.#pending.id !== null && this.#o.drainer) void this.completePendingUncordon();
       },
+    });
+    this.#pending = new PendingUncordon({
+      stateDir: options.stateDir,
+      clock: options.clock,
+      logger: options.logger,
+      drainer: () => this.#o.drainer ?? null,
+      unavailableReason: () =>
+        this.#o.nodeOps?.unavailableReason() ?? 'agentd runs without Kubernetes wiring',
+      exclusive: (fn) => this.#slot.exclusive(fn),
+      refresh: () => this.refreshNode(),
+      onChange: this.#version.bump,
     });
     this.#repair = new NodeRepair({
       enabled: options.repair?.enabled ?? false,
@@ -204,6 +197,19 @@ export class Engine {
       onChange: this.#version.bump,
       node: () => ({ node: this.#snap.node, configured: this.#snap.activeRecord !== null }),
       lastOperation: () => this.#store.list({ limit: 1 })[0] ?? null,
+    });
+    this.#reader = new StatusReader({
+      snapshot: this.#snap,
+      clock: options.clock,
+      version: this.#version,
+      maxAgeMs: options.statusMaxAgeMs,
+      running: () => this.#slot.current,
+      history: (limit) => this.#store.list({ limit }),
+      beforeStatus: () => this.#upkeep(),
+      // The cordon comes from the Kubernetes session: agentd's own cordons and its watch of the Node.
+      cordoned: () => this.#o.nodeOps?.cordoned() ?? this.#snap.node.cordoned,
+      repair: () => this.#repair.status(),
+      warnings: () => this.#warnings(),
     });
   }
 
@@ -224,22 +230,13 @@ export class Engine {
     return this.#version;
   }
 
-  // Both are shown in `status` (as warnings): every change bumps the version.
+  // Shown in `status` (as warnings): every change bumps the version.
   get #lastRecovery(): RecoveryReport | null {
     return this.#recovery;
   }
 
   set #lastRecovery(report: RecoveryReport | null) {
     this.#recovery = report;
-    this.#version.bump();
-  }
-
-  get #pendingUncordon(): string | null {
-    return this.#pendingUncordonId;
-  }
-
-  set #pendingUncordon(id: string | null) {
-    this.#pendingUncordonId = id;
     this.#version.bump();
   }
 
@@ -258,7 +255,7 @@ export class Engine {
       diagnostics: o.diagnostics ?? null,
       healthGate: o.healthGate ?? null,
       // A new journal carries a pending uncordon on, so a crash during it does not lose it.
-      uncordonPending: this.#pendingUncordon !== null,
+      uncordonPending: this.#pending.id !== null,
       reserve: this.#reserve,
       deferred: this.#deferred,
       onDisk: (m: MachineName) => onDisk(o.paths.machineDir(m)),
@@ -301,8 +298,7 @@ export class Engine {
     }
     this.#lastRecovery = await recover({ ...this.#deps, store: this.#store, logger: this.#o.logger });
     this.#unknownBecause = null;
-    const journal = await readJournal(this.#o.stateDir);
-    this.#pendingUncordon = journal?.closed && journal.uncordonPending ? journal.operationId : null;
+    await this.#pending.load();
     await this.refreshNode();
     return this.#lastRecovery;
   }
@@ -317,196 +313,64 @@ export class Engine {
 
   /** The interrupted operation whose cordon agentd still has to take back, or null. */
   get pendingUncordon(): string | null {
-    return this.#pendingUncordon;
+    return this.#pending.id;
   }
 
   /**
-   * Finish an uncordon that startup recovery had to leave pending (docs/architecture.md): the daemon calls
-   * it once ready, and the engine after every operation. Uncordons when the Kubernetes API is
-   * available and clears the journal's flag; otherwise logs that the node is still cordoned and
-   * keeps the flag. Never throws.
+   * Finish an uncordon that startup recovery had to leave pending (pending-uncordon.ts): the
+   * daemon calls it once ready, and the engine after every operation. Never throws.
    */
   completePendingUncordon(): Promise<PendingUncordonOutcome> {
-    this.#completingUncordon ??= this.#completePendingUncordon().finally(() => {
-      this.#completingUncordon = null;
-    });
-    return this.#completingUncordon;
-  }
-
-  async #completePendingUncordon(): Promise<PendingUncordonOutcome> {
-    const id = this.#pendingUncordon;
-    if (id === null) return 'none';
-    const log = this.#o.logger.child({ interruptedOperation: id });
-    try {
-      const drainer = this.#o.drainer ?? null;
-      if (!drainer) {
-        const reason = this.#o.nodeOps?.unavailableReason() ?? 'agentd runs without Kubernetes wiring';
-        log.warn(
-          { reason },
-          `the node is still cordoned by interrupted operation ${id} and the Kubernetes API is not available; once it is, run agentctl uncordon`,
-        );
-        return 'unavailable';
-      }
-      // Under the slot, so that no update's cordon or drain interleaves with this uncordon.
-      const done = await this.#slot.exclusive(async () => {
-        // An operator's `uncordon` may have done it meanwhile.
-        if (this.#pendingUncordon !== id) return false;
-        await drainer.uncordon();
-        await this.#clearPendingUncordon();
-        return true;
-      });
-      if (!done) return 'none';
-      log.info(`uncordoned the node: interrupted operation ${id} had cordoned it`);
-      await this.refreshNode().catch(() => undefined);
-      return 'uncordoned';
-    } catch (err) {
-      log.warn(
-        { err: describeError(err) },
-        `the node is still cordoned by interrupted operation ${id}: the uncordon failed; agentd retries after the next operation, or run agentctl uncordon`,
-      );
-      return 'failed';
-    }
-  }
-
-  /**
-   * The pending uncordon is done: clear the flag in the journal (atomically). Only while no
-   * operation writes the journal: under `exclusive`, or from the `uncordon` operation itself.
-   */
-  async #clearPendingUncordon(): Promise<void> {
-    if (this.#pendingUncordon === null) return;
-    const journal = await readJournal(this.#o.stateDir);
-    if (journal?.closed && journal.uncordonPending) {
-      await writeJournal(this.#o.stateDir, {
-        ...journal,
-        uncordonPending: false,
-        updatedAt: new Date(this.#o.clock.now()).toISOString(),
-      });
-    }
-    this.#pendingUncordon = null;
+    return this.#pending.complete();
   }
 
   get lastRecovery(): RecoveryReport | null {
     return this.#lastRecovery;
   }
 
+  /** Status as the `status` method reports it (status-reader.ts: freshness, warnings). */
+  status(): Promise<EngineStatus> {
+    return this.#reader.status();
+  }
+
   /**
-   * Status as the `status` method reports it. The node's facts are at most `statusMaxAgeMs` old
-   * (`node.observedAt` says when they were read): an older snapshot is read again first and every
-   * caller meanwhile waits for that one read, up to STATUS_READ_WAIT_MS; past that, the answer
-   * carries the old facts and a warning. While an operation runs the node is not read (the
-   * operation is changing it, and its end reads it again before it is reported ended).
+   * Read the node again when its facts are older than `statusMaxAgeMs` (/metrics calls it before
+   * a scrape). False when that read has not ended in time (see `StatusReader.freshen`).
    */
-  async status(): Promise<EngineStatus> {
-    // Owed writes and the reserve are caught up in the background — `status` never waits on a
-    // disk — and under the slot, so that an owed journal never lands over a new operation's.
+  freshen(): Promise<boolean> {
+    return this.#reader.freshen();
+  }
+
+  /**
+   * Owed writes and the reserve are caught up in the background, at every `status` — `status`
+   * never waits on a disk — and under the slot, so that an owed journal never lands over a new
+   * operation's.
+   */
+  #upkeep(): void {
     if ((this.#deferred.size > 0 || !this.#reserve.whole) && this.#backgroundCatchUp === null) {
       this.#backgroundCatchUp = this.#slot
         .exclusive(() => this.#catchUp())
         .catch(() => undefined)
         .finally(() => (this.#backgroundCatchUp = null));
     }
-    const slow = !(await this.freshen());
-    const last = this.#store.list({ limit: 2 }).find((op) => op.id !== this.#slot.current?.id) ?? null;
-    // The cordon comes from the Kubernetes session: agentd's own cordons and its watch of the Node.
-    const cordoned = this.#o.nodeOps?.cordoned() ?? this.#snap.node.cordoned;
-    const warnings = [...this.#snap.node.warnings, ...this.#engineWarnings()];
-    const cordonWarning = this.#o.nodeOps?.cordonWarning?.() ?? null;
-    if (cordonWarning !== null) warnings.push(cordonWarning);
-    if (slow) {
-      const from = this.#snap.node.observedAt;
-      warnings.push(
-        `the node's facts are from ${from ?? 'before the first read'}: a read of the node has not finished in ${STATUS_READ_WAIT_MS / 1000} s`,
-      );
-    }
-    const repair = this.#repair.status();
-    return {
-      node: { ...this.#snap.node, cordoned, warnings, repair: { ...repair } },
-      operation: this.#slot.current,
-      lastOperation: last,
-    };
   }
 
-  /** Warnings of the engine's own (startup recovery, a pending uncordon), after the snapshot's. */
-  #engineWarnings(): string[] {
-    const warnings: string[] = this.#deferred.warnings();
-    if (!this.#reserve.whole) {
-      const r = this.#reserve.state;
-      warnings.push(
-        `agentd's reserve for rollback and recovery is not whole (${Math.floor(r.bytes / 1024)} KiB of space in ${this.#reserve.file}, ${r.descriptors} descriptors): free space or descriptors on the host`,
-      );
-    }
-    const recovery = this.#lastRecovery;
-    if (recovery && !recovery.ok) warnings.push(`startup recovery: ${recovery.outcome}`);
-    const pending = this.#pendingUncordon;
-    if (pending !== null) {
-      warnings.push(`the node is still cordoned by interrupted operation ${pending}: run agentctl uncordon`);
-    }
-    warnings.push(...(this.#o.provisioner.hostWarnings?.() ?? []));
-    const repair = this.#repair.status();
-    if (repair.state === 'gave_up') {
-      warnings.push(
-        `agentd gave up repairing the node after ${repair.failures} failed attempts (${repair.lastError ?? 'unknown error'}): fix the cause, then agentctl update --force, or restart agentd to try again`,
-      );
-    } else if (repair.state === 'backoff') {
-      warnings.push(
-        `repair failed ${repair.failures} time(s) (${repair.lastError ?? 'unknown error'}); next attempt at ${repair.nextAttemptAt ?? '-'}`,
-      );
-    }
+  /** The warnings of the engine's own parts, each made by its source, after the snapshot's. */
+  #warnings(): StatusWarning[] {
+    const warnings: StatusWarning[] = [
+      ...this.#deferred.warnings(),
+      ...optional(this.#reserve.warning()),
+      ...recoveryWarnings(this.#lastRecovery),
+      ...optional(this.#pending.warning()),
+      ...(this.#o.provisioner.hostWarnings?.() ?? []).map((message): StatusWarning => ({
+        code: 'host',
+        message,
+      })),
+      ...optional(this.#repair.warning()),
+    ];
+    const cordon = this.#o.nodeOps?.cordonWarning?.() ?? null;
+    if (cordon !== null) warnings.push({ code: 'cordon-unwatched', message: cordon });
     return warnings;
-  }
-
-  /**
-   * Read the node again when its facts are older than `statusMaxAgeMs` (see `status`; /metrics
-   * calls it before a scrape). False when that read has not ended within STATUS_READ_WAIT_MS.
-   */
-  async freshen(): Promise<boolean> {
-    const read = this.#readIfOld();
-    return read === null || (await read);
-  }
-
-  /**
-   * The re-read of an old snapshot that `status` waits for: it resolves true when the read ended
-   * within STATUS_READ_WAIT_MS, false when it did not (it goes on; its end bumps the status
-   * version). Null when the snapshot is not old, when an operation runs, and before the first
-   * read (startup recovery is still deciding what the node is).
-   */
-  #readIfOld(): Promise<boolean> | null {
-    if (this.#slot.current) return null;
-    if (this.#oldRead !== null) return this.#oldRead;
-    if (this.#o.clock.now() - this.#readAt < this.#maxAgeMs) return null;
-    const read = this.refreshNode().catch(() => undefined);
-    const wait = new AbortController();
-    const inTime = Promise.race([
-      read.then(() => true),
-      this.#o.clock.sleep(STATUS_READ_WAIT_MS, wait.signal).then(
-        () => false,
-        () => true,
-      ),
-    ]);
-    this.#oldRead = inTime;
-    void read.finally(() => {
-      wait.abort();
-      this.#oldRead = null;
-    });
-    return inTime;
-  }
-
-  /** The re-read that `status` callers wait for, while it runs (see `#readIfOld`). */
-  #oldRead: Promise<boolean> | null = null;
-
-  /** When the node was last read, on the injected clock (Infinity: not yet). */
-  #readAt = Infinity;
-
-  get #maxAgeMs(): number {
-    return this.#o.statusMaxAgeMs ?? STATUS_MAX_AGE_MS;
-  }
-
-  /** A read of the node is done: the snapshot is new, and gets old `statusMaxAgeMs` from now. */
-  #noteRead(): void {
-    this.#readAt = this.#o.clock.now();
-    // An old snapshot is an input too: the version moves on then, so the next `status` is
-    // answered afresh and refreshes it.
-    this.#version.expireAfter(this.#maxAgeMs, this.#o.clock);
   }
 
   /**
@@ -595,7 +459,7 @@ export class Engine {
         { cause: unreadable, data: { machine: source ?? [...snap.unreadable.keys()][0] } },
       );
     }
-    if (source === null && snap.node.warnings.some((w) => w.includes('no journal says which is active'))) {
+    if (source === null && snap.node.warnings.some((w) => w.code === 'active-machine-unknown')) {
       throw new PreconditionFailedError(
         'the node has applied configs but no active machine (see status warnings); run reset, or recover the node by hand',
       );
@@ -617,41 +481,20 @@ export class Engine {
     if (req.dryRun) {
       // A dry run checks what the update's preflight would (reachability, no download) when
       // something would change, so a target that cannot be fetched is seen now, not later.
-      const checks = changed
-        ? await this.#o.provisioner.preflight(goal, AbortSignal.timeout(DRY_RUN_PREFLIGHT_MS))
-        : [];
-      const op = this.#slot.create(
-        'update',
-        req,
-        source,
-        changed ? target : source,
-        changed ? UPDATE_PHASES : [],
+      return planUpdate(
+        { paths: this.#o.paths, provisioner: this.#o.provisioner, clock: this.#o.clock },
+        {
+          source,
+          target,
+          goal,
+          changes,
+          changed,
+          drain: Boolean(req.drain),
+          fleet: Boolean(this.#o.fleet) && !req.ignoreFleet,
+          healthGate: (this.#o.healthGate?.prepare() ?? null) !== null,
+        },
+        (to, phases) => this.#slot.create('update', req, source, to, phases),
       );
-      const plan = buildDryRun(op, {
-        source,
-        target,
-        goal,
-        changes,
-        changed,
-        drain: Boolean(req.drain),
-        fleet: Boolean(this.#o.fleet) && !req.ignoreFleet,
-        healthGate: (this.#o.healthGate?.prepare() ?? null) !== null,
-        now: new Date(this.#o.clock.now()).toISOString(),
-        paths: this.#o.paths,
-        provisioner: this.#o.provisioner,
-      });
-      if (changed) (plan.result ??= {}).preflight = checks;
-      const failed = checks.filter((c) => !c.ok);
-      if (failed.length > 0) {
-        // The update would fail in preflight: say so with the code the update would end with.
-        plan.state = 'failed';
-        plan.error = {
-          code: preflightFailureCode(failed),
-          message: `preflight would fail: ${failed.map((c) => `${c.name}: ${c.message}`).join('; ')}`,
-          data: { checks: failed },
-        };
-      }
-      return plan;
     }
     if (!changed) return this.#recordNoop(req, source);
     // Trust the host over the files: an update acts on the machine node.json names.
@@ -669,7 +512,7 @@ export class Engine {
     );
   }
 
-  async reset(req: { wait?: boolean; reason?: string; requestedBy: string }): Promise<Operation> {
+  async reset(req: ResetRequest): Promise<Operation> {
     return this.#slot.admit(async () => {
       await this.refreshNode();
       const source = this.#snap.node.activeMachine;
@@ -682,17 +525,8 @@ export class Engine {
   async drain(req: DrainRequest): Promise<Operation> {
     const ops = requireNodeOps(this.#o.nodeOps);
     const active = this.#snap.node.activeMachine;
-    if (req.dryRun) {
-      const op = this.#slot.create('drain', req, active, active, []);
-      const started = new Date(this.#o.clock.now()).toISOString();
-      op.result = await dryRunDrain(ops, req);
-      Object.assign(op, {
-        state: 'succeeded',
-        startedAt: started,
-        finishedAt: new Date(this.#o.clock.now()).toISOString(),
-      });
-      return op;
-    }
+    if (req.dryRun)
+      return planDrain(ops, req, this.#slot.create('drain', req, active, active, []), this.#o.clock);
     return this.#slot.admit(async () => {
       const op = this.#slot.create('drain', req, active, active, DRAIN_PHASES);
       return this.#slot.launch(op, (rec, signal) => runDrain(ops, rec, req, signal));
@@ -709,10 +543,12 @@ export class Engine {
         async (rec) => {
           const out = await runUncordon(ops, rec, req);
           // The operator's uncordon also takes back a cordon an interrupted operation left.
-          if (out.state === 'succeeded' && this.#pendingUncordon !== null) {
-            await this.#clearPendingUncordon().catch((err: unknown) =>
-              rec.logger.warn({ err: describeError(err) }, 'clearing the pending uncordon in the journal'),
-            );
+          if (out.state === 'succeeded' && this.#pending.id !== null) {
+            await this.#pending
+              .clear()
+              .catch((err: unknown) =>
+                rec.logger.warn({ err: describeError(err) }, 'clearing the pending uncordon in the journal'),
+              );
           }
           return out;
         },
@@ -774,8 +610,12 @@ export class Engine {
 
   /** Re-read the node from disk and the host. Concurrent callers share one refresh. */
   refreshNode(): Promise<void> {
-    return this.#snap.refresh().finally(() => this.#noteRead());
+    return this.#reader.refresh();
   }
+}
+
+function optional<T>(value: T | null): T[] {
+  return value === null ? [] : [value];
 }
 
 async function onDisk(dir: string): Promise<boolean> {

@@ -10,6 +10,7 @@ import type { MachineInspection, MachineManager } from '../host/machines.js';
 import { alternateMachine, MACHINE_NAMES, type MachineName } from '../host/types.js';
 import type { Journal } from './journal.js';
 import type { StateReserve } from './reserve.js';
+import type { ConflictAgainst } from './warnings.js';
 
 /** One machine as the host shows it. */
 export interface MachineFacts {
@@ -45,6 +46,22 @@ export function factsOf(info: MachineInspection, onDisk: boolean): MachineFacts 
   };
 }
 
+/** A machine the host could not be asked about: nothing about it is assumed (it may run and serve). */
+export function unknownFacts(m: MachineName, error: string): MachineFacts {
+  return { name: m, known: false, exists: true, running: true, serving: true, error };
+}
+
+/**
+ * The facts of an inspection as it came back: one whose host commands failed (kubelet
+ * `unknown`, not running) could not ask, and says nothing.
+ */
+export function inspectedFacts(info: MachineInspection, onDisk: boolean): MachineFacts {
+  if (info.kubelet === 'unknown' && !info.running) {
+    return unknownFacts(info.name, `inspect ${info.name}: the host did not answer`);
+  }
+  return factsOf(info, onDisk);
+}
+
 /** Ask the host about one machine; one that cannot be asked is `known: false`. Never throws. */
 export async function observeMachine(
   machines: Pick<MachineManager, 'inspect'>,
@@ -63,12 +80,11 @@ export async function observeMachine(
         await o.reserve.ensure();
       }
     }
-    if (info.kubelet === 'unknown' && !info.running) throw new Error(`inspect ${m}: the host did not answer`);
     // Without a way to look at the disk, a machine is taken to exist (nothing is assumed gone).
     const disk = info.registered || info.running || !o.onDisk ? true : await o.onDisk(m).catch(() => true);
-    return factsOf(info, disk);
+    return inspectedFacts(info, disk);
   } catch (err) {
-    return { name: m, known: false, exists: true, running: true, serving: true, error: describeError(err) };
+    return unknownFacts(m, describeError(err));
   }
 }
 
@@ -159,8 +175,10 @@ export interface StateClaims {
 
 /** A state file that disagrees with the host or with another file. */
 export interface Disagreement {
-  /** The file that disagrees: `node.json`, `journal.json`, or an applied config's machine. */
+  /** The file that disagrees: `node.json` or `journal.json`. */
   file: string;
+  /** What it disagrees with: the host's machines, node.json, or the applied configs. */
+  against: ConflictAgainst;
   message: string;
   /** The machine the host says serves, when one does. */
   serving: MachineName | null;
@@ -173,7 +191,8 @@ export interface Disagreement {
 export function checkStateFiles(claims: StateClaims, facts: HostFacts): Disagreement[] {
   const out: Disagreement[] = [];
   const serving = servingMachine(facts);
-  const add = (file: string, message: string): void => void out.push({ file, message, serving });
+  const add = (file: string, against: ConflictAgainst, message: string): void =>
+    void out.push({ file, against, message, serving });
   const active = claims.nodeActive;
   if (active) {
     const f = facts[active];
@@ -183,6 +202,7 @@ export function checkStateFiles(claims: StateClaims, facts: HostFacts): Disagree
       const runs = other.serving ? 'runs and serves' : 'runs';
       add(
         'node.json',
+        'host',
         f.exists
           ? `node.json names ${active} as the active machine, but ${active} is stopped and ${other.name} ${runs}`
           : `node.json names ${active} as the active machine, but the host has no machine ${active} and ${other.name} ${runs}`,
@@ -190,6 +210,7 @@ export function checkStateFiles(claims: StateClaims, facts: HostFacts): Disagree
     } else if (claims.applied[active] === 'missing') {
       add(
         'node.json',
+        'applied-config',
         `node.json names ${active} as the active machine, but ${active} has no applied config`,
       );
     }
@@ -199,6 +220,7 @@ export function checkStateFiles(claims: StateClaims, facts: HostFacts): Disagree
     if (j.closed && j.committed && j.target && active && active !== j.target && j.outcome === 'succeeded') {
       add(
         'journal.json',
+        'node.json',
         `journal.json says the last update committed ${j.target}, but node.json names ${active}`,
       );
     }
@@ -211,6 +233,7 @@ export function checkStateFiles(claims: StateClaims, facts: HostFacts): Disagree
           loser && facts[loser].known && facts[loser].serving ? `, and ${loser} runs and serves` : '';
         add(
           'journal.json',
+          'host',
           `the open journal.json names ${winner} as the ${j.committed ? 'committed target' : 'source'}, but the host has no machine ${winner} and no applied config of it${keep}`,
         );
       }

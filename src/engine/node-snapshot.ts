@@ -1,7 +1,7 @@
 /**
  * The engine's read side: what the node looks like now — the active machine (from the node
  * state, else from a single applied config), each machine's state and kubelet, the applied
- * config summary and warnings. Read at start, before an operation is reported ended, by repair's
+ * config summary and warnings (among them a state file that disagrees with the host). Read at start, before an operation is reported ended, by repair's
  * checks, and by `status` when it is older than the engine lets it get (1 s by default).
  */
 import { stat } from 'node:fs/promises';
@@ -11,9 +11,19 @@ import type { HostPaths } from '../host/paths.js';
 import { MACHINE_NAMES, type MachineName } from '../host/types.js';
 import { KUBELET_STATES, type Metrics } from '../metrics/metrics.js';
 import type { AppliedConfigRecord, AppliedConfigStore } from './applied-config-store.js';
-import { readNodeState } from './node-state.js';
+import {
+  checkStateFiles,
+  inspectedFacts,
+  unknownFacts,
+  type AppliedState,
+  type HostFacts,
+} from './host-truth.js';
+import { readJournal } from './journal.js';
+import { nodeStatePath, readNodeState } from './node-state.js';
 import { assessServing, NODE_NOT_READ_YET, type MachineHealth } from './node-health.js';
 import type { NodeStatus } from './operation.js';
+import { conflictWarning } from './state-check.js';
+import type { StatusWarning } from './warnings.js';
 
 export interface NodeSnapshotOptions {
   paths: HostPaths;
@@ -91,52 +101,91 @@ export class NodeSnapshot {
     // The facts are as of the read's start at the latest: what it reads first may change while
     // it reads the rest.
     const observedAt = new Date(this.#o.now()).toISOString();
-    const warnings: string[] = [];
+    const warnings: StatusWarning[] = [];
     const records = new Map<MachineName, AppliedConfigRecord>();
     const unreadable = new Map<MachineName, unknown>();
+    // What the state files claim, checked against the host below (as an update checks them).
+    const applied = {} as Record<MachineName, AppliedState>;
     for (const m of MACHINE_NAMES) {
       try {
         const rec = await this.#o.applied.read(m);
+        applied[m] = rec === null ? 'missing' : rec.verified ? 'verified' : 'unverified';
         if (rec) {
           records.set(m, rec);
-          if (!rec.verified) warnings.push(`${m}: applied config has no .sha256 sidecar`);
+          if (!rec.verified) {
+            warnings.push({
+              code: 'applied-config-unverified',
+              machine: m,
+              message: `${m}: applied config has no .sha256 sidecar`,
+            });
+          }
         }
       } catch (err) {
         unreadable.set(m, err);
-        warnings.push(`${m}: ${isAgentError(err) ? `${err.code}: ` : ''}${describeError(err)}`);
+        applied[m] = 'unreadable';
+        warnings.push({
+          code: 'applied-config-unreadable',
+          machine: m,
+          message: `${m}: ${isAgentError(err) ? `${err.code}: ` : ''}${describeError(err)}`,
+        });
       }
     }
     let active: MachineName | null = null;
+    let nodeActive: MachineName | null | undefined;
     try {
       // The node state (written at commit and by recovery) decides; only a node taken over
       // from the upstream agent, with no state yet, is read from a single applied config.
       const state = await readNodeState(this.#o.stateDir);
+      nodeActive = state?.activeMachine;
       if (state) active = state.activeMachine;
       else if (records.size === 1 && unreadable.size === 0) active = [...records.keys()][0] ?? null;
       else if (records.size === 0 && unreadable.size === 1) active = [...unreadable.keys()][0] ?? null;
-      else if (records.size > 1)
-        warnings.push('both machines have applied configs and no journal says which is active');
+      else if (records.size > 1) {
+        warnings.push({
+          code: 'active-machine-unknown',
+          message: 'both machines have applied configs and no journal says which is active',
+        });
+      }
     } catch (err) {
-      warnings.push(`node state: ${describeError(err)}`);
+      warnings.push({
+        code: 'node-state-unreadable',
+        file: nodeStatePath(this.#o.stateDir),
+        message: `node state: ${describeError(err)}`,
+      });
     }
     const machines: MachineHealth[] = [];
+    const facts = {} as HostFacts;
     for (const m of MACHINE_NAMES) {
       try {
         const info = await this.#o.machines.inspect(m);
-        machines.push({
-          name: m,
-          state: info.running ? 'running' : info.registered ? 'stopped' : await this.#presentOnDisk(m),
-          kubelet: info.kubelet,
-          healthy: info.healthy,
-        });
+        const state = info.running ? 'running' : info.registered ? 'stopped' : await this.#presentOnDisk(m);
+        machines.push({ name: m, state, kubelet: info.kubelet, healthy: info.healthy });
+        facts[m] = inspectedFacts(info, state !== 'absent');
       } catch (err) {
-        warnings.push(`${m}: cannot inspect: ${describeError(err)}`);
+        warnings.push({
+          code: 'machine-uninspectable',
+          machine: m,
+          message: `${m}: cannot inspect: ${describeError(err)}`,
+        });
         machines.push({ name: m, state: await this.#presentOnDisk(m), kubelet: 'unknown', healthy: false });
+        facts[m] = unknownFacts(m, describeError(err));
       }
     }
     const health = assessServing(active, machines, { unknownBecause: this.#o.unknownBecause?.() });
     // A joined node that does not serve is something to act on; a node not joined yet is not.
-    if (!health.serving && active !== null) warnings.push(`the node is not serving: ${health.servingReason}`);
+    if (!health.serving && active !== null) {
+      warnings.push({
+        code: 'not-serving',
+        machine: active,
+        message: `the node is not serving: ${health.servingReason}`,
+      });
+    }
+    // Trust the host over the files (docs/architecture.md, "Recovery checks"): a file that
+    // disagrees is shown with what agentd does about it. A journal that cannot be read claims
+    // nothing here (its own error is reported where it is read).
+    const journal = await readJournal(this.#o.stateDir).catch(() => null);
+    for (const d of checkStateFiles({ nodeActive, journal, applied }, facts))
+      warnings.push(conflictWarning(d));
     const rec = active ? (records.get(active) ?? null) : null;
     this.unreadable = unreadable;
     this.activeRecord = rec;

@@ -3,6 +3,7 @@
  * These types are the engine's; `src/rpc/schemas.ts` describes the same shapes for the wire.
  */
 import type { MachineName } from '../host/types.js';
+import type { StatusWarning } from './warnings.js';
 
 export const OPERATION_STATES = [
   'pending',
@@ -93,7 +94,8 @@ export interface NodeStatus {
   applied: AppliedSummary | null;
   machines: MachineStatus[];
   cordoned: boolean | null;
-  warnings: string[];
+  /** What `status` warns about, typed (src/engine/warnings.ts); the wire shows their messages too. */
+  warnings: StatusWarning[];
   /** What repair is doing; null when the engine has none (tests). */
   repair: {
     state: 'off' | 'idle' | 'repairing' | 'backoff' | 'gave_up';

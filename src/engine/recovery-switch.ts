@@ -17,6 +17,7 @@ import type { MachineManager } from '../host/machines.js';
 import type { AppliedConfigStore } from './applied-config-store.js';
 import type { StateReserve } from './reserve.js';
 import { failpoint } from '../host/failpoints.js';
+import { conflictWarning, type StateConflictWarning } from './state-check.js';
 
 /** One recovery step (a `RecoveryReport` action); `deferred`: not done now, left for agentd to finish once ready (the uncordon). */
 export interface RecoveryAction {
@@ -50,6 +51,8 @@ export interface SwitchRecovery {
   outcome: string;
   active: MachineName | null;
   ok: boolean;
+  /** The journal disagreed with the host, and what recovery did about it (shown by `status`). */
+  conflict?: StateConflictWarning;
 }
 
 async function hasAppliedConfig(d: SwitchDeps, m: MachineName): Promise<boolean> {
@@ -97,7 +100,11 @@ export async function recoverSwitch(
       // The journal disagrees with the host: act on what runs and is verified.
       t.actions.push({ step: `start ${winner}`, ok: false, refused: true, error: `refused: ${why}` });
       t.log.warn({ journal, keep: loser }, `${why}: keeping ${loser}, which serves`);
-      return { outcome: `kept ${loser}, which serves: ${why}`, active: loser, ok: true };
+      const conflict = conflictWarning(
+        { file: 'journal.json', against: 'host', serving: loser, message: why },
+        `startup recovery kept ${loser}, which serves, and started, stopped or removed no machine`,
+      );
+      return { outcome: `kept ${loser}, which serves: ${why}`, active: loser, ok: true, conflict };
     }
     t.log.warn({ journal }, why);
   }

@@ -20,6 +20,8 @@ import type { OperationStore } from './operation-store.js';
 import type { Provisioner } from '../provision/provisioner-contract.js';
 import type { NodeDrainer } from './update.js';
 import { recoverSwitch, type RecoveryAction } from './recovery-switch.js';
+import type { StateConflictWarning } from './state-check.js';
+import type { StatusWarning } from './warnings.js';
 
 export type { RecoveryAction };
 
@@ -49,6 +51,23 @@ export interface RecoveryReport {
   ok: boolean;
   /** The interrupted operation's cordon is still on the node: agentd uncordons once it can. */
   uncordonPending: boolean;
+  /** State files recovery found disagreeing with the host, and what it did about each. */
+  conflicts: StateConflictWarning[];
+}
+
+/** What `status` warns of startup recovery: that it failed, and the files it did not follow. */
+export function recoveryWarnings(report: RecoveryReport | null): StatusWarning[] {
+  if (report === null) return [];
+  const failed: StatusWarning[] = report.ok
+    ? []
+    : [
+        {
+          code: 'recovery-failed',
+          operationId: report.operationId,
+          message: `startup recovery: ${report.outcome}`,
+        },
+      ];
+  return [...failed, ...report.conflicts];
 }
 
 export async function recover(d: RecoveryDeps): Promise<RecoveryReport | null> {
@@ -103,6 +122,7 @@ async function recoverJournal(d: RecoveryDeps): Promise<RecoveryReport | null> {
   let outcome: string;
   let active: MachineName | null;
   let ok: boolean;
+  const conflicts: StateConflictWarning[] = [];
   if (journal.kind === 'reset') {
     for (const m of MACHINE_NAMES) await removeMachine(m);
     await step('daemon-reload', () => d.machines.daemonReload());
@@ -114,6 +134,7 @@ async function recoverJournal(d: RecoveryDeps): Promise<RecoveryReport | null> {
   } else {
     const r = await recoverSwitch(d, journal, { step, removeMachine, bringUp, actions, log });
     ({ outcome, active, ok } = r);
+    if (r.conflict) conflicts.push(r.conflict);
     ok = ok && actions.every((a) => a.ok || a.refused === true);
   }
   // The uncordon never decides whether recovery worked (the node serves either way), but it is
@@ -154,7 +175,15 @@ async function recoverJournal(d: RecoveryDeps): Promise<RecoveryReport | null> {
     { reserve: d.reserve, deferred: d.deferred, mode: 'best-effort' },
   );
   log.warn({ outcome, activeMachine: active, ok, uncordonPending }, 'recovery finished');
-  return { operationId: journal.operationId, outcome, activeMachine: active, actions, ok, uncordonPending };
+  return {
+    operationId: journal.operationId,
+    outcome,
+    activeMachine: active,
+    actions,
+    ok,
+    uncordonPending,
+    conflicts,
+  };
 }
 
 /** Why a recovery's uncordon is deferred (its action's `error`). */
@@ -304,5 +333,6 @@ async function takeover(d: RecoveryDeps): Promise<RecoveryReport | null> {
     actions: [],
     ok: true,
     uncordonPending: false,
+    conflicts: [],
   };
 }

@@ -3,7 +3,8 @@
  * state. When the active machine is found stopped, or its kubelet not active and healthy, it is
  * started again as an operation of kind `repair`, under the one-operation-at-a-time slot (so a
  * repair never runs beside an update, and an update arriving during a repair is BUSY). Failed
- * repairs are retried with capped exponential backoff; after `maxAttempts` failures in a row
+ * repairs are retried after the waits of the one backoff policy (src/retry, `REPAIR_BACKOFF`:
+ * capped exponential, the upper half of each wait random); after `maxAttempts` failures in a row
  * agentd stops trying and says so in `status`, until the node serves again, another operation
  * succeeds, or agentd restarts. Every wait is on the injected clock.
  */
@@ -20,16 +21,21 @@ import type { MachineDiagnostic } from '../host/machine-diagnostics.js';
 import { failpoint } from '../host/failpoints.js';
 import type { MachineManager } from '../host/machines.js';
 import type { Clock, MachineName } from '../host/types.js';
+import { Backoff, REPAIR_BACKOFF } from '../retry/backoff.js';
 import type { NodeStatus, Operation } from './operation.js';
 import type { OperationSlot } from './operation-slot.js';
 import type { UpdateOutcome } from './update.js';
+import type { StatusWarning } from './warnings.js';
 
 export const REPAIR_PHASES = ['start', 'verify'] as const;
 
 export interface RepairPolicy {
   /** How often the node is checked while nothing is wrong (default 30 s). */
   checkIntervalMs: number;
-  /** Wait after the first failed repair; doubles after each further one (default 10 s). */
+  /**
+   * Wait after the first failed repair; doubles after each further one (default 10 s). The
+   * waits are src/retry's (`Backoff`): the upper half of each is random.
+   */
   baseDelayMs: number;
   /** The longest wait between two repairs (default 5 min). */
   maxDelayMs: number;
@@ -39,8 +45,8 @@ export interface RepairPolicy {
 
 export const DEFAULT_REPAIR_POLICY: Readonly<RepairPolicy> = Object.freeze({
   checkIntervalMs: 30_000,
-  baseDelayMs: 10_000,
-  maxDelayMs: 300_000,
+  baseDelayMs: REPAIR_BACKOFF.baseMs,
+  maxDelayMs: REPAIR_BACKOFF.maxMs,
   maxAttempts: 5,
 });
 
@@ -90,6 +96,8 @@ export function repairNeeded(node: NodeStatus, configured: boolean): MachineName
 export class NodeRepair {
   readonly #o: NodeRepairOptions;
   readonly #policy: RepairPolicy;
+  /** The streak of failed repairs; its count is `status().failures`. */
+  readonly #backoff: Backoff;
   #status: RepairStatus;
   #nextAttemptAt = 0;
   /** The last finished non-repair operation seen: a new one resets a give-up. */
@@ -98,6 +106,10 @@ export class NodeRepair {
   constructor(options: NodeRepairOptions) {
     this.#o = options;
     this.#policy = { ...DEFAULT_REPAIR_POLICY, ...options.policy };
+    this.#backoff = new Backoff({
+      baseMs: this.#policy.baseDelayMs,
+      maxMs: this.#policy.maxDelayMs,
+    });
     this.#status = {
       state: options.enabled ? 'idle' : 'off',
       failures: 0,
@@ -109,6 +121,26 @@ export class NodeRepair {
 
   status(): RepairStatus {
     return this.#status;
+  }
+
+  /** What `status` warns while repair waits to try again or has given up, or null. */
+  warning(): StatusWarning | null {
+    const r = this.#status;
+    if (r.state === 'gave_up') {
+      return {
+        code: 'repair-gave-up',
+        operationId: r.lastOperation,
+        message: `agentd gave up repairing the node after ${r.failures} failed attempts (${r.lastError ?? 'unknown error'}): fix the cause, then agentctl update --force, or restart agentd to try again`,
+      };
+    }
+    if (r.state === 'backoff') {
+      return {
+        code: 'repair-backoff',
+        operationId: r.lastOperation,
+        message: `repair failed ${r.failures} time(s) (${r.lastError ?? 'unknown error'}); next attempt at ${r.nextAttemptAt ?? '-'}`,
+      };
+    }
+    return null;
   }
 
   /** Check and repair until `signal` aborts; the first check runs at once. Never throws. */
@@ -170,6 +202,7 @@ export class NodeRepair {
 
   #fresh(): RepairStatus {
     this.#nextAttemptAt = 0;
+    this.#backoff.reset();
     return { ...this.#status, state: 'idle', failures: 0, nextAttemptAt: null, lastError: null };
   }
 
@@ -206,7 +239,8 @@ export class NodeRepair {
       await this.#set({ ...this.#fresh(), lastOperation: op.id });
       return;
     }
-    const failures = this.#status.failures + 1;
+    const delay = this.#backoff.next();
+    const failures = this.#backoff.failures;
     const lastError = op.error ? `${op.error.code}: ${op.error.message}` : `repair ${op.state}`;
     if (failures >= this.#policy.maxAttempts) {
       this.#o.logger.error(
@@ -217,7 +251,6 @@ export class NodeRepair {
       await this.#set({ state: 'gave_up', failures, nextAttemptAt: null, lastError, lastOperation: op.id });
       return;
     }
-    const delay = Math.min(this.#policy.maxDelayMs, this.#policy.baseDelayMs * 2 ** (failures - 1));
     this.#nextAttemptAt = this.#o.clock.now() + delay;
     this.#o.logger.warn(
       { machine: m, operation: op.id, failures, retryInMs: delay, lastError },

@@ -17,6 +17,7 @@ import { open, rm, stat, type FileHandle } from 'node:fs/promises';
 import path from 'node:path';
 import type { Logger } from 'pino';
 import { describeError, errorCode, isAgentError } from '../errors.js';
+import type { StatusWarning } from './warnings.js';
 
 /** The size of the space reserve: room for the few journal and node-state writes of a rollback or recovery. */
 export const RESERVE_BYTES = 1024 * 1024;
@@ -80,6 +81,16 @@ export class StateReserve {
   /** Whether both reserves are whole. */
   get whole(): boolean {
     return this.#bytes >= this.#bytesWanted && this.#fds.length >= this.#fdsWanted;
+  }
+
+  /** What `status` warns while the reserve is not whole, or null. */
+  warning(): StatusWarning | null {
+    if (this.whole) return null;
+    return {
+      code: 'reserve-not-whole',
+      file: this.file,
+      message: `agentd's reserve for rollback and recovery is not whole (${Math.floor(this.#bytes / 1024)} KiB of space in ${this.file}, ${this.#fds.length} descriptors): free space or descriptors on the host`,
+    };
   }
 
   /**

@@ -7,10 +7,39 @@ import { StateConflictError } from '../errors.js';
 import type { MachineManager } from '../host/machines.js';
 import { MACHINE_NAMES, type MachineName } from '../host/types.js';
 import type { AppliedConfigStore } from './applied-config-store.js';
-import { checkStateFiles, observeHost, type AppliedState, type StateClaims } from './host-truth.js';
+import {
+  checkStateFiles,
+  observeHost,
+  type AppliedState,
+  type Disagreement,
+  type StateClaims,
+} from './host-truth.js';
 import { readJournal } from './journal.js';
 import { readNodeState } from './node-state.js';
 import type { StateReserve } from './reserve.js';
+import type { StatusWarning } from './warnings.js';
+
+export type StateConflictWarning = Extract<StatusWarning, { code: 'state-conflict' }>;
+
+/**
+ * What agentd does while `file` disagrees with the host or another file: every update is
+ * refused (`refuseOnDisagreement`), and no machine that serves is stopped or removed on it.
+ */
+export function conflictAction(file: string): string {
+  return `agentd refuses every update (STATE_CONFLICT) and stops or removes no machine that serves on its word; move ${file} aside (docs/operations.md, "A corrupt state file") and agentd decides from the host`;
+}
+
+/** The `status` warning of a disagreement, saying what agentd did (default: `conflictAction`). */
+export function conflictWarning(d: Disagreement, action = conflictAction(d.file)): StateConflictWarning {
+  return {
+    code: 'state-conflict',
+    message: `${d.message}: ${action}`,
+    file: d.file,
+    against: d.against,
+    machine: d.serving,
+    action,
+  };
+}
 
 /** What the state files claim; a file that cannot be read claims nothing (its own error is reported where it is read). */
 export async function readClaims(stateDir: string, applied: AppliedConfigStore): Promise<StateClaims> {

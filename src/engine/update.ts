@@ -20,6 +20,7 @@ import type { Clock, MachineName } from '../host/types.js';
 import type { Metrics } from '../metrics/metrics.js';
 import type { AgentConfig } from '../config/agent-config.js';
 import type { AppliedConfigStore } from './applied-config-store.js';
+import type { GoalSet } from './goal.js';
 import type { DeferredWrites } from './deferred-writes.js';
 import { describeNode, observeHost, refuseDestroy, stopConfirmed, type HostFacts } from './host-truth.js';
 import { writeNodeStateOn } from './node-state.js';
@@ -68,6 +69,21 @@ export interface HealthGate {
 }
 
 /** Drain support (the Kubernetes part); absent when agentd has no cluster credentials. */
+/** An `update` as the RPC method passes it (the engine's `update`). */
+export interface UpdateRequest {
+  config?: AgentConfig;
+  set?: GoalSet;
+  force?: boolean;
+  drain?: boolean;
+  /** Do not pass the fleet gate (`agentctl update --ignore-fleet`). */
+  ignoreFleet?: boolean;
+  dryRun?: boolean;
+  wait?: boolean;
+  idempotencyKey?: string;
+  reason?: string;
+  requestedBy: string;
+}
+
 export interface NodeDrainer {
   /** Cordon and evict; returns whether this call cordoned the node (false when it already was). */
   drain(signal: AbortSignal): Promise<{ cordonedByUs: boolean; result: Record<string, unknown> }>;

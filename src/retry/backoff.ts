@@ -1,7 +1,7 @@
 /**
  * The one retry and backoff policy of agentd: capped exponential backoff with jitter on an
  * injected clock. Downloads, image pulls, the watcher (watch restarts and failed reconciles),
- * Machine status writes and drain all wait through it, so a fleet of nodes retrying against one
+ * Machine status writes, drain and repair all wait through it, so a fleet of nodes retrying against one
  * failing server spreads out instead of hammering it in step (see docs/architecture.md, "Retries").
  */
 import { CancelledError } from '../errors.js';
@@ -25,6 +25,9 @@ export const REQUEST_BACKOFF: Readonly<BackoffPolicy> = Object.freeze({ baseMs: 
 
 /** Optimistic-concurrency conflicts (status writes): 0.1 s doubling to 2 s. */
 export const CONFLICT_BACKOFF: Readonly<BackoffPolicy> = Object.freeze({ baseMs: 100, maxMs: 2_000 });
+
+/** Failed repairs of the node (src/engine/repair.ts): 10 s doubling to 5 min. */
+export const REPAIR_BACKOFF: Readonly<BackoffPolicy> = Object.freeze({ baseMs: 10_000, maxMs: 300_000 });
 
 /**
  * The wait before retry number `attempt` (1-based): `min(max, base·2^(attempt−1))`, of which

@@ -4,6 +4,7 @@
  */
 import * as z from 'zod';
 import { OPERATION_KINDS, OPERATION_STATES, PHASE_STATES, WAIT_REASONS } from '../engine/operation.js';
+import { WARNING_CODES } from '../engine/warnings.js';
 import { MACHINE_NAMES } from '../host/types.js';
 
 export const machineNameSchema = z.enum(MACHINE_NAMES).meta({ description: 'A machine slot.' });
@@ -62,6 +63,37 @@ export const operationSchema = z
     description: 'A mutating operation (update, reset, drain, uncordon) and its progress.',
   });
 
+/** One warning of `status`, typed (src/engine/warnings.ts; docs/api.md, "Status warnings"). */
+export const statusWarningSchema = z
+  .object({
+    code: z
+      .enum(WARNING_CODES)
+      .meta({ description: 'Stable code of the warning (docs/api.md, "Status warnings").' }),
+    message: z.string().meta({ description: 'The warning as node.warnings shows it.' }),
+    machine: machineNameSchema.nullable().optional().meta({
+      description:
+        'The machine it is about; for state-conflict, the machine the host says serves (null: none).',
+    }),
+    file: z.string().optional().meta({
+      description:
+        'The file it is about: for state-conflict, the state file that disagrees (node.json, journal.json).',
+    }),
+    against: z.enum(['host', 'node.json', 'applied-config']).optional().meta({
+      description:
+        "state-conflict: what the file disagrees with — the host's machines, node.json, or the applied configs.",
+    }),
+    action: z
+      .string()
+      .optional()
+      .meta({ description: 'state-conflict: what agentd did, or does, about it.' }),
+    operationId: z.string().nullable().optional().meta({ description: 'The operation it is about.' }),
+    write: z.string().optional().meta({
+      description: 'deferred-writes: the write owed (journal, node-state, operation:<id>).',
+    }),
+    since: z.string().optional().meta({ description: 'deferred-writes: since when it is owed.' }),
+  })
+  .meta({ id: 'StatusWarning' });
+
 export const nodeStatusSchema = z
   .object({
     activeMachine: machineNameSchema.nullable(),
@@ -88,7 +120,12 @@ export const nodeStatusSchema = z
       description:
         'Whether the node is cordoned, as its Node object says (followed by a watch); null when unknown (no Kubernetes, no such Node, the watch down).',
     }),
-    warnings: z.array(z.string()),
+    warnings: z
+      .array(z.string())
+      .meta({ description: 'What agentd warns about, as text (the messages of warningDetails).' }),
+    warningDetails: z.array(statusWarningSchema).meta({
+      description: 'The same warnings, in the same order, as typed values: decide by code, not by text.',
+    }),
     repair: z
       .object({
         state: z.enum(['off', 'idle', 'repairing', 'backoff', 'gave_up']).meta({

@@ -1,7 +1,7 @@
 import type * as z from 'zod';
 import type { fleetStatusSchema } from './fleet-schemas.js';
-import type { Engine } from '../engine/engine.js';
 import type { StatusVersion } from '../engine/status-version.js';
+import type { DrainPort, OperationsPort, StatusReader } from './ports.js';
 
 export type DaemonState = 'starting' | 'recovering' | 'ready' | 'draining';
 
@@ -64,9 +64,14 @@ export interface FleetService {
   resume(): Promise<{ status: z.input<typeof fleetStatusSchema>; clearedFailures: number }>;
 }
 
-/** Everything a method handler may reach. */
+/** Everything a method handler may reach: the engine through its ports (ports.ts), and the daemon's parts. */
 export interface RpcServices {
-  engine: Engine;
+  /** `status`, `config.get`. */
+  status: StatusReader;
+  /** `update`, `reset`, `preflight`, `operations.*`. */
+  operations: OperationsPort;
+  /** `drain`, `uncordon`. */
+  drain: DrainPort;
   daemonInfo(): DaemonInfo;
   watcherStatus(): WatcherStatus | null;
   /** The fleet gate, or why it is not available (no credentials); absent without Kubernetes wiring. */

@@ -47,9 +47,10 @@ describe('the cordon in status', () => {
     // One watch of the Node, by its name: no polling.
     expect(kube.countRequests({ resource: 'nodes', verb: 'watch' })).toBe(1);
     expect(d.logs()).not.toContain('cannot watch this node');
-    expect(
-      (await rpcResult<{ node: { warnings: string[] } }>(d, 'status')).node.warnings.join('\n'),
-    ).not.toContain('the cordon shown');
+    const codes = (
+      await rpcResult<{ node: { warningDetails: Array<{ code: string }> } }>(d, 'status')
+    ).node.warningDetails.map((w) => w.code);
+    expect(codes).not.toContain('cordon-unwatched');
   });
 
   it('follows it with --no-watch too (the Machine watcher off)', async () => {
@@ -76,10 +77,13 @@ describe('the cordon in status', () => {
     await waitUntil('the log to say why', async () => d.logs().includes('cannot watch this node'), d);
     expect(d.logs()).toContain('apply deploy/rbac.yaml');
     // It shows the cordon it read, and says that it may be old.
-    const s = await rpcResult<{ node: { cordoned: boolean | null; warnings: string[] } }>(d, 'status');
+    const s = await rpcResult<{
+      node: { cordoned: boolean | null; warningDetails: Array<{ code: string; message: string }> };
+    }>(d, 'status');
     expect(s.node.cordoned).toBe(false);
-    expect(s.node.warnings).toContain(
-      `the cordon shown is what agentd last saw: it cannot watch the Node ${NODE} (its ClusterRole lacks list and watch on nodes: apply deploy/rbac.yaml, then restart agentd)`,
-    );
+    expect(s.node.warningDetails).toContainEqual({
+      code: 'cordon-unwatched',
+      message: `the cordon shown is what agentd last saw: it cannot watch the Node ${NODE} (its ClusterRole lacks list and watch on nodes: apply deploy/rbac.yaml, then restart agentd)`,
+    });
   });
 });

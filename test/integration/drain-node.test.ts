@@ -188,9 +188,9 @@ describe('drain and uncordon', () => {
     });
     expect(interrupted?.error).toBeNull();
     // The flag is cleared (and the status re-read) just after the Node is patched.
-    type Status = { node: { activeMachine: string; warnings: string[] } };
-    const pendingWarnings = async (): Promise<string[]> =>
-      (await call<Status>(second, 'status')).node.warnings.filter((w) => w.includes('still cordoned'));
+    type Status = { node: { activeMachine: string; warningDetails: Array<{ code: string }> } };
+    const pendingWarnings = async (): Promise<unknown[]> =>
+      (await call<Status>(second, 'status')).node.warningDetails.filter((w) => w.code === 'pending-uncordon');
     await waitUntil('the status warning to go', async () => (await pendingWarnings()).length === 0, second);
     expect((await call<Status>(second, 'status')).node.activeMachine).toBe('kube1');
     expect(JSON.parse(await readFile(path.join(second.stateDir, 'journal.json'), 'utf8'))).toMatchObject({

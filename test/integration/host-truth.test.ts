@@ -70,6 +70,17 @@ describe('state files that disagree with the host', () => {
     expect(status.machines.filter((m) => m.state === 'running')).toEqual([
       { name: 'kube2', state: 'running', kubelet: 'active' },
     ]);
+    // status says which file disagrees with what, and what agentd does about it: node.json
+    // with the host, and with the journal of the update that committed kube2.
+    expect(status.warningDetails.filter((w) => w.code === 'state-conflict')).toEqual([
+      expect.objectContaining({
+        file: 'node.json',
+        against: 'host',
+        machine: 'kube2',
+        action: expect.stringContaining('agentd refuses every update (STATE_CONFLICT)'),
+      }),
+      expect.objectContaining({ file: 'journal.json', against: 'node.json', machine: 'kube2' }),
+    ]);
     expect((await node.readVerifiedApplied('kube2')).Cluster.Version).toBe(NEW_VERSION);
     // Moving node.json aside, as the message says, lets agentd decide from the host.
     await node.stop();
@@ -91,6 +102,13 @@ describe('state files that disagree with the host', () => {
     const err = await node.callError('update', { wait: true, set: { kubernetesVersion: '1.35.1' } });
     expect(err.data.code).toBe('STATE_CONFLICT');
     expect(err.message).toContain('kube1 is stopped and kube2 runs and serves');
+    expect((await node.status()).node.warningDetails).toContainEqual(
+      expect.objectContaining({
+        code: 'state-conflict',
+        file: 'node.json',
+        message: expect.stringContaining('kube1 is stopped and kube2 runs and serves'),
+      }),
+    );
     expect((await node.status()).node.machines.find((m) => m.name === 'kube2')).toMatchObject({
       state: 'running',
       kubelet: 'active',
@@ -107,6 +125,9 @@ describe('state files that disagree with the host', () => {
     expect(err.message).toContain(
       'node.json names kube1 as the active machine, but kube1 has no applied config',
     );
+    expect((await node.status()).node.warningDetails).toContainEqual(
+      expect.objectContaining({ code: 'state-conflict', file: 'node.json', against: 'applied-config' }),
+    );
     expect((await node.status()).node.machines.find((m) => m.name === 'kube1')?.state).toBe('running');
   });
 
@@ -119,6 +140,9 @@ describe('state files that disagree with the host', () => {
     expect(err.message).toContain(
       'journal.json says the last update committed kube2, but node.json names kube1',
     );
+    expect((await node.status()).node.warningDetails).toContainEqual(
+      expect.objectContaining({ code: 'state-conflict', file: 'journal.json', against: 'node.json' }),
+    );
   });
 
   it('an open journal naming a source that does not exist: recovery keeps kube2, which serves', async () => {
@@ -126,7 +150,16 @@ describe('state files that disagree with the host', () => {
     await writeFile(node.journalFile, openJournal({ source: 'kube1', target: 'kube2', committed: false }));
     // Before issue 40 recovery stopped and removed kube2 first, then failed to start kube1.
     await node.start();
-    await expectSingleMachine(node, { active: 'kube2', version: NEW_VERSION });
+    // The journal disagreed with the host, and status says what recovery did about it.
+    await expectSingleMachine(node, { active: 'kube2', version: NEW_VERSION, warnings: ['state-conflict'] });
+    expect((await node.status()).node.warningDetails).toEqual([
+      expect.objectContaining({
+        file: 'journal.json',
+        against: 'host',
+        machine: 'kube2',
+        action: 'startup recovery kept kube2, which serves, and started, stopped or removed no machine',
+      }),
+    ]);
     expect(await node.readJournal()).toMatchObject({
       closed: true,
       outcome:
@@ -140,7 +173,7 @@ describe('state files that disagree with the host', () => {
     const node = await cloneSimNode(joined);
     await writeFile(node.journalFile, openJournal({ source: 'kube1', target: 'kube2', committed: true }));
     await node.start();
-    await expectSingleMachine(node, { active: 'kube1', version: JOIN_VERSION });
+    await expectSingleMachine(node, { active: 'kube1', version: JOIN_VERSION, warnings: ['state-conflict'] });
     expect(await exists(node.machineDir('kube1'))).toBe(true);
     expect((await node.readJournal()).outcome).toContain('interrupted: kept kube1, which serves');
   });

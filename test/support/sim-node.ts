@@ -49,6 +49,7 @@ export interface NodeStatusAnswer {
     applied: { kubernetesVersion: string; image: string; hash: string } | null;
     machines: Array<{ name: Machine; state: string; kubelet: string }>;
     warnings: string[];
+    warningDetails: Array<{ code: string; message: string } & Record<string, unknown>>;
   };
   operation: Op | null;
 }
@@ -375,6 +376,8 @@ export async function readyz(node: SimNode): Promise<number> {
 export interface RecoveredNode {
   active: Machine | null;
   version: string | null;
+  /** The codes of the warnings status shows (default none). */
+  warnings?: string[];
 }
 
 /**
@@ -405,7 +408,10 @@ export async function crashAndRestart(
 export async function expectSingleMachine(node: SimNode, want: RecoveredNode): Promise<void> {
   const { node: status } = await node.status();
   expect(status.activeMachine).toBe(want.active);
-  expect(status.warnings).toEqual([]);
+  expect(
+    status.warningDetails.map((w) => w.code),
+    status.warnings.join('\n'),
+  ).toEqual(want.warnings ?? []);
   const running = status.machines.filter((m) => m.state === 'running');
   expect(running).toEqual(want.active ? [{ name: want.active, state: 'running', kubelet: 'active' }] : []);
 

@@ -2,13 +2,14 @@
  * docs/api.md and docs/metrics.md against the code: every JSON-RPC method is in the methods table
  * with each of its params (and the table names no other method), the mutating methods are the
  * ones the page says, every HTTP route is in the routes table, every error code the page names
- * exists, and the fixed `method` labels of the RPC metrics are the ones the dispatcher uses.
+ * exists, every status warning code is in the status warnings table, and the fixed `method` labels of the RPC metrics are the ones the dispatcher uses.
  * (Every error code of the catalogue is in docs/errors.md: test/unit/errors.test.ts.)
  */
 import { readFile } from 'node:fs/promises';
 import path from 'node:path';
 import { pino } from 'pino';
 import { describe, expect, it } from 'vitest';
+import { WARNING_CODES } from '../../src/engine/warnings.js';
 import { ERROR_CODES } from '../../src/errors.js';
 import { createMetrics } from '../../src/metrics/metrics.js';
 import { createDispatcher, MAX_BATCH_CALLS } from '../../src/rpc/dispatcher.js';
@@ -100,6 +101,11 @@ describe('docs/api.md', () => {
     const codes = new Set(backticked(text).filter((w) => /^[A-Z][A-Z0-9]*(_[A-Z0-9]+)+$|^BUSY$/.test(w)));
     expect(codes.size).toBeGreaterThan(5);
     for (const code of codes) expect(ERROR_CODES, `${code} in docs/api.md`).toHaveProperty(code);
+  });
+
+  it('lists every status warning code in the status warnings table, and no other', async () => {
+    const rows = tableRows(section(await read('docs/api.md'), '### Status warnings'), /^[a-z]+(-[a-z]+)*$/);
+    expect([...rows.keys()]).toEqual([...WARNING_CODES]);
   });
 
   it('the table reader keeps only matching first cells (so the checks above can fail)', () => {

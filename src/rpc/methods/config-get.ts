@@ -20,7 +20,7 @@ export const configGet = defineMethod({
     })
     .meta({ id: 'AppliedConfig' }),
   handler: async (_params, { services }) => {
-    const applied = await services.engine.appliedConfig();
+    const applied = await services.status.appliedConfig();
     if (!applied)
       throw new AgentError(
         'NOT_FOUND',

@@ -36,7 +36,7 @@ export const drain = defineMethod({
   params: drainParams,
   result: operationSchema,
   handler: async (p, { services, caller }) =>
-    services.engine.drain({
+    services.drain.drain({
       timeoutSeconds: p.timeoutSeconds,
       force: p.force,
       ignoreDaemonSets: p.ignoreDaemonSets,

@@ -14,7 +14,7 @@ export const operationsGet = defineMethod({
   errors: ['NOT_FOUND'],
   params: z.strictObject({ id }),
   result: operationSchema,
-  handler: async (p, { services }) => services.engine.getOperation(p.id),
+  handler: async (p, { services }) => services.operations.getOperation(p.id),
 });
 
 export const operationsList = defineMethod({
@@ -29,7 +29,7 @@ export const operationsList = defineMethod({
   }),
   result: z.object({ operations: z.array(operationSchema) }).meta({ id: 'OperationList' }),
   handler: async (p, { services }) => ({
-    operations: services.engine.listOperations({ limit: p.limit, state: p.state }),
+    operations: services.operations.listOperations({ limit: p.limit, state: p.state }),
   }),
 });
 
@@ -42,7 +42,10 @@ export const operationsWait = defineMethod({
   params: z.strictObject({ id, timeoutSeconds: z.number().positive().max(86_400).optional() }),
   result: operationSchema,
   handler: async (p, { services }) =>
-    services.engine.waitOperation(p.id, p.timeoutSeconds === undefined ? undefined : p.timeoutSeconds * 1000),
+    services.operations.waitOperation(
+      p.id,
+      p.timeoutSeconds === undefined ? undefined : p.timeoutSeconds * 1000,
+    ),
 });
 
 export const operationsCancel = defineMethod({
@@ -54,5 +57,5 @@ export const operationsCancel = defineMethod({
   errors: ['NOT_FOUND', 'PRECONDITION_FAILED'],
   params: z.strictObject({ id }),
   result: operationSchema,
-  handler: async (p, { services }) => services.engine.cancelOperation(p.id),
+  handler: async (p, { services }) => services.operations.cancelOperation(p.id),
 });

@@ -24,7 +24,7 @@ export const preflight = defineMethod({
     })
     .meta({ id: 'PreflightResult' }),
   handler: async (p, { services }) => {
-    const r = await services.engine.preflight(p.config, AbortSignal.timeout(60_000), p.set);
+    const r = await services.operations.preflight(p.config, AbortSignal.timeout(60_000), p.set);
     return { ok: r.checks.every((c) => c.ok), config: r.config, checks: r.checks };
   },
 });

@@ -14,5 +14,5 @@ export const reset = defineMethod({
   }),
   result: operationSchema,
   handler: async (p, { services, caller }) =>
-    services.engine.reset({ wait: p.wait, reason: p.reason, requestedBy: caller }),
+    services.operations.reset({ wait: p.wait, reason: p.reason, requestedBy: caller }),
 });

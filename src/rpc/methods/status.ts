@@ -1,4 +1,5 @@
 import * as z from 'zod';
+import { warningMessages } from '../../engine/warnings.js';
 import { defineMethod } from '../method.js';
 import { nodeStatusSchema, operationSchema } from '../schemas.js';
 
@@ -83,12 +84,14 @@ export const status = defineMethod({
   // Polled by scripts and monitoring: the answer is serialized once per change of any input.
   version: (services) => services.statusVersion.value,
   handler: async (_params, { services }) => {
-    const engine = await services.engine.status();
+    const read = await services.status.status();
+    const { warnings, ...node } = read.node;
     return {
       daemon: services.daemonInfo(),
-      node: engine.node,
-      operation: engine.operation,
-      lastOperation: engine.lastOperation,
+      // The text stays in `warnings`, as before; `warningDetails` carries the typed values.
+      node: { ...node, warnings: warningMessages(warnings), warningDetails: warnings },
+      operation: read.operation,
+      lastOperation: read.lastOperation,
       watcher: services.watcherStatus(),
     };
   },

@@ -21,5 +21,5 @@ export const uncordon = defineMethod({
   params: uncordonParams,
   result: operationSchema,
   handler: async (p, { services, caller }) =>
-    services.engine.uncordon({ force: p.force, wait: p.wait, reason: p.reason, requestedBy: caller }),
+    services.drain.uncordon({ force: p.force, wait: p.wait, reason: p.reason, requestedBy: caller }),
 });

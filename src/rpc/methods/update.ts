@@ -75,7 +75,7 @@ export const update = defineMethod({
   params: updateParams,
   result: operationSchema,
   handler: async (p, { services, caller }) =>
-    services.engine.update({
+    services.operations.update({
       config: p.config,
       set: p.set,
       force: p.force,

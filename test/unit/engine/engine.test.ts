@@ -6,12 +6,8 @@ import { describe, expect, it, vi } from 'vitest';
 import type { Clock } from '../../../src/host/types.js';
 import { createManualClock } from '../../support/manual-clock.js';
 import type { NodeDrainOps } from '../../../src/engine/drain-ops.js';
-import {
-  Engine,
-  STATUS_MAX_AGE_MS,
-  STATUS_READ_WAIT_MS,
-  type EngineOptions,
-} from '../../../src/engine/engine.js';
+import { Engine, type EngineOptions } from '../../../src/engine/engine.js';
+import { STATUS_MAX_AGE_MS, STATUS_READ_WAIT_MS } from '../../../src/engine/status-reader.js';
 import { NODE_NOT_READ_YET, recoveringReason } from '../../../src/engine/node-health.js';
 import { readJournal, writeJournal } from '../../../src/engine/journal.js';
 import { writeNodeState } from '../../../src/engine/node-state.js';
@@ -354,18 +350,19 @@ describe('Engine.statusVersion', () => {
     await clock.advance(1);
     const slow = await waiting;
     expect(slow.node.observedAt).toBe(observed);
-    expect(slow.node.warnings).toContain(
-      `the node's facts are from ${observed}: a read of the node has not finished in 2 s`,
-    );
+    expect(slow.node.warnings).toContainEqual({
+      code: 'stale-facts',
+      message: `the node's facts are from ${observed}: a read of the node has not finished in 2 s`,
+    });
     // A caller while that read still runs does not wait again.
-    expect((await engine.status()).node.warnings.some((w) => w.includes('has not finished'))).toBe(true);
+    expect((await engine.status()).node.warnings.some((w) => w.code === 'stale-facts')).toBe(true);
     const version = engine.statusVersion.value;
     open();
     f.machines.inspectGate = null;
     await vi.waitFor(() => expect(engine.statusVersion.value).toBeGreaterThan(version));
     const done = await engine.status();
     expect(done.node.observedAt).not.toBe(observed);
-    expect(done.node.warnings.some((w) => w.includes('has not finished'))).toBe(false);
+    expect(done.node.warnings.some((w) => w.code === 'stale-facts')).toBe(false);
     await engine.shutdown(0);
   });
 
@@ -492,8 +489,11 @@ describe('Engine: an uncordon recovery had to leave pending', () => {
     return { engine, kube };
   }
 
-  const pendingWarning = async (engine: Engine): Promise<string | undefined> =>
-    (await engine.status()).node.warnings.find((w) => w.includes('still cordoned'));
+  const pendingWarning = async (engine: Engine): Promise<string | undefined> => {
+    const found = (await engine.status()).node.warnings.filter((w) => w.code === 'pending-uncordon');
+    expect(found.length).toBeLessThanOrEqual(1);
+    return found[0]?.message;
+  };
 
   it('recovery without Kubernetes defers it; once ready and available, agentd uncordons and clears the flag', async () => {
     const f = await createEngineFixture();
@@ -566,5 +566,32 @@ describe('Engine: an uncordon recovery had to leave pending', () => {
     await vi.waitFor(() => expect(engine.pendingUncordon).toBeNull());
     expect(kube.uncordons).toBe(1);
     expect(await readJournal(f.stateDir)).toMatchObject({ operationId: second.id, uncordonPending: false });
+  });
+});
+
+describe('a node with two applied configs and no node state', () => {
+  it('status warns active-machine-unknown, and update refuses by that code, acting on no machine', async () => {
+    const f = await createEngineFixture();
+    await f.applied.write('kube1', structuredClone(BASE));
+    await f.applied.write('kube2', structuredClone(BASE));
+    // Neither runs: startup recovery cannot tell from the host which one is active.
+    const engine = createEngine(f);
+    await engine.start();
+    const { node } = await engine.status();
+    expect(node.activeMachine).toBeNull();
+    // (No state dir yet in this fixture: the reserve's warning is there too.)
+    expect(node.warnings.filter((w) => w.code !== 'reserve-not-whole')).toEqual([
+      {
+        code: 'active-machine-unknown',
+        message: 'both machines have applied configs and no journal says which is active',
+      },
+    ]);
+    const refused = await settle(engine.update(to('1.35.0')));
+    expect(refused.error?.code).toBe('PRECONDITION_FAILED');
+    expect(refused.error?.message).toBe(
+      'the node has applied configs but no active machine (see status warnings); run reset, or recover the node by hand',
+    );
+    expect(f.log.calls).toEqual([]);
+    await engine.shutdown(0);
   });
 });

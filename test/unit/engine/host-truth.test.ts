@@ -64,6 +64,7 @@ describe('checkStateFiles', () => {
     expect(found).toEqual([
       {
         file: 'node.json',
+        against: 'host',
         serving: 'kube2',
         message:
           'node.json names kube1 as the active machine, but kube1 is stopped and kube2 runs and serves',
@@ -86,6 +87,7 @@ describe('checkStateFiles', () => {
     expect(checkStateFiles(claims({ kube1: 'missing' }), host('serving', 'absent'))).toEqual([
       {
         file: 'node.json',
+        against: 'applied-config',
         serving: 'kube1',
         message: 'node.json names kube1 as the active machine, but kube1 has no applied config',
       },
@@ -95,8 +97,12 @@ describe('checkStateFiles', () => {
   it('a closed journal that committed kube2 against a node.json naming kube1', () => {
     const journal = makeJournal({ closed: true, committed: true, outcome: 'succeeded', phase: 'uncordon' });
     const found = checkStateFiles(claims({ journal, kube2: 'verified' }), host('serving', 'absent'));
-    expect(found.map((f) => [f.file, f.message])).toEqual([
-      ['journal.json', 'journal.json says the last update committed kube2, but node.json names kube1'],
+    expect(found.map((f) => [f.file, f.against, f.message])).toEqual([
+      [
+        'journal.json',
+        'node.json',
+        'journal.json says the last update committed kube2, but node.json names kube1',
+      ],
     ]);
     // A rolled-back update's journal committed nothing: no disagreement.
     const rolledBack = makeJournal({ closed: true, outcome: 'rolled_back' });

@@ -7,6 +7,7 @@ import { mkdir } from 'node:fs/promises';
 import { describe, expect, it } from 'vitest';
 import { Engine } from '../../../src/engine/engine.js';
 import type { RepairPolicy } from '../../../src/engine/repair.js';
+import { expectBackoff } from '../../support/backoff.js';
 import { config, createEngineFixture, silentLogger, type EngineFixture } from './fakes.js';
 
 const BASE = config();
@@ -126,9 +127,16 @@ describe('repair', () => {
       failures: 4,
       lastError: expect.stringMatching(/^MACHINE_START_FAILED/),
     });
-    expect(node.warnings.join('\n')).toMatch(/gave up repairing the node after 4 failed attempts/);
-    // 100, 200, then capped at 250 — the waits between the four attempts.
-    expect(f.clock.sleeps.slice(0, 3)).toEqual([100, 200, 250]);
+    expect(node.warnings.filter((w) => w.code === 'repair-gave-up')).toEqual([
+      {
+        code: 'repair-gave-up',
+        operationId: node.repair?.lastOperation,
+        message: expect.stringMatching(/^agentd gave up repairing the node after 4 failed attempts/),
+      },
+    ]);
+    // 100, 200, then capped at 250 — the waits between the four attempts, jittered by the one
+    // backoff policy (src/retry): each between half its nominal delay and the delay itself.
+    expectBackoff(f.clock.sleeps.slice(0, 3), [100, 200, 250]);
     const repairs = engine.listOperations({}).filter((o) => o.kind === 'repair');
     expect(repairs).toHaveLength(4);
     expect(repairs[0]).toMatchObject({ state: 'failed', error: { code: 'MACHINE_START_FAILED' } });

@@ -83,7 +83,14 @@ describe('runUpdate when the history cannot be written', () => {
     await rec.finish(outcome.state, outcome.result, outcome.error);
     expect(rec.op.result?.warnings).toContain(LATE_RECORD_WARNING);
     expect(rec.op.phases.filter((p) => p.state === 'running' || p.state === 'pending')).toEqual([]);
-    expect(deferred.warnings()).toEqual([expect.stringContaining(`the record of operation ${rec.op.id}`)]);
+    expect(deferred.warnings()).toEqual([
+      {
+        code: 'deferred-writes',
+        write: `operation:${rec.op.id}`,
+        since: expect.any(String),
+        message: expect.stringContaining(`the record of operation ${rec.op.id}`),
+      },
+    ]);
     // Space returns: the owed record is written with the true end.
     full.on = false;
     expect(await deferred.flush()).toBe(0);
@@ -198,7 +205,13 @@ describe('DeferredWrites', () => {
     deferred.defer('x', 'the file x', write('old'), enospc());
     deferred.defer('x', 'the file x', write('new'), enospc());
     expect(deferred.warnings()).toEqual([
-      'the file x is not written yet (since 2026-01-01T00:00:00.000Z: ENOSPC: no space left on device, write); agentd writes it once space or descriptors return',
+      {
+        code: 'deferred-writes',
+        write: 'x',
+        since: '2026-01-01T00:00:00.000Z',
+        message:
+          'the file x is not written yet (since 2026-01-01T00:00:00.000Z: ENOSPC: no space left on device, write); agentd writes it once space or descriptors return',
+      },
     ]);
     expect(await deferred.flush()).toBe(1);
     fail = false;

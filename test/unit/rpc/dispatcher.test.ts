@@ -2,7 +2,7 @@ import { Writable } from 'node:stream';
 import { pino } from 'pino';
 import { describe, expect, it } from 'vitest';
 import * as z from 'zod';
-import type { Engine } from '../../../src/engine/engine.js';
+import type { DrainPort, OperationsPort, StatusReader } from '../../../src/rpc/ports.js';
 import { StatusVersion } from '../../../src/engine/status-version.js';
 import { NotFoundError } from '../../../src/errors.js';
 import { createMetrics, type Metrics } from '../../../src/metrics/metrics.js';
@@ -79,6 +79,9 @@ interface Harness {
   state: { draining: boolean; ready: boolean };
 }
 
+/** The test methods here reach no engine port. */
+const NO_PORTS = { status: {} as StatusReader, operations: {} as OperationsPort, drain: {} as DrainPort };
+
 function setup(): Harness {
   const logs: string[] = [];
   const sink = new Writable({
@@ -91,7 +94,7 @@ function setup(): Harness {
   const metrics = createMetrics({ version: 'test', collectDefaults: false });
   const state = { draining: false, ready: true };
   const services: RpcServices = {
-    engine: {} as unknown as Engine,
+    ...NO_PORTS,
     daemonInfo: () => ({ version: 'test', pid: 1, startedAt: '2026-01-01T00:00:00Z', state: 'ready' }),
     watcherStatus: () => null,
     statusVersion: new StatusVersion(),
@@ -648,7 +651,7 @@ describe('versioned reads (methods with a version)', () => {
     const dispatcher = createDispatcher({
       methods: [polled] as unknown as readonly MethodDescriptor[],
       services: {
-        engine: {} as unknown as Engine,
+        ...NO_PORTS,
         daemonInfo: () => ({ version: 'test', pid: 1, startedAt: '2026-01-01T00:00:00Z', state: 'ready' }),
         watcherStatus: () => null,
         statusVersion: new StatusVersion(),

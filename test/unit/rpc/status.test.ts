@@ -2,28 +2,22 @@
  * `status` is serialized once per status version: every input of the answer, changed alone,
  * must give a different answer — and the answer served must always be the one computed afresh.
  * The parts are the real ones (engine, Kubernetes wiring against the fake API server, watcher,
- * dispatcher, the status method), assembled as the daemon assembles them.
+ * dispatcher, the status method), assembled by the daemon's own assembly (`assembleDaemon`).
  */
 import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
-import { Engine, STATUS_MAX_AGE_MS } from '../../../src/engine/engine.js';
+import type { Engine } from '../../../src/engine/engine.js';
 import { writeJournal } from '../../../src/engine/journal.js';
-import { StatusVersion } from '../../../src/engine/status-version.js';
-import { createDispatcher, type Dispatcher } from '../../../src/rpc/dispatcher.js';
-import { METHOD_LIST } from '../../../src/rpc/methods/index.js';
+import { STATUS_MAX_AGE_MS } from '../../../src/engine/status-reader.js';
+import type { Dispatcher } from '../../../src/rpc/dispatcher.js';
 import { status } from '../../../src/rpc/methods/status.js';
 import type { DaemonState, RpcServices } from '../../../src/rpc/services.js';
-import { createKubeWiring, type KubeWiring } from '../../../src/daemon/kube-wiring.js';
+import type { KubeWiring } from '../../../src/daemon/kube-wiring.js';
 import { startFakeKube, type FakeKube } from '../../support/fake-kube.js';
-import {
-  config,
-  createEngineFixture,
-  makeJournal,
-  silentLogger,
-  type EngineFixture,
-} from '../engine/fakes.js';
+import { makeJournal, type EngineFixture } from '../engine/fakes.js';
+import { assembled } from './assembled.js';
 
 const NODE = 'worker-01';
 
@@ -44,87 +38,37 @@ afterEach(async () => {
 });
 
 async function setup(options: { journal?: boolean } = {}): Promise<Harness> {
-  const f = await createEngineFixture();
   const kube = await startFakeKube();
   kube.addNode(NODE);
   const dir = await mkdtemp(path.join(os.tmpdir(), 'agentd-status-'));
   const kubeconfig = path.join(dir, 'kubeconfig');
   await writeFile(kubeconfig, kube.kubeconfigYaml());
+  const a = await assembled({
+    flags: { kubeconfig, machineName: NODE },
+    machineName: NODE,
+    kube: { watcher: { backoff: { baseMs: 10, maxMs: 20, random: () => 0 } } },
+  });
   if (options.journal) {
     // An update interrupted after it cordoned the node: recovery leaves an uncordon pending.
-    await writeJournal(f.stateDir, makeJournal({ cordonedByUs: true, sourceStopped: false, phase: 'drain' }));
+    await writeJournal(
+      a.f.stateDir,
+      makeJournal({ cordonedByUs: true, sourceStopped: false, phase: 'drain' }),
+    );
   }
-  // As the daemon does: one version, bumped by the engine, the Kubernetes wiring and the state.
-  const statusVersion = new StatusVersion();
-  const daemonState = statusVersion.cell<DaemonState>('starting');
-  // Created after the wiring (each needs the other), as in the daemon.
-  let late: Engine | null = null;
-  const wiring = createKubeWiring({
-    config: {
-      kubeconfig,
-      machineName: NODE,
-      fleet: true,
-      fleetNamespace: 'agentd-system',
-      watch: null,
-      crdGroup: 'unbounded-cloud.io',
-      host: 'sim',
-      stateDir: f.stateDir,
-    },
-    appliedConfig: () => late?.activeAppliedConfig() ?? null,
-    refreshNode: async () => late?.refreshNode(),
-    onStatusChange: statusVersion.bump,
-    events: f.events,
-    logger: silentLogger,
-    clock: f.clock,
-    metrics: f.metrics,
-    env: {},
-    watcher: { backoff: { baseMs: 10, maxMs: 20, random: () => 0 } },
-  });
-  const engine = new Engine({
-    paths: f.paths,
-    stateDir: f.stateDir,
-    machines: f.machines,
-    provisioner: f.provisioner,
-    clock: f.clock,
-    logger: silentLogger,
-    metrics: f.metrics,
-    events: f.events,
-    defaultConfig: () => config({ MachineName: NODE }),
-    nodeOps: wiring.nodeOps,
-    get drainer() {
-      return wiring.updateDrainer();
-    },
-    statusVersion,
-    verifyTimeoutMs: 1000,
-  });
-  late = engine;
-  const services: RpcServices = {
-    engine,
-    daemonInfo: () => ({
-      version: 'test',
-      pid: 1,
-      startedAt: '2026-01-01T00:00:00.000Z',
-      state: daemonState.get(),
-    }),
-    watcherStatus: () => wiring.watcherStatus(),
-    statusVersion,
-    openrpc: () => ({}),
-  };
-  const dispatcher = createDispatcher({
-    methods: METHOD_LIST,
-    services,
-    metrics: f.metrics,
-    logger: silentLogger,
-    isDraining: () => false,
-    isReady: () => true,
-  });
   cleanup = async () => {
-    await wiring.stop();
-    await engine.shutdown(0);
+    await a.close();
     await kube.close();
     await rm(dir, { recursive: true, force: true });
   };
-  return { f, engine, kube, wiring, dispatcher, services, daemonState };
+  return {
+    f: a.f,
+    engine: a.engine,
+    kube,
+    wiring: a.kube,
+    dispatcher: a.dispatcher,
+    services: a.services,
+    daemonState: a.daemonState,
+  };
 }
 
 /** The `status` answer as served (from the cache while the version holds). */

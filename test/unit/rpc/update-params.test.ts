@@ -1,15 +1,16 @@
 /**
- * Params of `update` (and `preflight`) refused by the dispatcher before the engine is called
+ * Params of `update` (and `preflight`) refused by the dispatcher before the engine's operations
+ * port is called
  * (docs/api.md): node labels and taints out of Kubernetes syntax (`set` and `config`), and
  * `dryRun` with an `idempotencyKey`. Each is INVALID_PARAMS naming the field; nothing starts.
  */
 import { pino } from 'pino';
 import { describe, expect, it } from 'vitest';
-import type { Engine } from '../../../src/engine/engine.js';
 import { StatusVersion } from '../../../src/engine/status-version.js';
 import { createMetrics } from '../../../src/metrics/metrics.js';
 import { createDispatcher } from '../../../src/rpc/dispatcher.js';
 import { METHOD_LIST } from '../../../src/rpc/methods/index.js';
+import type { DrainPort, OperationsPort, StatusReader } from '../../../src/rpc/ports.js';
 import type { RpcServices } from '../../../src/rpc/services.js';
 import { makeAgentConfig } from '../../support/agent-config.js';
 
@@ -28,9 +29,15 @@ function setup() {
     engineCalls.push(name);
     throw new Error(`the engine's ${name} was called`);
   };
-  const engine = { update: record('update'), preflight: record('preflight') } as unknown as Engine;
+  // A stand-in of the one port these methods reach (src/rpc/ports.ts).
+  const operations = {
+    update: record('update'),
+    preflight: record('preflight'),
+  } as unknown as OperationsPort;
   const services: RpcServices = {
-    engine,
+    status: {} as StatusReader,
+    operations,
+    drain: {} as DrainPort,
     daemonInfo: () => ({ version: 'test', pid: 1, startedAt: '2026-01-01T00:00:00Z', state: 'ready' }),
     watcherStatus: () => null,
     statusVersion: new StatusVersion(),

@@ -52,6 +52,7 @@ const joined: Status = {
     ],
     cordoned: false,
     warnings: ['kube2 has a leftover rootfs'],
+    warningDetails: [{ code: 'host', message: 'kube2 has a leftover rootfs' }],
     repair: null,
     // Read before the running operation started: older than a status read now.
     observedAt: '2026-03-01T11:58:30Z',
@@ -96,6 +97,7 @@ const fresh: Status = {
     ],
     cordoned: null,
     warnings: [],
+    warningDetails: [],
     repair: null,
     observedAt: null,
   },
