@@ -6,7 +6,7 @@
  * place the pause is visible. Resume also clears the recorded failures, ending a halt.
  */
 import { isMap, parseDocument } from 'yaml';
-import { DEFAULT_FLEET_NAMESPACE } from '../config/daemon-config.js';
+import { DEFAULT_FLEET_NAMESPACE } from '../config/fleet-namespace.js';
 import { InvalidConfigError, PreconditionFailedError, describeError, isAgentError } from '../errors.js';
 import type { Clock } from '../host/types.js';
 import { isAlreadyExists, isWriteConflict, type FleetObjects } from '../kube/index.js';

@@ -29,6 +29,9 @@ import { POLICY_CONFIGMAP, STATE_CONFIGMAP } from './policy.js';
 import { policyStateOf } from './policy-watch.js';
 import { readSlots } from './slot-view.js';
 
+/** How agentctl finds the operator's kubeconfig (src/kube/kubeconfig.ts), for its one import of this module. */
+export { loadOperatorKubeconfig } from '../kube/index.js';
+
 export type OperatorAction = 'pause' | 'resume';
 
 /** Which credentials an operator's command used (all safe to print: no secret in them). */
