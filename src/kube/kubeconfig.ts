@@ -10,6 +10,22 @@ import path from 'node:path';
 import { KubeConfig } from '@kubernetes/client-node';
 import { describeError, InvalidConfigError } from '../errors.js';
 
+/**
+ * Why the text is not a kubeconfig, without the excerpt of the file a YAML error carries: the
+ * lines around the error may hold a token or a key, and the message is printed and logged.
+ */
+function describeParseError(err: unknown): string {
+  const e = err as { reason?: unknown; mark?: { line?: unknown; column?: unknown } } | null;
+  if (
+    typeof e?.reason === 'string' &&
+    typeof e.mark?.line === 'number' &&
+    typeof e.mark.column === 'number'
+  ) {
+    return `${e.reason} (line ${e.mark.line + 1}, column ${e.mark.column + 1})`;
+  }
+  return describeError(err).split('\n')[0] ?? '';
+}
+
 /** Read one kubeconfig file; `label` names it in errors (`--kubeconfig /etc/kc`). */
 function readKubeconfigFile(file: string, label: string, option: string): KubeConfig {
   let text: string;
@@ -30,7 +46,7 @@ function readKubeconfigFile(file: string, label: string, option: string): KubeCo
   try {
     kc.loadFromString(text);
   } catch (err) {
-    throw new InvalidConfigError(`${label}: not a kubeconfig: ${describeError(err)}`, {
+    throw new InvalidConfigError(`${label}: not a kubeconfig: ${describeParseError(err)}`, {
       cause: err,
       data: { option, file },
     });
