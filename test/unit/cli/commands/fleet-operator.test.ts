@@ -10,6 +10,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { PassThrough } from 'node:stream';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { operatorCliError } from '../../../../src/cli/commands/fleet.js';
 import { runCli } from '../../../../src/cli/main.js';
 import { systemClock } from '../../../../src/host/clock.js';
 import { recordingStream } from '../../../support/cli.js';
@@ -189,5 +190,39 @@ describe('agentctl fleet pause|resume with the operator kubeconfig', () => {
     expect(r.stderr).toMatch(
       /^agentctl: the Kubernetes API server did not answer within 300ms \(--timeout\): update ConfigMap agentd-system\/agentd-fleet: cancelled; the pause may have taken effect all the same: see whether it did with: kubectl -n agentd-system get configmap agentd-fleet agentd-fleet-state -o yaml/,
     );
+  });
+});
+
+describe('operatorCliError', () => {
+  it('gives each failure of the operator code its agentctl code and exit status; anything else passes on', () => {
+    const conflict = {
+      code: 'KUBE_CONFLICT',
+      message: 'update ConfigMap x: conflict',
+      data: { reason: 'Conflict' },
+    };
+    expect(operatorCliError(conflict, null)).toMatchObject({
+      exitCode: 1,
+      details: { code: 'KUBE_CONFLICT', reason: 'Conflict' },
+    });
+    const lost = {
+      code: 'KUBE_UNAVAILABLE',
+      message: 'm',
+      data: { reason: 'Unreachable', mayHaveStarted: true },
+    };
+    expect(operatorCliError(lost, null)).toMatchObject({
+      exitCode: 1,
+      details: { code: 'KUBE_UNAVAILABLE', mayHaveStarted: true },
+    });
+    expect(
+      operatorCliError({ code: 'KUBE_UNAVAILABLE', message: 'm', data: { reason: 'Forbidden' } }, null),
+    ).toMatchObject({
+      exitCode: 1,
+      details: { code: 'PERMISSION_DENIED' },
+    });
+    // A cancel the deadline did not cause, and what is no agentd error, are not renamed.
+    const cancelled = { code: 'CANCELLED', message: 'x: cancelled', data: {} };
+    expect(operatorCliError(cancelled, null)).toBe(cancelled);
+    const bug = new TypeError('x is not a function');
+    expect(operatorCliError(bug, 1000)).toBe(bug);
   });
 });
