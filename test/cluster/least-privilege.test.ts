@@ -564,7 +564,7 @@ describe.skipIf(!controlPlaneAvailable())('least privilege per node against kube
     }
   });
 
-  it("runs agentd with a node's bootstrap token: registers, repaves through the fleet gate; resume and pause are refused as an operator right", async () => {
+  it("runs agentd with a node's bootstrap token: registers, repaves through the fleet gate; resume and pause are refused as an operator right; halted, it goes on once an operator resumes with agentctl", async () => {
     await setup();
     const name = 'lp-t';
     const token = await cp().createBootstrapToken();
@@ -593,6 +593,37 @@ describe.skipIf(!controlPlaneAvailable())('least privilege per node against kube
       await expectOperatorRight(agent.d, 'fleet.resume', 'agentd-fleet-state');
       await expectOperatorRight(agent.d, 'fleet.pause', 'agentd-fleet');
       expect((await cp().api.get(`${CM}/agentd-fleet-state`)).data['failures.json']).toContain('op-x');
+
+      // Halted (three failures reach maxFailures' default, 3): the next repave waits in the gate
+      // until an operator resumes with agentctl and their own kubeconfig; then it goes on.
+      const three = JSON.stringify([failure(name, 'op-x'), failure(A, 'op-y'), failure(B, 'op-z')]);
+      await cp().api.mergePatch(`${CM}/agentd-fleet-state`, { data: { 'failures.json': three } });
+      await cp().api.mergePatch(machinePath(name), { spec: { operations: { repaveCounter: 2 } } });
+      const nodeUpdated = async (): Promise<KubeJson | undefined> =>
+        ((await agent.machine())?.status?.conditions as KubeJson[] | undefined)?.find(
+          (c) => c.type === 'NodeUpdated',
+        );
+      await waitUntil(
+        'the repave to wait, Halted',
+        async () => (await nodeUpdated())?.reason === 'Halted',
+        agent.d,
+      );
+      const dir = await makeTempDir('lp-resume-');
+      const ops = path.join(dir, 'carol.kubeconfig');
+      await writeFile(ops, (await clientIdentity(cp(), 'carol', ['agentd:fleet-operators'])).kubeconfig, {
+        mode: 0o600,
+      });
+      const resumed = await runAgentctl(['--json', 'fleet', 'resume', '--kubeconfig', ops], {
+        env: { HOME: dir, KUBECONFIG: '' },
+        timeoutMs: 60_000,
+      });
+      expect(resumed.code, resumed.stderr).toBe(0);
+      expect(JSON.parse(resumed.stdout)).toMatchObject({ clearedFailures: 3, status: { halted: false } });
+      await waitUntil(
+        'the repave acknowledged after the resume',
+        async () => (await agent.machine())?.status?.operations?.repaveCounter === 2,
+        agent.d,
+      );
     } finally {
       await agent.d.stop();
     }
