@@ -20,8 +20,9 @@ const ALLOWED = {
   ],
   server: ['rpc', 'engine', 'metrics', 'config', 'host'],
   // sim: only uninstall, which tears down a --host sim node the way it tears down a real one
-  // (the rule cli-sim-only-for-uninstall below keeps it to that file).
-  cli: ['rpc', 'config', 'host', 'sim'],
+  // (the rule cli-sim-only-for-uninstall below keeps it to that file). fleet: only its operator
+  // module, for fleet pause|resume with the operator's kubeconfig (rule cli-fleet-operator-lazy).
+  cli: ['rpc', 'config', 'host', 'sim', 'fleet'],
   watcher: ['rpc', 'kube', 'metrics', 'config', 'host', 'retry'],
   rpc: ['engine', 'metrics', 'config', 'host'],
   // fleet: the gates on the Kubernetes API; they implement the engine's FleetGate and HealthGate
@@ -78,6 +79,22 @@ module.exports = {
       severity: 'error',
       from: { path: '^src/cli/', pathNot: '^src/cli/commands/uninstall\\.ts$' },
       to: { path: '^src/sim/' },
+    },
+    {
+      name: 'cli-fleet-operator-only',
+      comment:
+        "Of src/fleet, the CLI uses only operator.ts: fleet pause|resume act with the operator's kubeconfig (docs/fleet.md); everything else reaches the fleet through agentd.",
+      severity: 'error',
+      from: { path: '^src/cli/' },
+      to: { path: '^src/fleet/(?!operator\\.ts$)' },
+    },
+    {
+      name: 'cli-fleet-operator-lazy',
+      comment:
+        'src/fleet/operator.ts loads the Kubernetes client: the CLI imports it with import() or for types only, so that no other command loads it (agentctl-kube.cjs, scripts/build.ts).',
+      severity: 'error',
+      from: { path: '^src/cli/' },
+      to: { path: '^src/fleet/operator\\.ts$', dependencyTypesNot: ['dynamic-import', 'type-only'] },
     },
     {
       name: 'sim-wiring-dynamic-only',

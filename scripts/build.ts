@@ -34,6 +34,8 @@ export const BUNDLES = {
   loadBundle: 'dist/load-bundle.cjs',
   /** The libraries only some agentctl commands use (LIBRARY_BUNDLES), loaded on first use. */
   agentctlLibs: 'dist/agentctl-libs.cjs',
+  /** `fleet pause|resume` with the Kubernetes client (LIBRARY_BUNDLES, `apart`), loaded by them alone. */
+  agentctlKube: 'dist/agentctl-kube.cjs',
 } as const;
 
 /**
@@ -46,12 +48,27 @@ export const BUNDLES = {
  * and that library's property, read only when the importing module first runs. One copy of each
  * library, in one place: the program shares no module state with it but what it imports.
  */
-export const LIBRARY_BUNDLES = {
-  agentctl: { keep: ['commander'] },
-} as const;
+export const LIBRARY_BUNDLES: Readonly<
+  Record<'agentctl', { keep: readonly string[]; apart: Readonly<Record<string, readonly string[]>> }>
+> = {
+  agentctl: {
+    keep: ['commander'],
+    /**
+     * Source modules bundled apart with all they import, libraries included, into
+     * `dist/<program>-<name>.cjs`; the program's imports of them read them from there.
+     * src/fleet/operator.ts is `fleet pause|resume`, which act with the operator's kubeconfig
+     * (docs/fleet.md): it carries the Kubernetes client (~2 MiB), zod and the fleet's code,
+     * which no other command uses. In agentctl's bundle they would be parsed at every start; in
+     * the library bundle, by every command that reads a `--config` file or uninstalls. Apart,
+     * it has copies of its own of what else it shares with agentctl (yaml, src/errors.ts): it
+     * hands agentctl plain values and errors, which agentctl reads by their `code`.
+     */
+    apart: { kube: ['src/fleet/operator.ts'] },
+  },
+};
 
-/** The file name of a program's library bundle, as its bundle requires it and as an asset. */
-export const libsBundleName = (program: string): string => `${program}-libs.cjs`;
+/** The file name of a program's library bundle (`libs`, or an `apart` one), as its bundle requires it and as an asset. */
+export const libsBundleName = (program: string, name = 'libs'): string => `${program}-${name}.cjs`;
 
 /**
  * The programs whose bundles get a V8 code cache, with the command run to make it: what every
@@ -235,9 +252,49 @@ function librariesFromLibsBundle(program: string, keep: readonly string[], used:
         used.add(args.path);
         return { path: args.path, namespace: 'agentd-libs' };
       });
-      b.onResolve({ filter: /^\.\/[^/]+-libs\.cjs$/ }, (args) => ({ path: args.path, external: true }));
+      b.onResolve({ filter: new RegExp(`^\\./${program}-[a-z]+\\.cjs$`) }, (args) => ({
+        path: args.path,
+        external: true,
+      }));
       b.onLoad({ filter: /.*/, namespace: 'agentd-libs' }, (args) => ({
         contents: `module.exports = require(${JSON.stringify(libs)})[${JSON.stringify(args.path)}];`,
+        loader: 'js',
+      }));
+    },
+  };
+}
+
+/**
+ * For a program's bundle: its imports of the `apart` modules (LIBRARY_BUNDLES) are read from
+ * their bundle, `<program>-<name>.cjs`, where each is a property named by its path.
+ */
+function modulesApart(
+  program: string,
+  root: string,
+  apart: Readonly<Record<string, readonly string[]>>,
+): Plugin {
+  const bundleOf = new Map(
+    Object.entries(apart).flatMap(([name, modules]) =>
+      modules.map((m) => [m, libsBundleName(program, name)] as const),
+    ),
+  );
+  // The import paths that may name one: `…/operator.js` for src/fleet/operator.ts.
+  const names = [...bundleOf.keys()].map((m) => path.basename(m, '.ts').replace(/[.]/g, '\\.'));
+  return {
+    name: 'modules-apart',
+    setup(b) {
+      b.onResolve({ filter: new RegExp(`(^|/)(${names.join('|')})\\.js$`) }, (args) => {
+        if (args.importer === '' || args.importer.includes('/node_modules/')) return undefined;
+        const target = path
+          .relative(root, path.resolve(path.dirname(args.importer), args.path))
+          .replace(/\.js$/, '.ts');
+        const file = bundleOf.get(target);
+        return file === undefined
+          ? undefined
+          : { path: target, namespace: 'agentd-apart', pluginData: { file } };
+      });
+      b.onLoad({ filter: /.*/, namespace: 'agentd-apart' }, (args) => ({
+        contents: `module.exports = require(${JSON.stringify(`./${(args.pluginData as { file: string }).file}`)})[${JSON.stringify(args.path)}];`,
         loader: 'js',
       }));
     },
@@ -249,6 +306,12 @@ const libsEntry = (names: Iterable<string>): string =>
   `module.exports = {\n${[...names]
     .sort()
     .map((n) => `  get ${JSON.stringify(n)}() { return require(${JSON.stringify(n)}); },`)
+    .join('\n')}\n};\n`;
+
+/** The entry of a bundle of modules apart: each a getter named by its path, as modulesApart reads it. */
+const apartEntry = (modules: readonly string[]): string =>
+  `module.exports = {\n${modules
+    .map((m) => `  get ${JSON.stringify(m)}() { return require(${JSON.stringify(`./${m}`)}); },`)
     .join('\n')}\n};\n`;
 
 const binWrapper = (program: string): string =>
@@ -354,7 +417,7 @@ export async function buildBundle(root: string = REPO_ROOT): Promise<Metafile> {
   });
   const metafile: Metafile = { inputs: { ...main.metafile.inputs }, outputs: { ...main.metafile.outputs } };
   const entries = { agentctl: 'src/bin/agentctl.ts' } as const;
-  for (const [program, { keep }] of Object.entries(LIBRARY_BUNDLES)) {
+  for (const [program, { keep, apart }] of Object.entries(LIBRARY_BUNDLES)) {
     const used = new Set<string>();
     const own = await build({
       ...common,
@@ -363,22 +426,23 @@ export async function buildBundle(root: string = REPO_ROOT): Promise<Metafile> {
         nodeUrlForWhatwgUrl,
         leaveOutUnusedPackages,
         lazyChildProcessForCommander,
+        modulesApart(program, root, apart),
         librariesFromLibsBundle(program, keep, used),
       ],
     });
-    const libs = await build({
-      ...common,
-      entryPoints: undefined,
-      outdir: undefined,
-      outfile: path.join('dist', libsBundleName(program)),
-      stdin: {
-        contents: libsEntry(used),
-        resolveDir: root,
-        sourcefile: `${program}-libs-entry.js`,
-        loader: 'js',
-      },
-    });
-    for (const r of [own, libs]) {
+    const bundleOf = (file: string, contents: string) =>
+      build({
+        ...common,
+        entryPoints: undefined,
+        outdir: undefined,
+        outfile: path.join('dist', file),
+        stdin: { contents, resolveDir: root, sourcefile: file.replace(/\.cjs$/, '-entry.js'), loader: 'js' },
+      });
+    const libs = await bundleOf(libsBundleName(program), libsEntry(used));
+    const aparts = [];
+    for (const [name, modules] of Object.entries(apart))
+      aparts.push(await bundleOf(libsBundleName(program, name), apartEntry(modules)));
+    for (const r of [own, libs, ...aparts]) {
       Object.assign(metafile.inputs, r.metafile.inputs);
       Object.assign(metafile.outputs, r.metafile.outputs);
     }

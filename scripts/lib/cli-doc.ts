@@ -15,10 +15,10 @@ export const EXIT_MEANINGS: Record<keyof typeof EXIT, string> = {
     'the operation failed (or the daemon answered an error not listed below); also an answer that cannot be read (`BAD_ANSWER`), after which the change a command asked for may have been made (`mayHaveStarted`)',
   USAGE: 'usage error or invalid parameters (also INVALID_PARAMS, INVALID_CONFIG from the daemon)',
   UNREACHABLE:
-    'the daemon is unreachable (no socket, connection refused, permission denied) or closed the connection without answering; after the request of a command that changes something went out (`update`, `reset`, `drain`, `uncordon`, `ops cancel`, `fleet pause`, `fleet resume`, `rpc` of a mutating method), the change may then have been made (`mayHaveStarted`)',
+    'the daemon is unreachable (no socket, connection refused, permission denied) or closed the connection without answering; after the request of a command that changes something went out (`update`, `reset`, `drain`, `uncordon`, `ops cancel`, `rpc` of a mutating method), the change may then have been made (`mayHaveStarted`)',
   BUSY: 'busy: another operation holds the node (BUSY)',
   TIMEOUT:
-    'timed out: the daemon did not answer within --timeout (for a command that changes something, the change may have been made: `mayHaveStarted`), or TIMEOUT from the daemon',
+    'timed out: the daemon did not answer within --timeout (for `fleet pause` and `fleet resume`, the Kubernetes API server); for a command that changes something, the change may have been made (`mayHaveStarted`); or TIMEOUT from the daemon',
   RETRY:
     'try again: the daemon is still starting (startup recovery has not finished: UNAVAILABLE) or is shutting down (DRAINING); nothing was done',
   DETACHED:
@@ -36,6 +36,10 @@ export function errorCodesOf(exitCode: number): string[] {
 export const ENVIRONMENT: readonly [string, string][] = [
   ['AGENTD_SOCKET', 'the socket, when `--socket` is not given'],
   ['AGENTD_PID_FILE', 'the PID file of `agentctl stop`, when `--pid-file` is not given'],
+  [
+    'KUBECONFIG',
+    'the kubeconfig files of `fleet pause` and `fleet resume` (merged as kubectl merges them), when `--kubeconfig` is not given; without either, `~/.kube/config` (`HOME`). No other command reads a kubeconfig',
+  ],
   [
     'NO_COLOR',
     'set to a non-empty value to disable colors, like `--no-color` (an empty NO_COLOR is ignored)',

@@ -165,6 +165,8 @@ async function buildExecutable(node: string, root: string, out: string, work: st
     ['agentctl.cjs', path.join(root, BUNDLES.agentctl)],
     // The libraries only some agentctl commands use, loaded by agentctl's bundle on first use.
     ['agentctl-libs.cjs', path.join(root, BUNDLES.agentctlLibs)],
+    // fleet pause|resume with the Kubernetes client, loaded by them alone.
+    ['agentctl-kube.cjs', path.join(root, BUNDLES.agentctlKube)],
     // agentd's bundle starts the download worker from this file (src/provision/artifacts/sink.ts).
     ['sink-worker.cjs', path.join(root, BUNDLES.sinkWorker)],
     // Named as the main looks them up: by the runtime's and flags' key (src/bin/load-bundle.ts).

@@ -1,6 +1,41 @@
 /** agentctl commands about the fleet gate: fleet status, pause and resume (docs/fleet.md). */
-import type { Command } from 'commander';
-import { example, withGlobals, type ContextOf, type Want } from './program-options.js';
+import { Option, type Command } from 'commander';
+import { DEFAULT_FLEET_NAMESPACE } from '../config/fleet-namespace.js';
+import type { OperatorFlags } from './commands/fleet.js';
+import { example, namespaceArg, withGlobals, type ContextOf, type Want } from './program-options.js';
+
+/**
+ * What pause and resume say of their credentials: unlike every other command, they do not go
+ * through agentd (whose node credentials may not edit the policy), but act with the operator's
+ * kubeconfig (docs/fleet.md, "Pause, halt and resume").
+ */
+const OPERATOR_HELP = `
+Credentials:
+  This command acts as you, not through agentd: a node's credentials may not pause or
+  resume the fleet. It changes the fleet's ConfigMaps with the operator's kubeconfig:
+  --kubeconfig, else the files in KUBECONFIG, else ~/.kube/config, as kubectl finds it
+  (--context instead of its current-context). Only fleet pause and resume read a
+  kubeconfig; every other command talks to agentd on its socket (--socket is not used
+  here). --timeout bounds the whole change. It needs the rights of the Role
+  agentd-fleet-operator (deploy/rbac.yaml, group agentd:fleet-operators).
+`;
+
+/** The options of the operator's commands (pause, resume). */
+function withOperatorOptions(cmd: Command): Command {
+  return cmd
+    .addOption(
+      new Option(
+        '--kubeconfig <path>',
+        "the operator's kubeconfig (default: KUBECONFIG, else ~/.kube/config, as kubectl)",
+      ),
+    )
+    .addOption(new Option('--context <name>', 'the kubeconfig context to use (default: its current-context)'))
+    .addOption(
+      new Option('--fleet-namespace <namespace>', "the fleet's namespace, as agentd's --fleet-namespace")
+        .default(DEFAULT_FLEET_NAMESPACE)
+        .argParser(namespaceArg('--fleet-namespace')),
+    );
+}
 
 export function defineFleetCommands(program: Command, ctxOf: ContextOf, want: Want): void {
   if (want('fleet')) {
@@ -11,7 +46,7 @@ export function defineFleetCommands(program: Command, ctxOf: ContextOf, want: Wa
           .command('fleet')
           .description('the fleet rollout gate: status, pause and resume (docs/fleet.md)'),
       ),
-      ['agentctl fleet status', 'agentctl fleet pause'],
+      ['agentctl fleet status', 'agentctl fleet pause --kubeconfig ~/.kube/config'],
     );
 
     example(
@@ -28,30 +63,29 @@ export function defineFleetCommands(program: Command, ctxOf: ContextOf, want: Wa
       await runFleetStatus(ctxOf(cmd));
     });
 
-    example(
-      withGlobals(
+    for (const action of ['pause', 'resume'] as const) {
+      const cmd = withOperatorOptions(
         fleet
-          .command('pause')
+          .command(action)
           .description(
-            'pause the whole fleet: running updates finish, no new one starts (sets paused: true)',
+            action === 'pause'
+              ? 'pause the whole fleet: running updates finish, no new one starts (sets paused: true); as an operator, with your kubeconfig'
+              : 'clear the recorded failures (ends a halt) and set paused: false; as an operator, with your kubeconfig',
           ),
-      ),
-      ['agentctl fleet pause'],
-    ).action(async (_opts, cmd: Command) => {
-      const { runFleetPause } = await import('./commands/fleet.js');
-      await runFleetPause(ctxOf(cmd));
-    });
-
-    example(
-      withGlobals(
-        fleet
-          .command('resume')
-          .description('clear the recorded failures (ends a halt) and set paused: false'),
-      ),
-      ['agentctl fleet resume', 'agentctl fleet resume --json | jq .clearedFailures'],
-    ).action(async (_opts, cmd: Command) => {
-      const { runFleetResume } = await import('./commands/fleet.js');
-      await runFleetResume(ctxOf(cmd));
-    });
+      );
+      example(
+        withGlobals(cmd.addHelpText('after', OPERATOR_HELP)),
+        action === 'pause'
+          ? [
+              'agentctl fleet pause',
+              'agentctl fleet pause --kubeconfig ~/.kube/prod.yaml --context prod-admin',
+              'KUBECONFIG=~/ops.yaml agentctl fleet pause --fleet-namespace pool-b',
+            ]
+          : ['agentctl fleet resume', 'agentctl fleet resume --json | jq .clearedFailures'],
+      ).action(async (opts: OperatorFlags, c: Command) => {
+        const { runFleetOperator } = await import('./commands/fleet.js');
+        await runFleetOperator(ctxOf(c), action, opts);
+      });
+    }
   }
 }

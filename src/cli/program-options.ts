@@ -4,6 +4,7 @@
  */
 import { Option, type Command } from 'commander';
 import { formatDuration, parseDuration } from '../config/duration.js';
+import { NAMESPACE_NAME_EXPECTED, NAMESPACE_NAME_RE } from '../config/fleet-namespace.js';
 import {
   DEFAULT_CALL_TIMEOUT_MS,
   STATUS_CHECK_TIMEOUT_MS,
@@ -75,6 +76,18 @@ export function socketArg(flag: string) {
     const problem = socketPathProblem(value);
     if (problem !== null)
       throw new CliError(EXIT.USAGE, `${flag} ${JSON.stringify(value)} ${problem}`, {
+        code: 'USAGE',
+        option: flag,
+      });
+    return value;
+  };
+}
+
+/** `--fleet-namespace`: a Kubernetes namespace name, as agentd's own flag takes it. */
+export function namespaceArg(flag: string) {
+  return (value: string): string => {
+    if (!NAMESPACE_NAME_RE.test(value))
+      throw new CliError(EXIT.USAGE, `${flag}: ${NAMESPACE_NAME_EXPECTED}, got ${JSON.stringify(value)}`, {
         code: 'USAGE',
         option: flag,
       });

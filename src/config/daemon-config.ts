@@ -8,6 +8,7 @@ import { DEFAULT_TRANSFER_LIMITS, type TransferLimits } from './transfer-limits.
 import { parseByteRate } from './byte-rate.js';
 import * as z from 'zod';
 import { MAX_DURATION_MS, MAX_DURATION_TEXT, parseDuration } from './duration.js';
+import { DEFAULT_FLEET_NAMESPACE, NAMESPACE_NAME_EXPECTED, NAMESPACE_NAME_RE } from './fleet-namespace.js';
 
 export const DEFAULT_SOCKET = '/run/agentd/agentd.sock';
 export const DEFAULT_PID_FILE = '/run/agentd/agentd.pid';
@@ -16,8 +17,7 @@ export const DEFAULT_CONFIG_FILE = '/etc/agentd/config.yaml';
 /** Credentials of private registries (docs/operations.md, "Private registries"): read at each pull when it exists. */
 export const DEFAULT_REGISTRY_AUTH_FILE = '/etc/agentd/registry-auth.json';
 export const DEFAULT_CRD_GROUP = 'unbounded-cloud.io';
-/** Where the fleet gate's objects live (docs/fleet.md): policy, recorded failures, slot Leases. */
-export const DEFAULT_FLEET_NAMESPACE = 'agentd-system';
+export { DEFAULT_FLEET_NAMESPACE } from './fleet-namespace.js';
 /** Where `--sim` puts everything not given explicitly, relative to the working directory. */
 export const SIM_DIR = '.agentd';
 /** The longest unix socket path bind(2) takes on Linux: 108 bytes with the final NUL. */
@@ -118,10 +118,7 @@ export const daemonConfigSchema = z.strictObject({
   fleet: boolish.default(true),
   fleetNamespace: z
     .string()
-    .regex(
-      /^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$/,
-      'expected a Kubernetes namespace name: lowercase letters, digits and -, at most 63, such as agentd-system',
-    )
+    .regex(NAMESPACE_NAME_RE, NAMESPACE_NAME_EXPECTED)
     .default(DEFAULT_FLEET_NAMESPACE),
   crdGroup: z
     .string()

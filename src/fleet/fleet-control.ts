@@ -6,20 +6,20 @@
  * place the pause is visible. Resume also clears the recorded failures, ending a halt.
  */
 import { isMap, parseDocument } from 'yaml';
+import { DEFAULT_FLEET_NAMESPACE } from '../config/fleet-namespace.js';
 import { InvalidConfigError, PreconditionFailedError, describeError, isAgentError } from '../errors.js';
 import type { Clock } from '../host/types.js';
 import { isAlreadyExists, isWriteConflict, type FleetObjects } from '../kube/index.js';
 import { CONFLICT_BACKOFF, backoffDelay } from '../retry/backoff.js';
 import type { FleetFailure, FleetState } from './fleet-state.js';
-import type { LeaseGate, SlotView } from './lease-gate.js';
-import type { FleetPolicySource } from './policy-watch.js';
+import type { PolicyState } from './policy-watch.js';
+import type { SlotView } from './slot-view.js';
 import { POLICY_CONFIGMAP, POLICY_KEY, STATE_CONFIGMAP, parsePolicy, type FleetPolicy } from './policy.js';
 import { anyWindowOpen, nextWindowOpen } from './windows.js';
 
-export interface FleetStatus {
+/** The fleet as anyone with its read rights sees it: a node's agentd, an operator's agentctl. */
+export interface FleetView {
   namespace: string;
-  /** This agent's holder identity (its node name). */
-  node: string;
   /** The policy ConfigMap has been read at least once. */
   synced: boolean;
   /** The `agentd-fleet` ConfigMap exists: updates pass the gate. */
@@ -39,12 +39,19 @@ export interface FleetStatus {
   errors: string[];
 }
 
-export interface FleetControl {
-  status(): Promise<FleetStatus>;
+/** The fleet as a node's agentd sees it (`fleet.status`). */
+export interface FleetStatus extends FleetView {
+  /** This agent's holder identity (its node name). */
+  node: string;
+}
+
+/** Status, pause and resume; `S` is the view with what the caller says of itself (its node). */
+export interface FleetControl<S extends FleetView = FleetStatus> {
+  status(): Promise<S>;
   /** Set `paused: true` in the policy (creating the ConfigMap when there is none). */
-  pause(): Promise<FleetStatus>;
+  pause(): Promise<S>;
   /** Set `paused: false` and clear the recorded failures; returns how many were cleared. */
-  resume(): Promise<{ status: FleetStatus; clearedFailures: number }>;
+  resume(): Promise<{ status: S; clearedFailures: number }>;
 }
 
 const MAX_ATTEMPTS = 10;
@@ -58,19 +65,30 @@ export function operatorRightError(err: unknown, namespace: string, configMap: s
   if (!isAgentError(err) || err.data.reason !== 'Forbidden') return err;
   return new PreconditionFailedError(
     `pausing and resuming the fleet is an operator right: this node's credentials may not update ConfigMap ${namespace}/${configMap} (${err.message}); ` +
-      `as an operator, edit it with kubectl (kubectl -n ${namespace} edit configmap ${POLICY_CONFIGMAP}: paused: true or false; kubectl -n ${namespace} delete configmap ${STATE_CONFIGMAP} clears the failures; docs/fleet.md, "Pause, halt and resume")`,
+      `as an operator, run agentctl fleet pause or resume${namespace === DEFAULT_FLEET_NAMESPACE ? '' : ` --fleet-namespace ${namespace}`} with your own kubeconfig (--kubeconfig FILE, else KUBECONFIG, else ~/.kube/config), ` +
+      `or edit it with kubectl (kubectl -n ${namespace} edit configmap ${POLICY_CONFIGMAP}: paused: true or false; kubectl -n ${namespace} delete configmap ${STATE_CONFIGMAP} clears the failures; docs/fleet.md, "Pause, halt and resume")`,
     { cause: err, data: { reason: 'OperatorRight', configMap: `${namespace}/${configMap}` } },
   );
 }
 
-export function createFleetControl(o: {
+export interface FleetControlOptions<A extends object> {
   objects: Pick<FleetObjects, 'getConfigMap' | 'createConfigMap' | 'replaceConfigMap' | 'namespace'>;
-  policy: FleetPolicySource;
+  /** The policy as the caller holds it: a node its watch's (policy-watch.ts), agentctl a fresh read. */
+  policyState: () => PolicyState | Promise<PolicyState>;
   state: Pick<FleetState, 'failures' | 'clear'>;
-  gate: Pick<LeaseGate, 'slots'>;
-  node: string;
+  /** The slots (slot-view.ts), read anew for each status. */
+  slots: () => Promise<SlotView[]>;
+  /** What the status says of who looks, beside the namespace: a node's agentd, `{ node }`. */
+  about: A;
+  /**
+   * What a failed pause or resume write becomes, given the ConfigMap it was about (default
+   * `operatorRightError`: a node's credentials refused).
+   */
+  refused?: (err: unknown, namespace: string, configMap: string) => unknown;
   clock: Clock;
-}): FleetControl {
+}
+
+export function createFleetControl<A extends object>(o: FleetControlOptions<A>): FleetControl<FleetView & A> {
   const { objects, clock } = o;
 
   /** Edit `paused` in the policy text; null when nothing changes. */
@@ -112,13 +130,15 @@ export function createFleetControl(o: {
     }
   }
 
-  async function status(): Promise<FleetStatus> {
-    const ps = o.policy.state();
+  const refused = o.refused ?? operatorRightError;
+
+  async function status(): Promise<FleetView & A> {
+    const ps = await o.policyState();
     const policy = ps.policy;
     const errors: string[] = [];
     const now = clock.now();
     const [slots, failures] = await Promise.all([
-      o.gate.slots().catch((err: unknown) => {
+      o.slots().catch((err: unknown) => {
         errors.push(`slots: ${describeError(err)}`);
         return [];
       }),
@@ -131,7 +151,7 @@ export function createFleetControl(o: {
     const next = policy === null ? null : nextWindowOpen(windows, now);
     return {
       namespace: objects.namespace,
-      node: o.node,
+      ...o.about,
       synced: ps.synced,
       present: ps.present,
       policy,
@@ -151,17 +171,17 @@ export function createFleetControl(o: {
     status,
     async pause() {
       await setPaused(true).catch((err: unknown) => {
-        throw operatorRightError(err, objects.namespace, POLICY_CONFIGMAP);
+        throw refused(err, objects.namespace, POLICY_CONFIGMAP);
       });
       // What the API now holds; this agent's watch may not have seen the write yet.
       return { ...(await status()), paused: true };
     },
     async resume() {
       const cleared = await o.state.clear().catch((err: unknown) => {
-        throw operatorRightError(err, objects.namespace, STATE_CONFIGMAP);
+        throw refused(err, objects.namespace, STATE_CONFIGMAP);
       });
       await setPaused(false).catch((err: unknown) => {
-        throw operatorRightError(err, objects.namespace, POLICY_CONFIGMAP);
+        throw refused(err, objects.namespace, POLICY_CONFIGMAP);
       });
       const s = await status();
       return { status: { ...s, paused: false, halted: false, failures: [] }, clearedFailures: cleared };

@@ -12,7 +12,7 @@ import { createLeaseGate, type LeaseGate, type LeaseGateOptions } from './lease-
 import { createPolicyWatch, type PolicyWatch } from './policy-watch.js';
 
 export type { FleetPolicy } from './policy.js';
-export type { FleetStatus, FleetControl } from './fleet-control.js';
+export type { FleetStatus, FleetControl, FleetView } from './fleet-control.js';
 export type { FleetPolicySource } from './policy-watch.js';
 
 export interface FleetRuntime {
@@ -60,7 +60,14 @@ export function createFleetRuntime(o: FleetRuntimeOptions): FleetRuntime {
     logger: o.logger,
     metrics: o.metrics,
   });
-  const control = createFleetControl({ objects, policy, state, gate, node: o.node, clock: o.clock });
+  const control = createFleetControl({
+    objects,
+    policyState: () => policy.state(),
+    state,
+    slots: () => gate.slots(),
+    about: { node: o.node },
+    clock: o.clock,
+  });
   return {
     gate,
     policy,

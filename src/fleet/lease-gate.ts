@@ -27,9 +27,11 @@ import type { FleetPolicySource } from './policy-watch.js';
 import { SLOT_PREFIX, STATE_CONFIGMAP, type FleetPolicy } from './policy.js';
 import { holdSlot, slotSpec, type HeldSlot } from './held-slot.js';
 import { createSlotWatch, type SeenLease, type SlotWatch } from './slot-watch.js';
+import { DEFAULT_LEASE_SECONDS, readSlots, type SlotView } from './slot-view.js';
 import { anyWindowOpen, nextWindowOpen } from './windows.js';
 
 export type { HeldSlot, SlotOutcome } from './held-slot.js';
+export type { SlotView } from './slot-view.js';
 
 export const WAIT_REASONS = ['WaitingForSlot', 'OutsideWindow', 'Paused', 'Halted'] as const;
 export type WaitReason = (typeof WAIT_REASONS)[number];
@@ -96,14 +98,6 @@ export interface LeaseGate {
   stop(): void;
 }
 
-export interface SlotView {
-  name: string;
-  holder: string | null;
-  renewTime: string | null;
-  expiresAt: string | null;
-  expired: boolean;
-}
-
 /** The shortest wait for a held slot's expiry. */
 const MIN_EXPIRY_WAIT_MS = 500;
 
@@ -115,7 +109,7 @@ type Decision =
 export function createLeaseGate(o: LeaseGateOptions): LeaseGate {
   const { objects, clock, node, metrics } = o;
   const logger = o.logger.child({ component: 'fleet-gate' });
-  const durationS = o.leaseDurationSeconds ?? 60;
+  const durationS = o.leaseDurationSeconds ?? DEFAULT_LEASE_SECONDS;
   const renewMs = o.renewIntervalMs ?? 20_000;
   const recheckMs = o.recheckIntervalMs ?? 60_000;
   const wakeJitterMs = o.wakeJitterMs ?? 1_000;
@@ -451,22 +445,7 @@ export function createLeaseGate(o: LeaseGateOptions): LeaseGate {
         unuse?.();
       }
     },
-    async slots() {
-      const now = clock.now();
-      return (await objects.listLeases())
-        .filter((l) => l.name.startsWith(SLOT_PREFIX))
-        .map((l) => {
-          const expiresMs =
-            l.renewTimeMs === null ? null : l.renewTimeMs + (l.durationSeconds ?? durationS) * 1000;
-          return {
-            name: l.name,
-            holder: l.holder,
-            renewTime: l.renewTimeMs === null ? null : iso(l.renewTimeMs),
-            expiresAt: l.holder === null || expiresMs === null ? null : iso(expiresMs),
-            expired: l.holder !== null && expiresMs !== null && expiresMs < now,
-          };
-        });
-    },
+    slots: () => readSlots(objects, clock, durationS),
     stop() {
       stopAll.abort();
       void watch.stop();

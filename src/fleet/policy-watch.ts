@@ -57,6 +57,48 @@ export interface PolicyWatchOptions {
 /** The defaults: what holds while a present ConfigMap has never validated. */
 const DEFAULT_POLICY = parsePolicy('');
 
+/**
+ * What the ConfigMap `cm` (null: there is none) says of the policy: no ConfigMap, no gate;
+ * content that does not validate is not applied, `lastGood` (else the defaults) holds and the
+ * error names the field. The watch below and agentctl's one-off read (operator.ts) both use it.
+ */
+export function policyStateOf(cm: ConfigMapRecord | null, lastGood: FleetPolicy | null): PolicyState {
+  if (cm === null) {
+    return {
+      synced: true,
+      present: false,
+      policy: null,
+      error: null,
+      errorField: null,
+      resourceVersion: null,
+    };
+  }
+  const text = cm.data[POLICY_KEY];
+  try {
+    if (text === undefined) {
+      throw new PolicyError(`${POLICY_CONFIGMAP}: no data key ${POLICY_KEY}`, POLICY_KEY);
+    }
+    const policy = parsePolicy(text);
+    return {
+      synced: true,
+      present: true,
+      policy,
+      error: null,
+      errorField: null,
+      resourceVersion: cm.resourceVersion,
+    };
+  } catch (err) {
+    return {
+      synced: true,
+      present: true,
+      policy: lastGood ?? DEFAULT_POLICY,
+      error: describeError(err),
+      errorField: err instanceof PolicyError ? err.field : POLICY_KEY,
+      resourceVersion: cm.resourceVersion,
+    };
+  }
+}
+
 export function createPolicyWatch(o: PolicyWatchOptions): PolicyWatch {
   const logger = o.logger.child({ component: 'fleet-policy' });
   let state: PolicyState = {
@@ -84,53 +126,26 @@ export function createPolicyWatch(o: PolicyWatchOptions): PolicyWatch {
   };
 
   function apply(cm: ConfigMapRecord | null): void {
+    if (cm !== null && cm.resourceVersion === state.resourceVersion && state.synced) return;
+    const next = policyStateOf(cm, lastGood);
     if (cm === null) {
       if (state.present) logger.info('the fleet policy ConfigMap is gone: no fleet gate');
       lastGood = null;
-      set({
-        synced: true,
-        present: false,
-        policy: null,
-        error: null,
-        errorField: null,
-        resourceVersion: null,
-      });
-      return;
-    }
-    if (cm.resourceVersion === state.resourceVersion && state.synced) return;
-    const text = cm.data[POLICY_KEY];
-    try {
-      if (text === undefined) {
-        throw new PolicyError(`${POLICY_CONFIGMAP}: no data key ${POLICY_KEY}`, POLICY_KEY);
-      }
-      const policy = parsePolicy(text);
-      lastGood = policy;
-      logger.info({ policy, resourceVersion: cm.resourceVersion }, 'fleet policy in force');
-      set({
-        synced: true,
-        present: true,
-        policy,
-        error: null,
-        errorField: null,
-        resourceVersion: cm.resourceVersion,
-      });
-    } catch (err) {
-      const field = err instanceof PolicyError ? err.field : POLICY_KEY;
-      const message = describeError(err);
+    } else if (next.error === null) {
+      lastGood = next.policy;
+      logger.info({ policy: next.policy, resourceVersion: cm.resourceVersion }, 'fleet policy in force');
+    } else {
       o.metrics.fleetPolicyErrors.inc();
       logger.warn(
-        { field, error: message, keeping: lastGood ? 'the last good policy' : 'the default policy' },
+        {
+          field: next.errorField,
+          error: next.error,
+          keeping: lastGood ? 'the last good policy' : 'the default policy',
+        },
         'the fleet policy does not validate; it is not applied',
       );
-      set({
-        synced: true,
-        present: true,
-        policy: lastGood ?? DEFAULT_POLICY,
-        error: message,
-        errorField: field,
-        resourceVersion: cm.resourceVersion,
-      });
     }
+    set(next);
   }
 
   const what = `ConfigMap ${o.objects.namespace}/${POLICY_CONFIGMAP}`;

@@ -9,8 +9,9 @@ import { isIPv6 } from 'node:net';
 import path from 'node:path';
 import { CoordinationV1Api, CoreV1Api, CustomObjectsApi, KubeConfig } from '@kubernetes/client-node';
 import type { AgentConfig } from '../config/agent-config.js';
-import { describeError, InvalidConfigError } from '../errors.js';
+import { InvalidConfigError } from '../errors.js';
 import { createAgentPool, makeApiClient, type KubeTransport } from './connection-pool.js';
+import { loadKubeconfig } from './kubeconfig.js';
 import { createRateLimiter } from './rate-limit.js';
 import type { RateLimitOptions } from './rate-limit.js';
 
@@ -67,25 +68,6 @@ export interface KubeClientsUnavailable {
 export const SERVICE_ACCOUNT_DIR = '/var/run/secrets/kubernetes.io/serviceaccount';
 
 const GROUP_RE = /^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)+$/;
-
-function loadKubeconfig(file: string): KubeConfig {
-  const kc = new KubeConfig();
-  try {
-    kc.loadFromFile(file);
-  } catch (err) {
-    throw new InvalidConfigError(`--kubeconfig ${file}: cannot load it: ${describeError(err)}`, {
-      cause: err,
-      data: { option: 'kubeconfig', file },
-    });
-  }
-  if (kc.getCurrentCluster() === null || kc.getCurrentUser() === null) {
-    throw new InvalidConfigError(
-      `--kubeconfig ${file}: expected a current-context naming a cluster and a user, received current-context ${JSON.stringify(kc.getCurrentContext())}`,
-      { data: { option: 'kubeconfig', file } },
-    );
-  }
-  return kc;
-}
 
 function fromAppliedConfig(config: AgentConfig): { kc: KubeConfig; source: KubeCredentialSource } {
   const auth = config.Kubelet.Auth;

@@ -122,6 +122,11 @@ export interface KubeTransport {
   limiter: RateLimiter | null;
   /** null: client-node's own agent per request. */
   pool: AgentPool | null;
+  /**
+   * Every request is aborted when this aborts (agentctl's deadline for one command, its
+   * --timeout); the daemon's requests have none: its watches and retries bound themselves.
+   */
+  signal?: AbortSignal;
 }
 
 /** Neither a limit nor a pool: what a bare KubeConfig gives. */
@@ -139,6 +144,10 @@ export const BARE_TRANSPORT: Readonly<KubeTransport> = Object.freeze({ limiter: 
 export function kubeMiddleware(t: KubeTransport): Middleware {
   return {
     async pre(context: RequestContext): Promise<RequestContext> {
+      if (t.signal !== undefined) {
+        const own = context.getSignal();
+        context.setSignal(own === undefined ? t.signal : AbortSignal.any([own, t.signal]));
+      }
       await t.limiter?.acquire(context.getSignal() ?? undefined);
       const agent = context.getAgent();
       if (agent !== undefined && t.pool !== null) context.setAgent(t.pool.share(agent));

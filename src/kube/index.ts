@@ -1,5 +1,7 @@
 /** The Kubernetes side of agentd: client factory, Machine CR, node cordon/drain, Machine watch. */
 export { createKubeClients, SERVICE_ACCOUNT_DIR } from './client.js';
+export { loadOperatorKubeconfig } from './kubeconfig.js';
+export type { KubeconfigSource, OperatorKubeconfig, OperatorKubeconfigOptions } from './kubeconfig.js';
 export type {
   CreateKubeClientsOptions,
   KubeClients,

@@ -4,12 +4,15 @@
  * Two nodes, A and B, each with its own identity (system:node:<name>, a kubelet's client
  * certificate) and its own bootstrap token: A's credentials are refused on B's Node, B's Machine,
  * B's pods and on the fleet's policy, each with a 403 whose message names the refusing rule —
- * while everything A does for itself works, by hand and through agentd itself.
+ * while everything A does for itself works, by hand and through agentd itself. Pausing and
+ * resuming the fleet are an operator's: `agentctl fleet pause|resume` with the kubeconfig of a
+ * member of agentd:fleet-operators, refused with a node's credentials and through a node's agentd.
  */
 import { mkdir, symlink, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { waitUntil, type TestDaemon } from '../support/daemon.js';
+import { runAgentctl } from '../support/cli.js';
+import { makeTempDir, waitUntil, type TestDaemon } from '../support/daemon.js';
 import { machinePath, startClusterAgent } from '../support/control-plane/agent.js';
 import type { ApiAnswer, ApiClient } from '../support/control-plane/api.js';
 import { clientIdentity, nodeIdentity, type ClientIdentity } from '../support/control-plane/identity.js';
@@ -295,6 +298,128 @@ describe.skipIf(!controlPlaneAvailable())('least privilege per node against kube
     );
   });
 
+  it("lets an operator in agentd:fleet-operators pause and resume with agentctl and their kubeconfig; refuses a node's token and a user without the Role by the right missing, and a kubeconfig that cannot be read by its file", async () => {
+    await setup();
+    const dir = await makeTempDir('lp-operator-');
+    const kubeconfig = async (name: string, text: string): Promise<string> => {
+      const file = path.join(dir, name);
+      await writeFile(file, text, { mode: 0o600 });
+      return file;
+    };
+    const [alice, bob] = await Promise.all([
+      clientIdentity(cp(), 'alice', ['agentd:fleet-operators']),
+      clientIdentity(cp(), 'bob', ['developers']),
+    ]);
+    const ops = await kubeconfig('alice.kubeconfig', alice.kubeconfig);
+    // The real agentctl, with no agentd behind its socket: the change is made with the kubeconfig.
+    // No KUBECONFIG nor ~/.kube/config of the machine running the tests.
+    const agentctl = async (args: string[], env: Record<string, string> = {}) => {
+      const r = await runAgentctl(
+        ['--socket', path.join(dir, 'no-agentd.sock'), '--json', 'fleet', ...args],
+        {
+          env: { HOME: dir, KUBECONFIG: '', ...env },
+          timeoutMs: 60_000,
+        },
+      );
+      return { ...r, json: JSON.parse(r.stdout) as KubeJson };
+    };
+    const failures = JSON.stringify([failure(A, 'op-o1'), failure(B, 'op-o2')]);
+    const seeded = await cp().api.request(
+      'PATCH',
+      `${CM}/agentd-fleet-state`,
+      { data: { 'failures.json': failures } },
+      MERGE,
+    );
+    if (seeded.status === 404) {
+      await cp().api.create(CM, {
+        metadata: { name: 'agentd-fleet-state', namespace: NS },
+        data: { 'failures.json': failures },
+      });
+    }
+    try {
+      // A node's bootstrap token: refused by name, the RBAC's for the policy, the admission
+      // policy's for clearing the failures (which a node may record, never clear).
+      const token = await kubeconfig('token.kubeconfig', cp().tokenKubeconfig(tokenA.token));
+      const pause = await agentctl(['pause', '--kubeconfig', token]);
+      expect(pause.code).toBe(1);
+      expect(pause.json.error).toMatchObject({
+        code: 'PERMISSION_DENIED',
+        verb: 'update',
+        resource: 'configmaps',
+        name: 'agentd-fleet',
+        namespace: NS,
+        right: `update configmaps agentd-fleet in namespace ${NS}`,
+      });
+      expect(pause.stderr).toMatch(
+        new RegExp(
+          `^agentctl: fleet pause: the credentials of context test of ${token} may not update configmaps agentd-fleet in namespace ${NS} \\(the API server: .*User "system:bootstrap:${tokenA.id}" cannot update resource "configmaps".*\\); pause needs the rights of the Role agentd-fleet-operator in ${NS} \\(deploy/rbac.yaml\\), bound to the group agentd:fleet-operators`,
+        ),
+      );
+      // The operator pauses. (A pause of a fleet already paused writes nothing: the node's token
+      // was refused above while the fleet was rolling.)
+      const paused = await agentctl(['pause', '--kubeconfig', ops]);
+      expect(paused.code, paused.stderr).toBe(0);
+      expect(paused.json).toMatchObject({
+        namespace: NS,
+        kubeconfig: { source: '--kubeconfig', files: [ops], context: 'test', server: cp().server },
+        paused: true,
+        halted: false,
+        failures: [{ operation: 'op-o1' }, { operation: 'op-o2' }],
+        errors: [],
+      });
+      expect((await cp().api.get(`${CM}/agentd-fleet`)).data).toEqual({
+        'policy.yaml': 'maxConcurrent: 2\npaused: true\n',
+      });
+
+      const resume = await agentctl(['resume', '--kubeconfig', token]);
+      expect(resume.code).toBe(1);
+      expect(resume.json.error).toMatchObject({
+        code: 'PERMISSION_DENIED',
+        verb: 'update',
+        name: 'agentd-fleet-state',
+      });
+      expect(resume.stderr).toMatch(
+        /agentd-node-fleet-state.*may record failures but not clear them \(2 -> 0\)/,
+      );
+
+      // A user the Role is not bound to: refused at the first read, the right named.
+      const nobody = await agentctl([
+        'pause',
+        '--kubeconfig',
+        await kubeconfig('bob.kubeconfig', bob.kubeconfig),
+      ]);
+      expect(nobody.code).toBe(1);
+      expect(nobody.json.error).toMatchObject({
+        code: 'PERMISSION_DENIED',
+        verb: 'get',
+        name: 'agentd-fleet',
+      });
+      expect(nobody.stderr).toContain('User "bob" cannot get resource "configmaps"');
+
+      // A kubeconfig path that does not exist: a usage error naming the file, nothing sent.
+      const missing = path.join(dir, 'missing.kubeconfig');
+      const bad = await agentctl(['pause', '--kubeconfig', missing]);
+      expect(bad.code).toBe(2);
+      expect(bad.json.error).toMatchObject({ code: 'INVALID_CONFIG', option: 'kubeconfig', file: missing });
+      expect(bad.stderr).toMatch(new RegExp(`^agentctl: --kubeconfig ${missing}: cannot read it: .*ENOENT`));
+
+      // Nothing the refused calls touched changed; the operator resumes through KUBECONFIG.
+      expect((await cp().api.get(`${CM}/agentd-fleet-state`)).data).toEqual({ 'failures.json': failures });
+      const resumed = await agentctl(['resume'], { KUBECONFIG: ops });
+      expect(resumed.code, resumed.stderr).toBe(0);
+      expect(resumed.json).toMatchObject({
+        clearedFailures: 2,
+        status: { paused: false, failures: [], kubeconfig: { source: 'KUBECONFIG', files: [ops] } },
+      });
+      expect((await cp().api.get(`${CM}/agentd-fleet-state`)).data).toEqual({ 'failures.json': '[]' });
+      expect((await cp().api.get(`${CM}/agentd-fleet`)).data).toEqual({
+        'policy.yaml': 'maxConcurrent: 2\npaused: false\n',
+      });
+    } finally {
+      await cp().api.mergePatch(`${CM}/agentd-fleet`, { data: { 'policy.yaml': 'maxConcurrent: 2\n' } });
+    }
+  });
+
   it("lets A's token take, renew and free its Machine's slot; refuses it other Leases and B's token taking over A by name", async () => {
     await setup();
     const a = cp().tokenClient(tokenA.token);
@@ -439,7 +564,7 @@ describe.skipIf(!controlPlaneAvailable())('least privilege per node against kube
     }
   });
 
-  it("runs agentd with a node's bootstrap token: registers, repaves through the fleet gate; resume is refused as an operator right", async () => {
+  it("runs agentd with a node's bootstrap token: registers, repaves through the fleet gate; resume and pause are refused as an operator right; halted, it goes on once an operator resumes with agentctl", async () => {
     await setup();
     const name = 'lp-t';
     const token = await cp().createBootstrapToken();
@@ -466,7 +591,39 @@ describe.skipIf(!controlPlaneAvailable())('least privilege per node against kube
           }),
         );
       await expectOperatorRight(agent.d, 'fleet.resume', 'agentd-fleet-state');
+      await expectOperatorRight(agent.d, 'fleet.pause', 'agentd-fleet');
       expect((await cp().api.get(`${CM}/agentd-fleet-state`)).data['failures.json']).toContain('op-x');
+
+      // Halted (three failures reach maxFailures' default, 3): the next repave waits in the gate
+      // until an operator resumes with agentctl and their own kubeconfig; then it goes on.
+      const three = JSON.stringify([failure(name, 'op-x'), failure(A, 'op-y'), failure(B, 'op-z')]);
+      await cp().api.mergePatch(`${CM}/agentd-fleet-state`, { data: { 'failures.json': three } });
+      await cp().api.mergePatch(machinePath(name), { spec: { operations: { repaveCounter: 2 } } });
+      const nodeUpdated = async (): Promise<KubeJson | undefined> =>
+        ((await agent.machine())?.status?.conditions as KubeJson[] | undefined)?.find(
+          (c) => c.type === 'NodeUpdated',
+        );
+      await waitUntil(
+        'the repave to wait, Halted',
+        async () => (await nodeUpdated())?.reason === 'Halted',
+        agent.d,
+      );
+      const dir = await makeTempDir('lp-resume-');
+      const ops = path.join(dir, 'carol.kubeconfig');
+      await writeFile(ops, (await clientIdentity(cp(), 'carol', ['agentd:fleet-operators'])).kubeconfig, {
+        mode: 0o600,
+      });
+      const resumed = await runAgentctl(['--json', 'fleet', 'resume', '--kubeconfig', ops], {
+        env: { HOME: dir, KUBECONFIG: '' },
+        timeoutMs: 60_000,
+      });
+      expect(resumed.code, resumed.stderr).toBe(0);
+      expect(JSON.parse(resumed.stdout)).toMatchObject({ clearedFailures: 3, status: { halted: false } });
+      await waitUntil(
+        'the repave acknowledged after the resume',
+        async () => (await agent.machine())?.status?.operations?.repaveCounter === 2,
+        agent.d,
+      );
     } finally {
       await agent.d.stop();
     }

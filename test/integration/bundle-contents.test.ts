@@ -54,3 +54,25 @@ describe('the daemon bundle', () => {
     ).toEqual(['entry-path.ts', 'entry-policy.ts', 'tar-reader.ts']);
   });
 });
+
+describe("agentctl's bundles", () => {
+  it('carry the Kubernetes client and the fleet code only in agentctl-kube.cjs, which fleet pause|resume alone load', async () => {
+    const own = await bundledFiles('agentctl.cjs');
+    const libs = await bundledFiles('agentctl-libs.cjs');
+    const kube = await bundledFiles('agentctl-kube.cjs');
+    const client = (f: string) => f.includes('node_modules/@kubernetes/client-node/');
+    const fleet = (f: string) => /(^|\/)src\/(fleet|kube)\//.test(f);
+    expect(kube.some(client)).toBe(true);
+    expect(kube.some((f) => f.endsWith('src/fleet/operator.ts'))).toBe(true);
+    expect(kube.some((f) => f.endsWith('src/fleet/fleet-control.ts'))).toBe(true);
+    for (const files of [own, libs]) {
+      expect(files.filter(client)).toEqual([]);
+      expect(files.filter(fleet)).toEqual([]);
+    }
+    // agentctl's own bundle has no zod either: the schemas stay with the code that needs them.
+    expect(own.filter((f) => f.includes('node_modules/zod/'))).toEqual([]);
+    // Its one way to the operator's code is the library bundle's property.
+    const source = await readFile(path.join(REPO_ROOT, 'dist/agentctl.cjs'), 'utf8');
+    expect(source).toContain('require("./agentctl-kube.cjs")["src/fleet/operator.ts"]');
+  });
+});

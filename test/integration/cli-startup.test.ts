@@ -59,11 +59,12 @@ describe('agentctl status runs only what it uses', () => {
   });
 
   /**
-   * agentctl's bundle without its library bundle (dist/agentctl-libs.cjs, scripts/build.ts):
-   * what status, version and help need is all in agentctl's own bundle; a command that needs a
-   * library (yaml, to read a --config file) loads the library bundle on first use.
+   * agentctl's bundle without its library bundles (dist/agentctl-libs.cjs, dist/agentctl-kube.cjs,
+   * scripts/build.ts): what status, version and help need is all in agentctl's own bundle; a
+   * command that needs a library (yaml, to read a --config file) loads the library bundle on
+   * first use, and only fleet pause and resume load the Kubernetes client's.
    */
-  it('status needs no library bundle; a command that needs a library loads it', async () => {
+  it('status needs no library bundle; a command that needs a library loads it; only fleet pause|resume the Kubernetes client', async () => {
     const dir = await makeTempDir('agentctl-split-');
     await mkdir(path.join(dir, 'bin'));
     for (const f of [
@@ -95,6 +96,19 @@ describe('agentctl status runs only what it uses', () => {
     const withLibs = agentctl(update);
     expect(withLibs.stderr).not.toContain('agentctl-libs.cjs');
     expect(withLibs.stderr).toContain('invalid params');
+    // The Kubernetes client is in a bundle of its own (dist/agentctl-kube.cjs), which only fleet
+    // pause and resume load: the commands above ran without it.
+    const missing = path.join(dir, 'missing.kubeconfig');
+    const pause = ['fleet', 'pause', '--kubeconfig', missing];
+    const withoutKube = agentctl(pause);
+    expect(withoutKube.status).toBe(1);
+    expect(withoutKube.stderr).toContain('agentctl-kube.cjs');
+    await copyFile(path.join(REPO_ROOT, 'dist/agentctl-kube.cjs'), path.join(dir, 'agentctl-kube.cjs'));
+    const withKube = agentctl(pause);
+    expect(withKube.status).toBe(2);
+    expect(withKube.stderr).toMatch(
+      new RegExp(`^agentctl: --kubeconfig ${missing}: cannot read it: .*ENOENT`),
+    );
   });
 });
 

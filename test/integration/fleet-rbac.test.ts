@@ -119,7 +119,7 @@ describe('the fleet gate under deploy/rbac.yaml', () => {
       code: 'PRECONDITION_FAILED',
       data: { reason: 'OperatorRight', configMap: `${NS}/agentd-fleet` },
       message: expect.stringMatching(
-        /^pausing and resuming the fleet is an operator right: this node's credentials may not update ConfigMap agentd-system\/agentd-fleet \(.*forbidden.*\); as an operator, edit it with kubectl/,
+        /^pausing and resuming the fleet is an operator right: this node's credentials may not update ConfigMap agentd-system\/agentd-fleet \(.*forbidden.*\); as an operator, run agentctl fleet pause or resume with your own kubeconfig .*, or edit it with kubectl/,
       ),
     });
     const operator = runtime('operator', undefined, OPERATOR);

@@ -23,6 +23,7 @@ export const RELEASE_INPUTS = [
   'dist/agentd.cjs',
   'dist/agentctl.cjs',
   'dist/agentctl-libs.cjs',
+  'dist/agentctl-kube.cjs',
   'dist/sea-main.cjs',
   'dist/sink-worker.cjs',
   'dist/load-bundle.cjs',

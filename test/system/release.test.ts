@@ -275,7 +275,13 @@ describe.skipIf(!available && !required)('npm run release', () => {
   it('the tarball and the .deb carry the licence of every bundled package and of the Node.js runtime', async () => {
     // What the bundles carry, read from their source maps (not from the build's own list).
     const dirs = new Set<string>();
-    for (const bundle of ['agentd.cjs', 'agentctl.cjs', 'agentctl-libs.cjs', 'sink-worker.cjs']) {
+    for (const bundle of [
+      'agentd.cjs',
+      'agentctl.cjs',
+      'agentctl-libs.cjs',
+      'agentctl-kube.cjs',
+      'sink-worker.cjs',
+    ]) {
       const map = JSON.parse(await readFile(path.join(REPO_ROOT, 'dist', `${bundle}.map`), 'utf8')) as {
         sources: string[];
       };
@@ -589,7 +595,13 @@ describe.skipIf(!available && !required)('npm run release', () => {
     expect(mappedEnd).toBeGreaterThan(0);
     expect(mappedEnd).toBeLessThanOrEqual(payloadStart);
     const embedded = openEmbedded(exe)!;
-    for (const name of ['agentd.cjs', 'agentctl.cjs', 'agentctl-libs.cjs', 'sink-worker.cjs']) {
+    for (const name of [
+      'agentd.cjs',
+      'agentctl.cjs',
+      'agentctl-libs.cjs',
+      'agentctl-kube.cjs',
+      'sink-worker.cjs',
+    ]) {
       expect(embedded.read(name)?.length, name).toBeGreaterThan(1000);
     }
   });

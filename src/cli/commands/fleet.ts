@@ -1,22 +1,39 @@
-/** `agentctl fleet status|pause|resume`: the fleet gate as this node sees it, and the operator's switches. */
+/**
+ * `agentctl fleet status|pause|resume`: the fleet gate as this node sees it (through agentd), and
+ * the operator's switches, which act with the operator's own kubeconfig, not through agentd
+ * (docs/fleet.md, "Pause, halt and resume").
+ */
+import os from 'node:os';
+import { formatDuration } from '../../config/duration.js';
+import type { OperatorAction, OperatorFleetView } from '../../fleet/operator.js';
 import type { CliContext } from '../context.js';
-import { CliExit, EXIT } from '../exit-codes.js';
+import { CliError, CliExit, EXIT } from '../exit-codes.js';
 import { agentctlCommand } from '../follow/follow-command.js';
-import { answerOf, type Change } from '../lost-answer.js';
+import type { Change } from '../lost-answer.js';
 import { table, type Output } from '../output.js';
 import type { MethodTypes } from '../../rpc/methods/index.js';
 
 type FleetStatus = MethodTypes['fleet.status']['result'];
 
+/** What `renderFleetStatus` shows: a node's `fleet.status`, or what an operator's pause read. */
+export type RenderedFleet = Omit<FleetStatus, 'node'> &
+  ({ node: string } | { kubeconfig: Pick<OperatorFleetView['kubeconfig'], 'context'> });
+
 /** The human rendering of `fleet.status` (also printed after pause and resume). */
-export function renderFleetStatus(s: FleetStatus, out: Pick<Output, 'paint'>): string {
+export function renderFleetStatus(s: RenderedFleet, out: Pick<Output, 'paint'>): string {
   const lines: string[] = [];
+  const who = 'node' in s ? `this node ${s.node}` : `read with context ${s.kubeconfig.context}`;
   // Before the first read of the ConfigMap nothing is known: `present: false` then means "not
   // read yet", not "no policy", and updates wait in the gate until it is read (docs/fleet.md).
   const unread = s.synced === false;
-  if (unread) {
+  if (unread && 'node' in s) {
     lines.push(
-      `fleet      ${out.paint('policy not read yet', 'warn')} (ConfigMap ${s.namespace}/agentd-fleet, this node ${s.node}): updates wait in the gate until agentd has read it`,
+      `fleet      ${out.paint('policy not read yet', 'warn')} (ConfigMap ${s.namespace}/agentd-fleet, ${who}): updates wait in the gate until agentd has read it`,
+    );
+    if (s.policyError !== null) lines.push(`policy     ${out.paint('cannot read', 'bad')}: ${s.policyError}`);
+  } else if (unread) {
+    lines.push(
+      `fleet      ${out.paint('policy not read', 'warn')} (ConfigMap ${s.namespace}/agentd-fleet, ${who})`,
     );
     if (s.policyError !== null) lines.push(`policy     ${out.paint('cannot read', 'bad')}: ${s.policyError}`);
   } else if (!s.present) {
@@ -27,7 +44,7 @@ export function renderFleetStatus(s: FleetStatus, out: Pick<Output, 'paint'>): s
       : s.paused
         ? out.paint('paused', 'warn')
         : out.paint('rolling', 'good');
-    lines.push(`fleet      ${state}  (namespace ${s.namespace}, this node ${s.node})`);
+    lines.push(`fleet      ${state}  (namespace ${s.namespace}, ${who})`);
   }
   if (!unread && s.policyError !== null)
     lines.push(`policy     ${out.paint('not applied', 'bad')}: ${s.policyError}`);
@@ -98,19 +115,92 @@ export function fleetChange(ctx: CliContext, action: 'pause' | 'resume'): Change
   };
 }
 
-export async function runFleetPause(ctx: CliContext): Promise<void> {
-  const s = await answerOf(ctx, fleetChange(ctx, 'pause'), ctx.call('fleet.pause'));
-  ctx.out.result(
-    s,
-    () => `paused: running updates finish, no new one takes a slot\n${renderFleetStatus(s, ctx.out)}`,
-  );
+/** The options of `fleet pause` and `fleet resume` (src/cli/program-fleet.ts). */
+export interface OperatorFlags {
+  kubeconfig?: string;
+  context?: string;
+  fleetNamespace: string;
 }
 
-export async function runFleetResume(ctx: CliContext): Promise<void> {
-  const r = await answerOf(ctx, fleetChange(ctx, 'resume'), ctx.call('fleet.resume'));
-  ctx.out.result(
-    r,
-    () =>
-      `resumed: ${r.clearedFailures} recorded failure(s) cleared, paused: false\n${renderFleetStatus(r.status, ctx.out)}`,
+/**
+ * `fleet pause` or `fleet resume`: the change made with the operator's kubeconfig, by this
+ * process (src/fleet/operator.ts, loaded here only: no other command loads the Kubernetes
+ * client), within --timeout (default DEFAULT_CALL_TIMEOUT_MS) for the whole of it.
+ */
+export async function runFleetOperator(
+  ctx: CliContext,
+  action: OperatorAction,
+  flags: OperatorFlags,
+): Promise<void> {
+  const operator = await import('../../fleet/operator.js');
+  const deadline = new AbortController();
+  const done = new AbortController();
+  void ctx.proc.clock.sleep(ctx.callTimeoutMs, done.signal).then(
+    () => deadline.abort(),
+    () => undefined,
   );
+  try {
+    const kubeconfig = operator.loadOperatorKubeconfig({
+      kubeconfig: flags.kubeconfig,
+      context: flags.context,
+      env: ctx.env,
+      homedir: os.homedir(),
+      cwd: ctx.cwd,
+    });
+    const fleet = operator.createOperatorFleet({
+      kubeconfig,
+      namespace: flags.fleetNamespace,
+      clock: ctx.proc.clock,
+      signal: deadline.signal,
+    });
+    const as = `as context ${kubeconfig.context} of ${kubeconfig.files.join(', ')}`;
+    if (action === 'pause') {
+      const s = await fleet.pause();
+      ctx.out.result(
+        s,
+        () =>
+          `paused ${as}: running updates finish, no new one takes a slot\n${renderFleetStatus(s, ctx.out)}`,
+      );
+    } else {
+      const r = await fleet.resume();
+      ctx.out.result(
+        r,
+        () =>
+          `resumed ${as}: ${r.clearedFailures} recorded failure(s) cleared, paused: false\n${renderFleetStatus(r.status, ctx.out)}`,
+      );
+    }
+  } catch (err) {
+    throw operatorCliError(err, deadline.signal.aborted ? ctx.callTimeoutMs : null);
+  } finally {
+    done.abort();
+  }
+}
+
+/**
+ * A failure of an operator's pause or resume as agentctl reports it (docs/errors.md, "agentctl
+ * errors"); `timedOutAfterMs` is set when the command's deadline aborted it.
+ */
+export function operatorCliError(err: unknown, timedOutAfterMs: number | null): unknown {
+  const e = err as { code?: unknown; message?: unknown; data?: Record<string, unknown> } | null;
+  if (typeof e?.code !== 'string' || typeof e.message !== 'string') return err;
+  const data = e.data ?? {};
+  if (timedOutAfterMs !== null && e.code === 'CANCELLED') {
+    return new CliError(
+      EXIT.TIMEOUT,
+      `the Kubernetes API server did not answer within ${formatDuration(timedOutAfterMs)} (--timeout): ${e.message}`,
+      { ...data, code: 'TIMEOUT' },
+    );
+  }
+  switch (e.code) {
+    case 'INVALID_CONFIG':
+      return new CliError(EXIT.USAGE, e.message, { ...data, code: 'INVALID_CONFIG' });
+    case 'KUBE_UNAVAILABLE':
+      return data.reason === 'Forbidden'
+        ? new CliError(EXIT.FAILED, e.message, { ...data, code: 'PERMISSION_DENIED' })
+        : new CliError(EXIT.FAILED, e.message, { ...data, code: 'KUBE_UNAVAILABLE' });
+    case 'KUBE_CONFLICT':
+      return new CliError(EXIT.FAILED, e.message, { ...data, code: 'KUBE_CONFLICT' });
+    default:
+      return err;
+  }
 }

@@ -1,7 +1,9 @@
 /**
  * fleet.status / fleet.pause / fleet.resume (docs/fleet.md, "Operating the fleet"): the fleet as
- * this node sees it in the Kubernetes API, and the operator's pause and resume. They act on the
- * whole fleet (the policy ConfigMap and the recorded failures), not on this node.
+ * this node sees it in the Kubernetes API, and pause and resume with this agentd's credentials.
+ * They act on the whole fleet (the policy ConfigMap and the recorded failures), not on this node;
+ * with deploy/'s RBAC a node may not, and `agentctl fleet pause|resume` make the change with the
+ * operator's kubeconfig instead (src/fleet/operator.ts).
  */
 import * as z from 'zod';
 import { PreconditionFailedError } from '../../errors.js';
@@ -33,7 +35,7 @@ export const fleetPause = defineMethod({
   name: 'fleet.pause',
   summary: 'Pause the rollout of the whole fleet: running updates finish, no new one takes a slot.',
   description:
-    'Sets paused: true in the policy.yaml of ConfigMap agentd-fleet (creating it with only that when there is none), keeping its other keys and comments.',
+    "Sets paused: true in the policy.yaml of ConfigMap agentd-fleet (creating it with only that when there is none), keeping its other keys and comments, with this agentd's own Kubernetes credentials. Under deploy/'s RBAC a node's credentials may not: PRECONDITION_FAILED with data.reason OperatorRight. Operators run agentctl fleet pause, which makes the same change with their own kubeconfig and does not call this method (docs/fleet.md).",
   mutating: true,
   errors: ['PRECONDITION_FAILED', 'KUBE_UNAVAILABLE', 'KUBE_CONFLICT', 'INVALID_CONFIG'],
   params: z.strictObject({}),
@@ -45,7 +47,7 @@ export const fleetResume = defineMethod({
   name: 'fleet.resume',
   summary: 'Resume the rollout: clear the recorded failures (ending a halt) and set paused: false.',
   description:
-    'Empties the failures of ConfigMap agentd-fleet-state, then sets paused: false in the policy (when there is one).',
+    "Empties the failures of ConfigMap agentd-fleet-state, then sets paused: false in the policy (when there is one), with this agentd's own credentials, as fleet.pause: a node's are refused (OperatorRight); operators run agentctl fleet resume with their kubeconfig.",
   mutating: true,
   errors: ['PRECONDITION_FAILED', 'KUBE_UNAVAILABLE', 'KUBE_CONFLICT', 'INVALID_CONFIG'],
   params: z.strictObject({}),

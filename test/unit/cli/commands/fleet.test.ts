@@ -85,4 +85,22 @@ describe('agentctl fleet status (human)', () => {
     expect(failing).toContain('policy     cannot read: connect ECONNREFUSED 10.0.0.1:6443');
     expect(failing).not.toContain('not applied');
   });
+
+  it("after an operator's pause: says whose credentials read it, not a node", () => {
+    const { node: _node, ...view } = base;
+    const operator = { ...view, paused: true, kubeconfig: { context: 'prod-admin' } };
+    expect(renderFleetStatus(operator, plain)).toContain(
+      'fleet      paused  (namespace agentd-system, read with context prod-admin)',
+    );
+    // The policy could not be read back after the change: no word of agentd's gate waiting.
+    const unread = renderFleetStatus(
+      { ...operator, synced: false, present: false, policy: null, policyError: 'get ConfigMap …: forbidden' },
+      plain,
+    );
+    expect(unread).toContain(
+      'fleet      policy not read (ConfigMap agentd-system/agentd-fleet, read with context prod-admin)',
+    );
+    expect(unread).toContain('policy     cannot read: get ConfigMap …: forbidden');
+    expect(unread).not.toContain('agentd has read it');
+  });
 });

@@ -1,7 +1,8 @@
 /**
- * `agentctl ops cancel`, `fleet pause`, `fleet resume` and `rpc` of a mutating method when the
+ * `agentctl ops cancel` and `rpc` of a mutating method (`fleet.resume` among them) when the
  * answer is lost (src/cli/lost-answer.ts; the commands that start an operation:
- * start-operation.test.ts): the change may have been made all the same, and agentctl says so,
+ * start-operation.test.ts; `fleet pause|resume` act with the operator's kubeconfig, not through
+ * agentd: fleet-operator.test.ts): the change may have been made all the same, and agentctl says so,
  * with how to see whether it was. A read whose answer is lost changed nothing: the usual error.
  * agentctl runs in this process against a unix socket that takes the request and never answers,
  * closes the connection once the request has arrived, or answers with something that cannot be
@@ -29,20 +30,6 @@ const CHANGES = [
     request: 'the request to cancel op-1',
     effect: 'the cancel of op-1 may have taken effect',
     check: (s: string) => `see whether it did with: agentctl --socket ${s} ops get op-1`,
-  },
-  {
-    args: ['fleet', 'pause'],
-    method: 'fleet.pause',
-    request: 'the fleet pause request',
-    effect: 'the pause may have taken effect',
-    check: (s: string) => `see whether it did with: agentctl --socket ${s} fleet status`,
-  },
-  {
-    args: ['fleet', 'resume'],
-    method: 'fleet.resume',
-    request: 'the fleet resume request',
-    effect: 'the resume may have taken effect',
-    check: (s: string) => `see whether it did with: agentctl --socket ${s} fleet status`,
   },
   // `rpc` names a mutating call as the command that makes it does.
   {
