@@ -5,6 +5,7 @@
  * acknowledged and `NodeUpdated=True/Succeeded`, or `Failed` and `NodeUpdated=False/Failed`.
  */
 import type { Logger } from 'pino';
+import { describeError } from '../errors.js';
 import type { Clock } from '../host/types.js';
 import { raceAbort } from '../retry/backoff.js';
 import type { Machine, MachineApi } from '../kube/index.js';
@@ -77,6 +78,9 @@ export interface Reconciler {
   lastReadResourceVersion(): string | null;
 }
 
+/** An operation in a final state (not pending, not running). */
+const hasEnded = (op: Operation): boolean => op.state !== 'pending' && op.state !== 'running';
+
 const RETRYABLE_RPC_CODES = new Set(['DRAINING', 'UNAVAILABLE', 'INTERNAL']);
 const FAILED_KEYS_KEPT = 32;
 
@@ -134,18 +138,19 @@ export function createReconciler(o: ReconcilerOptions): Reconciler {
   }
 
   /**
-   * Call `update` and wait. An operation with our key that an earlier daemon's shutdown or crash
-   * ended (cancelled/interrupted before this watcher started) is not the Machine's answer: the
-   * request is made again under a derived key, up to `maxAttempts` in all.
+   * Start the update (`wait: false`: answered once the engine admitted it, or with the operation
+   * a key seen before names). An operation with our key that an earlier daemon's shutdown or
+   * crash ended (cancelled/interrupted before this watcher started) is not the Machine's answer:
+   * the request is made again under a derived key, up to `maxAttempts` in all.
    */
-  async function callUpdate(d: MachineDecision, reason: string, signal: AbortSignal): Promise<Operation> {
+  async function startUpdate(d: MachineDecision, reason: string, signal: AbortSignal): Promise<Operation> {
     for (let attempt = 1; ; attempt += 1) {
       const idempotencyKey = attempt === 1 ? d.idempotencyKey : `${d.idempotencyKey}/attempt-${attempt}`;
       const op = await raceAbort(
         rpc.call('update', {
           ...(Object.keys(d.set).length > 0 ? { set: d.set } : {}),
           force: d.repave,
-          wait: true,
+          wait: false,
           idempotencyKey,
           reason: clip(reason, 1024),
         }),
@@ -160,6 +165,12 @@ export function createReconciler(o: ReconcilerOptions): Reconciler {
         'an earlier daemon ended this update; asking again',
       );
     }
+  }
+
+  /** The started operation once it has ended. */
+  async function waitForEnd(op: Operation, signal: AbortSignal): Promise<Operation> {
+    if (hasEnded(op)) return op;
+    return raceAbort(rpc.call('operations.wait', { id: op.id }), signal, `wait for update ${op.id}`);
   }
 
   function rememberFailed(key: string): void {
@@ -243,25 +254,15 @@ export function createReconciler(o: ReconcilerOptions): Reconciler {
       { repave: d.repave, drift: d.drift, key: d.idempotencyKey },
       `Machine asks for an update: ${summary}`,
     );
-    await write(
-      {
-        phase: 'Provisioning',
-        message: null,
-        nodeUpdated: { status: 'False', reason: 'InProgress', message: clip(summary) },
-      },
-      signal,
-    );
 
+    // The update starts first and the Machine is told after (docs/watcher.md, "Reconcile"): the
+    // status write is a round trip to the API server and a write to etcd, which the node need not
+    // wait for. Should agentd stop between the two, the Machine still asks for the same update,
+    // and the same key finds how it ended.
     let op: Operation;
-    // While it waits (the fleet gate), the Machine's condition says why.
-    const stopReporting = reportWaits(
-      { rpc, clock, logger, key: d.idempotencyKey, summary, write, pollMs: o.waitPollMs },
-      signal,
-    );
     try {
-      op = await callUpdate(d, `Machine ${name}: ${summary}`, signal);
+      op = await startUpdate(d, `Machine ${name}: ${summary}`, signal);
     } catch (err) {
-      await stopReporting();
       if (!(err instanceof RpcError)) throw err;
       if (err.appCode === 'BUSY') return { outcome: 'busy', requeueAfterMs: busyRequeueMs };
       if (RETRYABLE_RPC_CODES.has(err.appCode)) throw err;
@@ -269,7 +270,32 @@ export function createReconciler(o: ReconcilerOptions): Reconciler {
       await reportFailure(d.idempotencyKey, `update refused (${err.appCode}): ${err.message}`, signal);
       return { outcome: 'failed' };
     }
-    await stopReporting();
+    if (!hasEnded(op)) {
+      try {
+        await write(
+          {
+            phase: 'Provisioning',
+            message: null,
+            nodeUpdated: { status: 'False', reason: 'InProgress', message: clip(summary) },
+          },
+          signal,
+        );
+      } catch (err) {
+        if (signal.aborted) throw err;
+        // The update runs all the same; the write of its outcome says how it ended.
+        logger.warn({ err: describeError(err), operation: op.id }, 'marking the Machine Provisioning failed');
+      }
+      // While it waits (the fleet gate), the Machine's condition says why.
+      const stopReporting = reportWaits(
+        { rpc, clock, logger, key: d.idempotencyKey, summary, write, pollMs: o.waitPollMs },
+        signal,
+      );
+      try {
+        op = await waitForEnd(op, signal);
+      } finally {
+        await stopReporting();
+      }
+    }
 
     if (op.state === 'rolled_back' || op.state === 'failed') {
       // Recorded before the Machine is told, so a restart in between still does not retry it.

@@ -124,13 +124,20 @@ describe('reconcile', () => {
     });
   });
 
-  it('repaves: Provisioning first, then update with force and the key, then Joining and the acknowledgement', async () => {
+  it('repaves: starts the update with force and the key, then says Provisioning, then Joining and the acknowledgement', async () => {
     const m = kube.patchMachineSpecAsOtherWriter(NAME, { operations: { repaveCounter: 2 } });
+    // The node need not wait for the status write: the update starts before it.
+    let writesBeforeUpdate = -1;
+    api.onUpdate = (params, n) => {
+      writesBeforeUpdate = statusPatches().length;
+      return stubOp({ id: `op-${n}`, idempotencyKey: String(params.idempotencyKey) });
+    };
     expect(await reconciler.reconcile(signal)).toEqual({ outcome: 'updated', operationId: 'op-1' });
+    expect(writesBeforeUpdate).toBe(0);
     expect(api.updates()).toEqual([
       {
         force: true,
-        wait: true,
+        wait: false,
         set: { kubernetesVersion: '1.34.0' },
         idempotencyKey: `machine/${m.metadata.uid}/gen-2/repave-2`,
         reason: 'Machine w1: repave requested (repaveCounter 0 → 2)',
@@ -158,6 +165,16 @@ describe('reconcile', () => {
     // Level-based: the next reconcile finds nothing to do and writes nothing.
     expect(await reconciler.reconcile(signal)).toEqual({ outcome: 'in-sync' });
     expect(statusPatches()).toHaveLength(2);
+  });
+
+  it('goes on with the update when the Provisioning write fails, and writes how it ended', async () => {
+    kube.patchMachineSpecAsOtherWriter(NAME, { operations: { repaveCounter: 1 } });
+    kube.failNext(1, { status: 500, match: { resource: 'machines/status', verb: 'patch' } });
+    expect(await reconciler.reconcile(signal)).toEqual({ outcome: 'updated', operationId: 'op-1' });
+    expect(api.calls.filter((c) => c.method === 'operations.wait')).toHaveLength(1);
+    expect(kube.requests.filter((r) => r.resource === 'machines/status' && r.status === 500)).toHaveLength(1);
+    expect(statusPatches()).toHaveLength(1);
+    expect(kube.getMachine(NAME)?.status).toMatchObject({ phase: 'Joining', operations: { repaveCounter: 1 } });
   });
 
   it('updates without force on a spec change, and acknowledges no counter', async () => {

@@ -92,7 +92,7 @@ describe('createMachineWatcher', () => {
     kube.patchMachineSpecAsOtherWriter(NAME, { operations: { repaveCounter: 1 } });
     await until('the acknowledgement', () => kube.getMachine(NAME)?.status?.phase === 'Joining');
     expect(api.updates()).toHaveLength(1);
-    expect(api.updates()[0]).toMatchObject({ force: true, wait: true });
+    expect(api.updates()[0]).toMatchObject({ force: true, wait: false });
     expect(w.status()).toMatchObject({ enabled: true, machineName: NAME, connected: true, lastError: null });
     expect(w.status().lastEventAt).not.toBeNull();
 
