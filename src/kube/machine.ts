@@ -56,12 +56,15 @@ export interface MachineApi {
   ensureMachine(config: AgentConfig): Promise<{ machine: Machine; created: boolean }>;
   /**
    * Merge-patch agentd's own status fields. `mutate` runs on every fresh read (so again after a
-   * conflict); returns the Machine as written, or as read when `mutate` returned null.
+   * conflict); returns the Machine as written, or as read when `mutate` returned null. With
+   * `base` (the Machine as the caller last saw it, e.g. from its watch) the first attempt starts
+   * from it instead of a read: its resourceVersion is the precondition, so a stale base costs a
+   * conflict and a fresh read, never a lost write.
    */
   patchMachineStatus(
     name: string,
     mutate: MachineStatusMutation,
-    options?: { signal?: AbortSignal },
+    options?: { signal?: AbortSignal; base?: Machine },
   ): Promise<Machine>;
 }
 
@@ -143,12 +146,15 @@ export function createMachineApi(options: MachineApiOptions): MachineApi {
   async function patchMachineStatus(
     name: string,
     mutate: MachineStatusMutation,
-    opts: { signal?: AbortSignal } = {},
+    opts: { signal?: AbortSignal; base?: Machine } = {},
   ): Promise<Machine> {
     const what = `patch Machine ${name} status`;
     for (let attempt = 1; ; attempt += 1) {
       if (opts.signal?.aborted) throw new CancelledError(what);
-      const fresh = await getMachine(name);
+      const fresh =
+        attempt === 1 && opts.base?.metadata.resourceVersion !== undefined
+          ? opts.base
+          : await getMachine(name);
       if (fresh === null) throw new NotFoundError(`Machine ${name}`, { data: { machine: name } });
       const update = mutate(fresh);
       if (update === null) return fresh;
