@@ -1,8 +1,10 @@
 /**
- * One reconcile of the node's Machine (docs/watcher.md), from a fresh read: decide whether the Machine
- * asks for a repave or an update; if so mark it `Provisioning` + `NodeUpdated=False/InProgress`,
- * call `update` through the rpc client and wait, then write the outcome — `Joining`, the counter
- * acknowledged and `NodeUpdated=True/Succeeded`, or `Failed` and `NodeUpdated=False/Failed`.
+ * One reconcile of the node's Machine (docs/watcher.md), from the Machine as the watch delivered it
+ * (a read when there is no cache) and the applied config as last read (again after every
+ * operation's end): decide whether the Machine asks for a repave or an update; if so start `update`
+ * through the rpc client, mark the Machine `Provisioning` + `NodeUpdated=False/InProgress`, wait
+ * for the end, then write the outcome — `Joining`, the counter acknowledged and
+ * `NodeUpdated=True/Succeeded`, or `Failed` and `NodeUpdated=False/Failed`.
  */
 import type { Logger } from 'pino';
 import { describeError } from '../errors.js';
@@ -15,7 +17,7 @@ import type { MethodTypes } from '../rpc/methods/index.js';
 import { blocksRequest, createMemoryBlockedTargetStore, describeBlock } from './blocked-target.js';
 import type { BlockedTarget, BlockedTargetStore } from './blocked-target.js';
 import { decideMachine, describeDecision, readAppliedView } from './machine-goal.js';
-import type { MachineDecision } from './machine-goal.js';
+import type { AppliedView, MachineDecision } from './machine-goal.js';
 import {
   MESSAGE_PREFIX,
   clip,
@@ -25,6 +27,7 @@ import {
 } from './machine-status-writes.js';
 import type { WantedStatus } from './machine-status-writes.js';
 import { childLogger } from '../log.js';
+import type { MachineCache } from './machine-cache.js';
 import { reportWaits } from './wait-reporter.js';
 
 type Operation = MethodTypes['update']['result'];
@@ -70,10 +73,20 @@ export interface ReconcilerOptions {
   blocked?: BlockedTargetStore;
   /** Told the blocked target (or null) whenever a reconcile has looked at it (`status` shows it). */
   onBlocked?: (block: BlockedTarget | null) => void;
+  /**
+   * The Machine as the watch delivers it: a reconcile starts from it, and a status write from it,
+   * instead of a read (default: none, every reconcile and write reads the Machine first).
+   */
+  cache?: MachineCache;
 }
 
 export interface Reconciler {
   reconcile(signal: AbortSignal): Promise<ReconcileResult>;
+  /**
+   * An operation ended: the applied config may have changed. The next reconcile asks the engine
+   * for it again; until then it is not asked again (only an operation changes it).
+   */
+  appliedMayHaveChanged(): void;
   /** The resourceVersion of the Machine the last reconcile read; null before one, or when there was none. */
   lastReadResourceVersion(): string | null;
 }
@@ -104,23 +117,42 @@ export function createReconciler(o: ReconcilerOptions): Reconciler {
   const failedKeys: string[] = [];
   const blocked = o.blocked ?? createMemoryBlockedTargetStore();
 
-  async function appliedView(signal: AbortSignal) {
+  /** The applied config, as the engine has it now (each read is a read of the node). */
+  async function appliedView(signal: AbortSignal): Promise<AppliedView | null> {
+    const generation = appliedGeneration;
+    let view: AppliedView | null;
     try {
       const applied = await raceAbort(rpc.call('config.get'), signal, 'read the applied config');
-      return readAppliedView(applied.config);
+      view = readAppliedView(applied.config);
     } catch (err) {
-      if (err instanceof RpcError && err.appCode === 'NOT_FOUND') return null;
-      throw err;
+      if (!(err instanceof RpcError && err.appCode === 'NOT_FOUND')) throw err;
+      view = null;
     }
+    // Kept unless an operation ended while it was read (it may be from before that end).
+    if (generation === appliedGeneration) knownApplied = { view };
+    return view;
   }
+
+  /** The applied config as last read, unless an operation ended since. */
+  let knownApplied: { view: AppliedView | null } | null = null;
+  /** Moves on at every operation's end. */
+  let appliedGeneration = 0;
+  const knownAppliedView = async (signal: AbortSignal): Promise<AppliedView | null> =>
+    knownApplied !== null ? knownApplied.view : appliedView(signal);
 
   /** Every write also says what runs now (docs/watcher.md, "What runs"), read just before it. */
   const write = async (want: WantedStatus, signal: AbortSignal): Promise<Machine> => {
     const observed = await raceAbort(readObservedStatus(rpc), signal, 'read what the node runs');
-    return machines.patchMachineStatus(name, statusMutation({ ...want, observed }), { signal });
+    const base = o.cache?.get();
+    const written = await machines.patchMachineStatus(name, statusMutation({ ...want, observed }), {
+      signal,
+      ...(base ? { base } : {}),
+    });
+    o.cache?.wrote(written);
+    return written;
   };
 
-  /** Wait out an operation someone else started; true when the node was busy. */
+  /** After a BUSY: wait out the operation someone else runs; true when one was running. */
   async function waitIfBusy(key: string, signal: AbortSignal): Promise<boolean> {
     const status = await raceAbort(rpc.call('status'), signal, 'read the status');
     const running = status.operation;
@@ -199,20 +231,31 @@ export function createReconciler(o: ReconcilerOptions): Reconciler {
 
   let lastRead: string | null = null;
   async function reconcile(signal: AbortSignal): Promise<ReconcileResult> {
-    const machine = await machines.getMachine(name);
+    // The three reads do not depend on one another: each is a wait (the API server, the engine's
+    // read of the node, the state dir), so they wait together.
+    const cached = o.cache?.get();
+    const [machine, applied, block] = await Promise.all([
+      cached ?? machines.getMachine(name),
+      knownAppliedView(signal),
+      blocked.read(),
+    ]);
     lastRead = machine?.metadata.resourceVersion ?? null;
-    return reconcileMachine(machine, signal);
+    return reconcileMachine(machine, applied, block, signal);
   }
 
-  async function reconcileMachine(machine: Machine | null, signal: AbortSignal): Promise<ReconcileResult> {
+  async function reconcileMachine(
+    machine: Machine | null,
+    applied: AppliedView | null,
+    readBlock: BlockedTarget | null,
+    signal: AbortSignal,
+  ): Promise<ReconcileResult> {
     if (machine === null) {
       logger.warn('the Machine does not exist; nothing to reconcile');
       return { outcome: 'missing' };
     }
-    const applied = await appliedView(signal);
     if (applied === null) return { outcome: 'not-joined' };
     const d = decideMachine(machine, applied);
-    let block = await blocked.read();
+    let block = readBlock;
     if (block !== null && !blocksRequest(block, machine, d.set)) {
       // The Machine asks anew (a new counter, another target, a re-created Machine): forget it.
       logger.info(
@@ -247,7 +290,6 @@ export function createReconciler(o: ReconcilerOptions): Reconciler {
     }
     if (block !== null) return reportBlocked(block, signal);
     if (failedKeys.includes(d.idempotencyKey)) return { outcome: 'already-failed' };
-    if (await waitIfBusy(d.idempotencyKey, signal)) return { outcome: 'busy', requeueAfterMs: busyRequeueMs };
 
     const summary = describeDecision(d) || 'finish the update a stopped watcher left in progress';
     logger.info(
@@ -264,7 +306,11 @@ export function createReconciler(o: ReconcilerOptions): Reconciler {
       op = await startUpdate(d, `Machine ${name}: ${summary}`, signal);
     } catch (err) {
       if (!(err instanceof RpcError)) throw err;
-      if (err.appCode === 'BUSY') return { outcome: 'busy', requeueAfterMs: busyRequeueMs };
+      if (err.appCode === 'BUSY') {
+        // Asked first, not looked for before: a node is seldom busy, and a look is a read of it.
+        await waitIfBusy(d.idempotencyKey, signal);
+        return { outcome: 'busy', requeueAfterMs: busyRequeueMs };
+      }
       if (RETRYABLE_RPC_CODES.has(err.appCode)) throw err;
       // The request itself is wrong (invalid version, precondition…): report it on the Machine.
       await reportFailure(d.idempotencyKey, `update refused (${err.appCode}): ${err.message}`, signal);
@@ -342,5 +388,12 @@ export function createReconciler(o: ReconcilerOptions): Reconciler {
     return { outcome: 'updated', operationId: op.id };
   }
 
-  return { reconcile, lastReadResourceVersion: () => lastRead };
+  return {
+    reconcile,
+    appliedMayHaveChanged() {
+      appliedGeneration += 1;
+      knownApplied = null;
+    },
+    lastReadResourceVersion: () => lastRead,
+  };
 }

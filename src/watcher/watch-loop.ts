@@ -4,7 +4,8 @@
  * (src/kube/reflector.ts): it watches from the read resourceVersion with bookmarks, resumes a
  * closed stream from the last resourceVersion seen, reads the Machine again after a 410, and
  * waits the one backoff (or the server's Retry-After) after a failure, reset only once a watch is
- * established (docs/watcher.md, "Watch"). Events only enqueue: the reconciler reads fresh state.
+ * established (docs/watcher.md, "Watch"). Events only enqueue, and keep the cache the reconciler
+ * reads (machine-cache.ts) as new as the watch.
  */
 import type { Logger } from 'pino';
 import { AgentError, NotFoundError, describeError } from '../errors.js';
@@ -13,6 +14,7 @@ import { createReflector, machineSchema, parseKubeObject } from '../kube/index.j
 import type { Machine, MachineApi, MachineWatch } from '../kube/index.js';
 import type { Metrics } from '../metrics/metrics.js';
 import type { BackoffPolicy } from '../retry/backoff.js';
+import type { MachineCache } from './machine-cache.js';
 import type { WatcherState } from './watcher-state.js';
 
 export interface WatchLoopOptions {
@@ -23,6 +25,8 @@ export interface WatchLoopOptions {
   ensureMachine: () => Promise<{ created: boolean }>;
   /** Called for every change of the Machine (and after every read). */
   onChange: () => void;
+  /** Kept up to date with the Machine the list and the watch deliver (the reconciler reads it). */
+  cache?: MachineCache;
   clock: Clock;
   backoff: BackoffPolicy;
   /** A watch open this long counts as established even without events (default 30 s). */
@@ -57,10 +61,15 @@ export async function runWatchLoop(o: WatchLoopOptions, signal: AbortSignal): Pr
       };
     },
     decode: (object) => parseKubeObject(machineSchema, 'Machine', object),
-    onList: () => o.onChange(),
+    onList(items) {
+      o.cache?.listed(items[0]);
+      o.onChange();
+    },
     onEvent(type, machine) {
       metrics.watchEvents.inc({ type });
       if (machine.metadata.name !== name) return;
+      if (type === 'DELETED') o.cache?.deleted();
+      else o.cache?.observed(machine);
       state.event();
       o.onChange();
       if (type === 'DELETED') {

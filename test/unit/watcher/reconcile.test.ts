@@ -101,6 +101,22 @@ describe('reconcile', () => {
     expect(statusPatches()).toHaveLength(1);
   });
 
+  it('asks the engine for the applied config again only once an operation has ended', async () => {
+    const configReads = () => api.calls.filter((c) => c.method === 'config.get').length;
+    await reconciler.reconcile(signal);
+    await reconciler.reconcile(signal);
+    expect(configReads()).toBe(1);
+    // An operation changed it (the daemon says so at every operation's end).
+    api.applied = { version: '1.35.0', image: 'img:v1' };
+    reconciler.appliedMayHaveChanged();
+    api.onUpdate = (params) => {
+      api.applied = { version: '1.34.0', image: 'img:v1' };
+      return stubOp({ idempotencyKey: String(params.idempotencyKey) });
+    };
+    expect((await reconciler.reconcile(signal)).outcome).toBe('updated');
+    expect(api.updates()[0]).toMatchObject({ set: { kubernetesVersion: '1.34.0' } });
+  });
+
   it('writes the last operation that ended, whoever ran it, into LastOperation', async () => {
     api.answered.push(
       stubOp({
@@ -174,7 +190,10 @@ describe('reconcile', () => {
     expect(api.calls.filter((c) => c.method === 'operations.wait')).toHaveLength(1);
     expect(kube.requests.filter((r) => r.resource === 'machines/status' && r.status === 500)).toHaveLength(1);
     expect(statusPatches()).toHaveLength(1);
-    expect(kube.getMachine(NAME)?.status).toMatchObject({ phase: 'Joining', operations: { repaveCounter: 1 } });
+    expect(kube.getMachine(NAME)?.status).toMatchObject({
+      phase: 'Joining',
+      operations: { repaveCounter: 1 },
+    });
   });
 
   it('updates without force on a spec change, and acknowledges no counter', async () => {
@@ -310,12 +329,12 @@ describe('reconcile', () => {
     expect(await reconciler.reconcile(signal)).toEqual({ outcome: 'busy', requeueAfterMs: 250 });
   });
 
-  it('waits for an operation someone else runs before acting', async () => {
+  it('waits for an operation someone else runs once its update is refused BUSY, then looks again', async () => {
     kube.patchMachineSpecAsOtherWriter(NAME, { operations: { repaveCounter: 1 } });
     api.running = stubOp({ id: 'op-admin', state: 'running', requestedBy: 'agentctl' });
     expect(await reconciler.reconcile(signal)).toEqual({ outcome: 'busy', requeueAfterMs: 250 });
-    expect(api.calls.map((c) => c.method)).toEqual(['config.get', 'status', 'operations.wait']);
-    expect(api.calls[2]?.params).toEqual({ id: 'op-admin', timeoutSeconds: 30 });
+    expect(api.calls.map((c) => c.method)).toEqual(['config.get', 'update', 'status', 'operations.wait']);
+    expect(api.calls[3]?.params).toEqual({ id: 'op-admin', timeoutSeconds: 30 });
     expect(statusPatches()).toEqual([]);
   });
 

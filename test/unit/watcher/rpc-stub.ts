@@ -61,7 +61,7 @@ export interface StubApi {
   updates(): Array<Record<string, unknown>>;
   /** The applied config, or null for a node that has not joined (`config.get` → NOT_FOUND). */
   applied: StubApplied | null;
-  /** What `status` reports as running. */
+  /** What `status` reports as running; `update` with another key is refused BUSY meanwhile. */
   running: StubOp | null;
   /** The operations `update` answered, oldest first (`operations.list` answers them newest first). */
   answered: StubOp[];
@@ -130,10 +130,14 @@ export function createStubApi(applied: StubApplied | null = { version: '1.34.0',
           }
           case 'update': {
             updates += 1;
+            const key = String(params?.idempotencyKey);
+            // Another operation runs: refused, as the engine refuses (its own key is a replay).
+            const running = api.running;
+            if (running !== null && running.idempotencyKey !== key)
+              throw rpcError('BUSY', `operation ${running.id} (${running.kind}) is running`);
             const answer = api.onUpdate(params ?? {}, updates);
             // A refusal comes at once, as the engine's admission refuses.
             if (answer instanceof RpcError) throw answer;
-            const key = String(params?.idempotencyKey);
             if (params?.wait === true || (!(answer instanceof Promise) && answer.finishedAt !== null)) {
               // Waited for, or an operation that has ended (a key seen before).
               const op = await answer;

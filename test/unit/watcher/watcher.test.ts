@@ -80,6 +80,24 @@ describe('createMachineWatcher', () => {
     await kube.close();
   });
 
+  it('reconciles and writes from the Machine its watch delivered: a repave reads nothing back', async () => {
+    const w = await start();
+    await until('the first reconcile', () => w.status().lastReconcileAt !== null);
+    await inSyncWithServer();
+    const reads = (): number => kube.countRequests({ resource: 'machines', verb: 'get' });
+    const before = reads();
+    kube.patchMachineSpecAsOtherWriter(NAME, { operations: { repaveCounter: 1 } });
+    await until(
+      'the acknowledgement',
+      () => (kube.getMachine(NAME)?.status?.operations as { repaveCounter?: number })?.repaveCounter === 1,
+    );
+    // Its own writes come back as events and are reconciled too, from the same cache.
+    await inSyncWithServer();
+    expect(api.updates()).toHaveLength(1);
+    expect(reads()).toBe(before);
+    expect(kube.countRequests({ resource: 'machines/status', verb: 'patch' })).toBeGreaterThan(1);
+  });
+
   it('registers the missing Machine, reconciles once, and repaves on a bump', async () => {
     const w = await start();
     await until('the watch', () => w.status().connected);
