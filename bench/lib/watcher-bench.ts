@@ -1,7 +1,7 @@
 /**
- * What the two watcher benches share (bench/watcher.ts on the fake API server,
- * bench/kube-watch.ts on the real control plane): the p99 of a sample, a poll on the event loop,
- * and the stand-in engine behind the dispatcher, which records when `update` is called.
+ * What the watcher benches share: the p99 of a sample (bench/watcher.ts and bench/kube-watch.ts),
+ * and for bench/watcher.ts (in one process, on the fake API server) a poll on the event loop and
+ * the stand-in engine behind the dispatcher, which records when `update` is called.
  */
 import type { Engine } from '../../src/engine/engine.js';
 
@@ -27,7 +27,11 @@ export function benchEngine(onUpdate: () => void): Engine {
   let n = 0;
   const now = (): string => new Date().toISOString();
   const engine = {
-    status: () => ({ node: {}, operation: null, lastOperation: null }),
+    status: () => ({
+      node: { activeMachine: 'kube1', applied: { kubernetesVersion: '1.34.0', image: 'img:v1', hash: 'h' } },
+      operation: null,
+      lastOperation: null,
+    }),
     // The status method caches on this key: change it with every update the bench makes.
     statusKey: () => String(n),
     appliedConfig: async () => ({
@@ -40,6 +44,8 @@ export function benchEngine(onUpdate: () => void): Engine {
         Kubelet: { Labels: {}, RegisterWithTaints: [] },
       },
     }),
+    // What runs, as the watcher writes it with every status write: nothing ran before.
+    listOperations: () => [],
     update: async (req: { idempotencyKey?: string; requestedBy: string }) => {
       onUpdate();
       n += 1;
