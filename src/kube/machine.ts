@@ -50,6 +50,13 @@ export interface MachineApi {
   readonly group: string;
   /** The Machine, or `null` when it does not exist. */
   getMachine(name: string): Promise<Machine | null>;
+  /**
+   * The Machine as a list of one (a field selector on its name), with the list's resourceVersion:
+   * where a watch of it starts. Not the Machine's own resourceVersion, which is as old as its last
+   * change: kube-apiserver's watch cache refuses a version older than its window with 410 Gone (at
+   * once after a restart), so a watch from it would never start.
+   */
+  listMachine(name: string): Promise<{ machine: Machine | null; resourceVersion: string | undefined }>;
   /** Self-register: create the Machine for this node from its applied config. */
   createMachine(config: AgentConfig): Promise<Machine>;
   /** Get the node's Machine, creating it when missing (a concurrent create is not an error). */
@@ -118,6 +125,27 @@ export function createMachineApi(options: MachineApiOptions): MachineApi {
     return parse(raw);
   }
 
+  async function listMachine(
+    name: string,
+  ): Promise<{ machine: Machine | null; resourceVersion: string | undefined }> {
+    let raw: { items?: unknown[]; metadata?: { resourceVersion?: string } };
+    try {
+      raw = (await custom.listClusterCustomObject({
+        ...resource,
+        fieldSelector: `metadata.name=${name}`,
+      })) as typeof raw;
+    } catch (err) {
+      throw toKubeError(err, `list Machine ${name}`, { crdGroup: group, object: `Machine ${name}` });
+    }
+    const item = (raw.items ?? []).find(
+      (i) => (i as { metadata?: { name?: unknown } } | null)?.metadata?.name === name,
+    );
+    return {
+      machine: item === undefined ? null : parse(item),
+      resourceVersion: raw.metadata?.resourceVersion,
+    };
+  }
+
   async function createMachine(config: AgentConfig): Promise<Machine> {
     const body = buildMachineForConfig(config, group);
     try {
@@ -175,5 +203,5 @@ export function createMachineApi(options: MachineApiOptions): MachineApi {
     }
   }
 
-  return { group, getMachine, createMachine, ensureMachine, patchMachineStatus };
+  return { group, getMachine, listMachine, createMachine, ensureMachine, patchMachineStatus };
 }

@@ -1,8 +1,8 @@
 /**
- * The watch side of the watcher: make sure the Machine exists (self-registration), read it
- * (which enqueues the first reconcile), then follow it with the one reflector of src/kube
- * (src/kube/reflector.ts): it watches from the read resourceVersion with bookmarks, resumes a
- * closed stream from the last resourceVersion seen, reads the Machine again after a 410, and
+ * The watch side of the watcher: make sure the Machine exists (self-registration), list it (a
+ * list of one, which enqueues the first reconcile), then follow it with the one reflector of
+ * src/kube (src/kube/reflector.ts): it watches from the list's resourceVersion with bookmarks,
+ * resumes a closed stream from the last resourceVersion seen, lists the Machine again after a 410, and
  * waits the one backoff (or the server's Retry-After) after a failure, reset only once a watch is
  * established (docs/watcher.md, "Watch"). Events only enqueue, and keep the cache the reconciler
  * reads (machine-cache.ts) as new as the watch.
@@ -19,7 +19,7 @@ import type { WatcherState } from './watcher-state.js';
 
 export interface WatchLoopOptions {
   name: string;
-  machines: Pick<MachineApi, 'getMachine'>;
+  machines: Pick<MachineApi, 'listMachine'>;
   machineWatch: MachineWatch;
   /** Make sure the Machine exists; called until it has succeeded once. */
   ensureMachine: () => Promise<{ created: boolean }>;
@@ -49,16 +49,13 @@ export async function runWatchLoop(o: WatchLoopOptions, signal: AbortSignal): Pr
         registered = true;
         if (created) logger.info('registered this node: created its Machine');
       }
-      const machine = await o.machines.getMachine(name);
+      // A list (of one), not a read: the watch starts from the list's resourceVersion.
+      const { machine, resourceVersion } = await o.machines.listMachine(name);
       if (machine === null) {
         registered = false;
         throw new NotFoundError(`Machine ${name}`, { data: { machine: name } });
       }
-      return {
-        items: [machine],
-        resourceVersion: machine.metadata.resourceVersion,
-        target: o.machineWatch.target(name),
-      };
+      return { items: [machine], resourceVersion, target: o.machineWatch.target(name) };
     },
     decode: (object) => parseKubeObject(machineSchema, 'Machine', object),
     onList(items) {
