@@ -1,3 +1,4 @@
+// Why the fake API server (test/support/fake-kube): another status writer between the read and the patch, a 500, rejected credentials and a missing CRD, at chosen moments.
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { CustomObjectsApi } from '@kubernetes/client-node';
 import { agentConfigSchema } from '../../../src/config/agent-config.js';

@@ -1,3 +1,4 @@
+// Why the fake API server (test/support/fake-kube): cut watches, compactions, 429/503 with Retry-After, a bookmark and an undecodable line, each at a chosen moment.
 /**
  * The one reflector (src/kube/reflector.ts) against the fake API server, on the fake server's
  * test clock: every wait of the reflector is a `sleep` the clock records (and moves time by), so

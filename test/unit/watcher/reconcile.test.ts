@@ -1,3 +1,4 @@
+// Why the fake API server (test/support/fake-kube): other writers between agentd’s read and its patch, and a 500 on one status write, at chosen moments; test/cluster/watcher.test.ts reconciles against kube-apiserver.
 import { mkdtemp, readFile, rm } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';

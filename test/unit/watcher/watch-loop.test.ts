@@ -1,3 +1,4 @@
+// Why the fake API server (test/support/fake-kube): a watch cut while its version is compacted away, and an undecodable line, at chosen moments.
 /**
  * The watcher's side of the reflector (src/watcher/watch-loop.ts) against the fake API server:
  * self-registration, the first read that enqueues a reconcile, re-registration of a deleted

@@ -1,3 +1,4 @@
+// Why the fake API server (test/support/fake-kube): no fault beyond a CRD installed at a chosen moment: the whole watcher on the injected clock; test/cluster/watcher.test.ts runs it against kube-apiserver.
 /**
  * The whole watcher in process: the real Machine client and watch against the fake API server,
  * a scripted API behind the rpc client, and the test clock for every backoff.
