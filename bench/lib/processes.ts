@@ -7,6 +7,7 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import { access, mkdtemp, rm, writeFile } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
+import { createInterface } from 'node:readline';
 import { fileURLToPath } from 'node:url';
 import { simDaemonFlags } from '../../test/support/daemon-flags.js';
 import { requestUnix, waitFor200 } from './unix-http.js';
@@ -58,7 +59,7 @@ function exitedEarly(child: ChildProcess, what: string, stderr: () => string): P
 
 /**
  * Start the built daemon with every path under `dir`, at the default log level (stdout is
- * discarded); resolves once /readyz answers 200.
+ * discarded unless `onStdoutLine` reads it); resolves once /readyz answers 200.
  */
 export async function startDaemon(
   dir: string,
@@ -69,6 +70,8 @@ export async function startDaemon(
     executable?: string;
     /** Leave the Machine watcher to its default (on with credentials) instead of `--no-watch`. */
     watch?: boolean;
+    /** Told every line the daemon writes to stdout (its log), as it arrives; else stdout is discarded. */
+    onStdoutLine?: (line: string) => void;
   } = {},
 ): Promise<Child> {
   const program = o.executable ?? AGENTD_BIN;
@@ -91,8 +94,9 @@ export async function startDaemon(
   const child = spawn(o.executable ?? process.execPath, args, {
     cwd: dir,
     env,
-    stdio: ['ignore', 'ignore', 'pipe'],
+    stdio: ['ignore', o.onStdoutLine ? 'pipe' : 'ignore', 'pipe'],
   });
+  if (o.onStdoutLine) createInterface({ input: child.stdout! }).on('line', o.onStdoutLine);
   const stderr = collectStderr(child);
   await Promise.race([waitFor200(socket, '/readyz', 20_000), exitedEarly(child, 'agentd', stderr)]);
   return { pid: child.pid!, socket, stop: () => stopChild(child) };

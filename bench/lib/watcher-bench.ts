@@ -1,7 +1,7 @@
 /**
- * What the two watcher benches share (bench/watcher.ts on the fake API server,
- * bench/kube-watch.ts on the real control plane): the p99 of a sample, a poll on the event loop,
- * and the stand-in engine behind the dispatcher (its ports), which records when `update` is called.
+ * What the watcher benches share: the p99 of a sample (bench/watcher.ts and bench/kube-watch.ts),
+ * and for bench/watcher.ts (in one process, on the fake API server) a poll on the event loop and
+ * the stand-in engine's ports behind the dispatcher, which record when `update` is called.
  */
 import type { DrainPort, OperationsPort, StatusReader } from '../../src/rpc/ports.js';
 import type { RpcServices } from '../../src/rpc/services.js';
@@ -31,7 +31,11 @@ export function benchPorts(onUpdate: () => void): Pick<RpcServices, 'status' | '
   let n = 0;
   const now = (): string => new Date().toISOString();
   const status = {
-    status: async () => ({ node: {}, operation: null, lastOperation: null }),
+    status: async () => ({
+      node: { activeMachine: 'kube1', applied: { kubernetesVersion: '1.34.0', image: 'img:v1', hash: 'h' } },
+      operation: null,
+      lastOperation: null,
+    }),
     appliedConfig: async () => ({
       machine: 'kube1',
       hash: 'h',
@@ -44,6 +48,8 @@ export function benchPorts(onUpdate: () => void): Pick<RpcServices, 'status' | '
     }),
   };
   const operations = {
+    // What runs, as the watcher writes it with every status write: nothing ran before.
+    listOperations: () => [],
     update: async (req: { idempotencyKey?: string; requestedBy: string }) => {
       onUpdate();
       n += 1;

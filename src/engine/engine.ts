@@ -443,6 +443,12 @@ export class Engine {
 
   async #admitUpdate(req: UpdateRequest): Promise<Operation | Launched> {
     if (!req.dryRun) await this.#catchUp();
+    // Trust the host over the files: an update acts on the machine node.json names. That check
+    // reads the files and the host again, as the node's read does: both are reads only, so they
+    // run together (each a wait on the disk and the host's tools), and its answer is taken below,
+    // where it always was (an answer before it, a refusal or a no-op, still comes first).
+    const agreement = req.dryRun ? null : refuseOnDisagreement(this.#deps, this.#applied);
+    agreement?.catch(() => undefined);
     await this.refreshNode();
     if (req.idempotencyKey && !req.dryRun) {
       const seen = this.#slot.findIdempotent(req.idempotencyKey);
@@ -497,8 +503,7 @@ export class Engine {
       );
     }
     if (!changed) return this.#recordNoop(req, source);
-    // Trust the host over the files: an update acts on the machine node.json names.
-    await refuseOnDisagreement(this.#deps, this.#applied);
+    await agreement;
     const op = this.#slot.create('update', req, source, target, UPDATE_PHASES);
     op.result = { changes };
     return this.#slot.launch(op, (rec, signal, hooks) =>

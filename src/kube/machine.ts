@@ -50,18 +50,28 @@ export interface MachineApi {
   readonly group: string;
   /** The Machine, or `null` when it does not exist. */
   getMachine(name: string): Promise<Machine | null>;
+  /**
+   * The Machine as a list of one (a field selector on its name), with the list's resourceVersion:
+   * where a watch of it starts. Not the Machine's own resourceVersion, which is as old as its last
+   * change: kube-apiserver's watch cache refuses a version older than its window with 410 Gone (at
+   * once after a restart), so a watch from it would never start.
+   */
+  listMachine(name: string): Promise<{ machine: Machine | null; resourceVersion: string | undefined }>;
   /** Self-register: create the Machine for this node from its applied config. */
   createMachine(config: AgentConfig): Promise<Machine>;
   /** Get the node's Machine, creating it when missing (a concurrent create is not an error). */
   ensureMachine(config: AgentConfig): Promise<{ machine: Machine; created: boolean }>;
   /**
    * Merge-patch agentd's own status fields. `mutate` runs on every fresh read (so again after a
-   * conflict); returns the Machine as written, or as read when `mutate` returned null.
+   * conflict); returns the Machine as written, or as read when `mutate` returned null. With
+   * `base` (the Machine as the caller last saw it, e.g. from its watch) the first attempt starts
+   * from it instead of a read: its resourceVersion is the precondition, so a stale base costs a
+   * conflict and a fresh read, never a lost write.
    */
   patchMachineStatus(
     name: string,
     mutate: MachineStatusMutation,
-    options?: { signal?: AbortSignal },
+    options?: { signal?: AbortSignal; base?: Machine },
   ): Promise<Machine>;
 }
 
@@ -115,6 +125,27 @@ export function createMachineApi(options: MachineApiOptions): MachineApi {
     return parse(raw);
   }
 
+  async function listMachine(
+    name: string,
+  ): Promise<{ machine: Machine | null; resourceVersion: string | undefined }> {
+    let raw: { items?: unknown[]; metadata?: { resourceVersion?: string } };
+    try {
+      raw = (await custom.listClusterCustomObject({
+        ...resource,
+        fieldSelector: `metadata.name=${name}`,
+      })) as typeof raw;
+    } catch (err) {
+      throw toKubeError(err, `list Machine ${name}`, { crdGroup: group, object: `Machine ${name}` });
+    }
+    const item = (raw.items ?? []).find(
+      (i) => (i as { metadata?: { name?: unknown } } | null)?.metadata?.name === name,
+    );
+    return {
+      machine: item === undefined ? null : parse(item),
+      resourceVersion: raw.metadata?.resourceVersion,
+    };
+  }
+
   async function createMachine(config: AgentConfig): Promise<Machine> {
     const body = buildMachineForConfig(config, group);
     try {
@@ -143,12 +174,15 @@ export function createMachineApi(options: MachineApiOptions): MachineApi {
   async function patchMachineStatus(
     name: string,
     mutate: MachineStatusMutation,
-    opts: { signal?: AbortSignal } = {},
+    opts: { signal?: AbortSignal; base?: Machine } = {},
   ): Promise<Machine> {
     const what = `patch Machine ${name} status`;
     for (let attempt = 1; ; attempt += 1) {
       if (opts.signal?.aborted) throw new CancelledError(what);
-      const fresh = await getMachine(name);
+      const fresh =
+        attempt === 1 && opts.base?.metadata.resourceVersion !== undefined
+          ? opts.base
+          : await getMachine(name);
       if (fresh === null) throw new NotFoundError(`Machine ${name}`, { data: { machine: name } });
       const update = mutate(fresh);
       if (update === null) return fresh;
@@ -169,5 +203,5 @@ export function createMachineApi(options: MachineApiOptions): MachineApi {
     }
   }
 
-  return { group, getMachine, createMachine, ensureMachine, patchMachineStatus };
+  return { group, getMachine, listMachine, createMachine, ensureMachine, patchMachineStatus };
 }

@@ -7,7 +7,10 @@
  *   resourceVersion of every event and bookmark is kept: a watch that ends, or breaks, resumes
  *   from there without a list.
  * - **410 Gone** (an HTTP 410, or an ERROR event of code 410: the version was compacted away)
- *   lists again at once: what happened since is unknown.
+ *   lists again at once: what happened since is unknown. Unless the watch was the first from a
+ *   list and gone before it delivered anything: the list's own version was too old, and listing
+ *   at once would only get it again (a list that reads one object has that object's version,
+ *   older than a restarted kube-apiserver's watch cache). That is a failure, with its backoff.
  * - **Failures** (a list or watch that fails, a watch that ends before it was established)
  *   wait the one backoff of src/retry on the injected clock, or the server's `Retry-After` on
  *   a 429 or 503 when that is longer.
@@ -109,7 +112,7 @@ export interface Reflector {
 /** How one watch ended. */
 type WatchEnd =
   | { kind: 'closed'; established: boolean }
-  | { kind: 'gone'; detail: string | undefined }
+  | { kind: 'gone'; detail: string | undefined; established: boolean }
   | { kind: 'relist' }
   | { kind: 'aborted' }
   | { kind: 'error'; err: AgentError };
@@ -226,7 +229,7 @@ export function createReflector<T>(o: ReflectorOptions<T>): Reflector {
       } else if (type === 'ERROR') {
         const status = (object ?? {}) as { code?: unknown; message?: unknown; reason?: unknown };
         const message = typeof status.message === 'string' ? status.message : undefined;
-        if (status.code === 410) end({ kind: 'gone', detail: message });
+        if (status.code === 410) end({ kind: 'gone', detail: message, established });
         else {
           end({
             kind: 'error',
@@ -272,7 +275,7 @@ export function createReflector<T>(o: ReflectorOptions<T>): Reflector {
       stayedOpen();
       if (ended !== null) return ended;
       if (signal.aborted) return { kind: 'aborted' };
-      if (kubeStatusOf(err)?.code === 410) return { kind: 'gone', detail: undefined };
+      if (kubeStatusOf(err)?.code === 410) return { kind: 'gone', detail: undefined, established };
       const context = target.crdGroup === undefined ? {} : { crdGroup: target.crdGroup };
       return { kind: 'error', err: toKubeError(err, `watch ${o.what}`, context) };
     } finally {
@@ -286,6 +289,8 @@ export function createReflector<T>(o: ReflectorOptions<T>): Reflector {
   async function run(signal: AbortSignal): Promise<void> {
     let target: WatchTarget | null = null;
     let listNeeded = true;
+    /** The next watch is the first from a list. */
+    let justListed = false;
     while (!signal.aborted) {
       let failure: AgentError;
       try {
@@ -302,7 +307,10 @@ export function createReflector<T>(o: ReflectorOptions<T>): Reflector {
             if (item !== undefined) items.push(item);
           }
           o.onList(items);
+          justListed = true;
         }
+        const fromList = justListed;
+        justListed = false;
         const end = await watchOnce(target, signal);
         if (end.kind === 'aborted') return;
         if (end.kind === 'relist') {
@@ -310,22 +318,29 @@ export function createReflector<T>(o: ReflectorOptions<T>): Reflector {
           continue;
         }
         if (end.kind === 'gone') {
-          // The resourceVersion is gone from the server's history: list again, at once.
           listNeeded = true;
-          o.onRestart?.('gone');
-          continue;
-        }
-        if (end.kind === 'closed' && end.established) {
+          // The resourceVersion is gone from the server's history: list again, at once…
+          if (!fromList || end.established) {
+            o.onRestart?.('gone');
+            continue;
+          }
+          // …unless it was the list's own: a failure.
+          failure = new KubeUnavailableError(
+            `watch ${o.what}: the version the list gave (${resourceVersion ?? 'none'}) was gone at once${end.detail ? `: ${end.detail}` : ''}`,
+            { data: { reason: 'Expired', status: 410 } },
+          );
+        } else if (end.kind === 'closed' && end.established) {
           o.onRestart?.('closed');
           continue;
+        } else {
+          failure =
+            end.kind === 'error'
+              ? end.err
+              : new KubeUnavailableError(
+                  `watch ${o.what}: the API server closed the watch before it delivered anything`,
+                  { data: { reason: 'WatchClosed' } },
+                );
         }
-        failure =
-          end.kind === 'error'
-            ? end.err
-            : new KubeUnavailableError(
-                `watch ${o.what}: the API server closed the watch before it delivered anything`,
-                { data: { reason: 'WatchClosed' } },
-              );
       } catch (err) {
         if (signal.aborted) return;
         // `toKubeError` keeps the raw error as the cause, where `retryAfterMs` finds its header.

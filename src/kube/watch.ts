@@ -1,7 +1,7 @@
 /**
  * Where the Machine watcher's reflector (src/kube/reflector.ts) watches one Machine: the Machine
- * CRD's collection with a field selector on its name. The watcher lists it itself (a read of the
- * one Machine, after self-registration): see src/watcher/watch-loop.ts.
+ * CRD's collection with a field selector on its name. The watcher lists it itself (the same
+ * collection and selector, after self-registration): see src/watcher/watch-loop.ts.
  */
 import type { KubeConfig } from '@kubernetes/client-node';
 import { BARE_TRANSPORT, type KubeTransport } from './connection-pool.js';

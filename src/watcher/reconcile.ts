@@ -1,10 +1,13 @@
 /**
- * One reconcile of the node's Machine (docs/watcher.md), from a fresh read: decide whether the Machine
- * asks for a repave or an update; if so mark it `Provisioning` + `NodeUpdated=False/InProgress`,
- * call `update` through the rpc client and wait, then write the outcome — `Joining`, the counter
- * acknowledged and `NodeUpdated=True/Succeeded`, or `Failed` and `NodeUpdated=False/Failed`.
+ * One reconcile of the node's Machine (docs/watcher.md), from the Machine as the watch delivered it
+ * (a read when there is no cache) and the applied config as last read (again after every
+ * operation's end): decide whether the Machine asks for a repave or an update; if so start `update`
+ * through the rpc client, mark the Machine `Provisioning` + `NodeUpdated=False/InProgress`, wait
+ * for the end, then write the outcome — `Joining`, the counter acknowledged and
+ * `NodeUpdated=True/Succeeded`, or `Failed` and `NodeUpdated=False/Failed`.
  */
 import type { Logger } from 'pino';
+import { describeError } from '../errors.js';
 import type { Clock } from '../host/types.js';
 import { raceAbort } from '../retry/backoff.js';
 import type { Machine, MachineApi } from '../kube/index.js';
@@ -14,7 +17,7 @@ import type { MethodTypes } from '../rpc/methods/index.js';
 import { blocksRequest, createMemoryBlockedTargetStore, describeBlock } from './blocked-target.js';
 import type { BlockedTarget, BlockedTargetStore } from './blocked-target.js';
 import { decideMachine, describeDecision, readAppliedView } from './machine-goal.js';
-import type { MachineDecision } from './machine-goal.js';
+import type { AppliedView, MachineDecision } from './machine-goal.js';
 import {
   MESSAGE_PREFIX,
   clip,
@@ -24,6 +27,7 @@ import {
 } from './machine-status-writes.js';
 import type { WantedStatus } from './machine-status-writes.js';
 import { childLogger } from '../log.js';
+import type { MachineCache } from './machine-cache.js';
 import { reportWaits } from './wait-reporter.js';
 
 type Operation = MethodTypes['update']['result'];
@@ -69,13 +73,26 @@ export interface ReconcilerOptions {
   blocked?: BlockedTargetStore;
   /** Told the blocked target (or null) whenever a reconcile has looked at it (`status` shows it). */
   onBlocked?: (block: BlockedTarget | null) => void;
+  /**
+   * The Machine as the watch delivers it: a reconcile starts from it, and a status write from it,
+   * instead of a read (default: none, every reconcile and write reads the Machine first).
+   */
+  cache?: MachineCache;
 }
 
 export interface Reconciler {
   reconcile(signal: AbortSignal): Promise<ReconcileResult>;
+  /**
+   * An operation ended: the applied config may have changed. The next reconcile asks the engine
+   * for it again; until then it is not asked again (only an operation changes it).
+   */
+  appliedMayHaveChanged(): void;
   /** The resourceVersion of the Machine the last reconcile read; null before one, or when there was none. */
   lastReadResourceVersion(): string | null;
 }
+
+/** An operation in a final state (not pending, not running). */
+const hasEnded = (op: Operation): boolean => op.state !== 'pending' && op.state !== 'running';
 
 const RETRYABLE_RPC_CODES = new Set(['DRAINING', 'UNAVAILABLE', 'INTERNAL']);
 const FAILED_KEYS_KEPT = 32;
@@ -100,23 +117,42 @@ export function createReconciler(o: ReconcilerOptions): Reconciler {
   const failedKeys: string[] = [];
   const blocked = o.blocked ?? createMemoryBlockedTargetStore();
 
-  async function appliedView(signal: AbortSignal) {
+  /** The applied config, as the engine has it now (each read is a read of the node). */
+  async function appliedView(signal: AbortSignal): Promise<AppliedView | null> {
+    const generation = appliedGeneration;
+    let view: AppliedView | null;
     try {
       const applied = await raceAbort(rpc.call('config.get'), signal, 'read the applied config');
-      return readAppliedView(applied.config);
+      view = readAppliedView(applied.config);
     } catch (err) {
-      if (err instanceof RpcError && err.appCode === 'NOT_FOUND') return null;
-      throw err;
+      if (!(err instanceof RpcError && err.appCode === 'NOT_FOUND')) throw err;
+      view = null;
     }
+    // Kept unless an operation ended while it was read (it may be from before that end).
+    if (generation === appliedGeneration) knownApplied = { view };
+    return view;
   }
+
+  /** The applied config as last read, unless an operation ended since. */
+  let knownApplied: { view: AppliedView | null } | null = null;
+  /** Moves on at every operation's end. */
+  let appliedGeneration = 0;
+  const knownAppliedView = async (signal: AbortSignal): Promise<AppliedView | null> =>
+    knownApplied !== null ? knownApplied.view : appliedView(signal);
 
   /** Every write also says what runs now (docs/watcher.md, "What runs"), read just before it. */
   const write = async (want: WantedStatus, signal: AbortSignal): Promise<Machine> => {
     const observed = await raceAbort(readObservedStatus(rpc), signal, 'read what the node runs');
-    return machines.patchMachineStatus(name, statusMutation({ ...want, observed }), { signal });
+    const base = o.cache?.get();
+    const written = await machines.patchMachineStatus(name, statusMutation({ ...want, observed }), {
+      signal,
+      ...(base ? { base } : {}),
+    });
+    o.cache?.wrote(written);
+    return written;
   };
 
-  /** Wait out an operation someone else started; true when the node was busy. */
+  /** After a BUSY: wait out the operation someone else runs; true when one was running. */
   async function waitIfBusy(key: string, signal: AbortSignal): Promise<boolean> {
     const status = await raceAbort(rpc.call('status'), signal, 'read the status');
     const running = status.operation;
@@ -134,18 +170,19 @@ export function createReconciler(o: ReconcilerOptions): Reconciler {
   }
 
   /**
-   * Call `update` and wait. An operation with our key that an earlier daemon's shutdown or crash
-   * ended (cancelled/interrupted before this watcher started) is not the Machine's answer: the
-   * request is made again under a derived key, up to `maxAttempts` in all.
+   * Start the update (`wait: false`: answered once the engine admitted it, or with the operation
+   * a key seen before names). An operation with our key that an earlier daemon's shutdown or
+   * crash ended (cancelled/interrupted before this watcher started) is not the Machine's answer:
+   * the request is made again under a derived key, up to `maxAttempts` in all.
    */
-  async function callUpdate(d: MachineDecision, reason: string, signal: AbortSignal): Promise<Operation> {
+  async function startUpdate(d: MachineDecision, reason: string, signal: AbortSignal): Promise<Operation> {
     for (let attempt = 1; ; attempt += 1) {
       const idempotencyKey = attempt === 1 ? d.idempotencyKey : `${d.idempotencyKey}/attempt-${attempt}`;
       const op = await raceAbort(
         rpc.call('update', {
           ...(Object.keys(d.set).length > 0 ? { set: d.set } : {}),
           force: d.repave,
-          wait: true,
+          wait: false,
           idempotencyKey,
           reason: clip(reason, 1024),
         }),
@@ -160,6 +197,12 @@ export function createReconciler(o: ReconcilerOptions): Reconciler {
         'an earlier daemon ended this update; asking again',
       );
     }
+  }
+
+  /** The started operation once it has ended. */
+  async function waitForEnd(op: Operation, signal: AbortSignal): Promise<Operation> {
+    if (hasEnded(op)) return op;
+    return raceAbort(rpc.call('operations.wait', { id: op.id }), signal, `wait for update ${op.id}`);
   }
 
   function rememberFailed(key: string): void {
@@ -188,20 +231,31 @@ export function createReconciler(o: ReconcilerOptions): Reconciler {
 
   let lastRead: string | null = null;
   async function reconcile(signal: AbortSignal): Promise<ReconcileResult> {
-    const machine = await machines.getMachine(name);
+    // The three reads do not depend on one another: each is a wait (the API server, the engine's
+    // read of the node, the state dir), so they wait together.
+    const cached = o.cache?.get();
+    const [machine, applied, block] = await Promise.all([
+      cached ?? machines.getMachine(name),
+      knownAppliedView(signal),
+      blocked.read(),
+    ]);
     lastRead = machine?.metadata.resourceVersion ?? null;
-    return reconcileMachine(machine, signal);
+    return reconcileMachine(machine, applied, block, signal);
   }
 
-  async function reconcileMachine(machine: Machine | null, signal: AbortSignal): Promise<ReconcileResult> {
+  async function reconcileMachine(
+    machine: Machine | null,
+    applied: AppliedView | null,
+    readBlock: BlockedTarget | null,
+    signal: AbortSignal,
+  ): Promise<ReconcileResult> {
     if (machine === null) {
       logger.warn('the Machine does not exist; nothing to reconcile');
       return { outcome: 'missing' };
     }
-    const applied = await appliedView(signal);
     if (applied === null) return { outcome: 'not-joined' };
     const d = decideMachine(machine, applied);
-    let block = await blocked.read();
+    let block = readBlock;
     if (block !== null && !blocksRequest(block, machine, d.set)) {
       // The Machine asks anew (a new counter, another target, a re-created Machine): forget it.
       logger.info(
@@ -236,40 +290,58 @@ export function createReconciler(o: ReconcilerOptions): Reconciler {
     }
     if (block !== null) return reportBlocked(block, signal);
     if (failedKeys.includes(d.idempotencyKey)) return { outcome: 'already-failed' };
-    if (await waitIfBusy(d.idempotencyKey, signal)) return { outcome: 'busy', requeueAfterMs: busyRequeueMs };
 
     const summary = describeDecision(d) || 'finish the update a stopped watcher left in progress';
     logger.info(
       { repave: d.repave, drift: d.drift, key: d.idempotencyKey },
       `Machine asks for an update: ${summary}`,
     );
-    await write(
-      {
-        phase: 'Provisioning',
-        message: null,
-        nodeUpdated: { status: 'False', reason: 'InProgress', message: clip(summary) },
-      },
-      signal,
-    );
 
+    // The update starts first and the Machine is told after (docs/watcher.md, "Reconcile"): the
+    // status write is a round trip to the API server and a write to etcd, which the node need not
+    // wait for. Should agentd stop between the two, the Machine still asks for the same update,
+    // and the same key finds how it ended.
     let op: Operation;
-    // While it waits (the fleet gate), the Machine's condition says why.
-    const stopReporting = reportWaits(
-      { rpc, clock, logger, key: d.idempotencyKey, summary, write, pollMs: o.waitPollMs },
-      signal,
-    );
     try {
-      op = await callUpdate(d, `Machine ${name}: ${summary}`, signal);
+      op = await startUpdate(d, `Machine ${name}: ${summary}`, signal);
     } catch (err) {
-      await stopReporting();
       if (!(err instanceof RpcError)) throw err;
-      if (err.appCode === 'BUSY') return { outcome: 'busy', requeueAfterMs: busyRequeueMs };
+      if (err.appCode === 'BUSY') {
+        // Asked first, not looked for before: a node is seldom busy, and a look is a read of it.
+        await waitIfBusy(d.idempotencyKey, signal);
+        return { outcome: 'busy', requeueAfterMs: busyRequeueMs };
+      }
       if (RETRYABLE_RPC_CODES.has(err.appCode)) throw err;
       // The request itself is wrong (invalid version, precondition…): report it on the Machine.
       await reportFailure(d.idempotencyKey, `update refused (${err.appCode}): ${err.message}`, signal);
       return { outcome: 'failed' };
     }
-    await stopReporting();
+    if (!hasEnded(op)) {
+      try {
+        await write(
+          {
+            phase: 'Provisioning',
+            message: null,
+            nodeUpdated: { status: 'False', reason: 'InProgress', message: clip(summary) },
+          },
+          signal,
+        );
+      } catch (err) {
+        if (signal.aborted) throw err;
+        // The update runs all the same; the write of its outcome says how it ended.
+        logger.warn({ err: describeError(err), operation: op.id }, 'marking the Machine Provisioning failed');
+      }
+      // While it waits (the fleet gate), the Machine's condition says why.
+      const stopReporting = reportWaits(
+        { rpc, clock, logger, key: d.idempotencyKey, summary, write, pollMs: o.waitPollMs },
+        signal,
+      );
+      try {
+        op = await waitForEnd(op, signal);
+      } finally {
+        await stopReporting();
+      }
+    }
 
     if (op.state === 'rolled_back' || op.state === 'failed') {
       // Recorded before the Machine is told, so a restart in between still does not retry it.
@@ -316,5 +388,12 @@ export function createReconciler(o: ReconcilerOptions): Reconciler {
     return { outcome: 'updated', operationId: op.id };
   }
 
-  return { reconcile, lastReadResourceVersion: () => lastRead };
+  return {
+    reconcile,
+    appliedMayHaveChanged() {
+      appliedGeneration += 1;
+      knownApplied = null;
+    },
+    lastReadResourceVersion: () => lastRead,
+  };
 }

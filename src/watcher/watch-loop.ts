@@ -1,10 +1,11 @@
 /**
- * The watch side of the watcher: make sure the Machine exists (self-registration), read it
- * (which enqueues the first reconcile), then follow it with the one reflector of src/kube
- * (src/kube/reflector.ts): it watches from the read resourceVersion with bookmarks, resumes a
- * closed stream from the last resourceVersion seen, reads the Machine again after a 410, and
+ * The watch side of the watcher: make sure the Machine exists (self-registration), list it (a
+ * list of one, which enqueues the first reconcile), then follow it with the one reflector of
+ * src/kube (src/kube/reflector.ts): it watches from the list's resourceVersion with bookmarks,
+ * resumes a closed stream from the last resourceVersion seen, lists the Machine again after a 410, and
  * waits the one backoff (or the server's Retry-After) after a failure, reset only once a watch is
- * established (docs/watcher.md, "Watch"). Events only enqueue: the reconciler reads fresh state.
+ * established (docs/watcher.md, "Watch"). Events only enqueue, and keep the cache the reconciler
+ * reads (machine-cache.ts) as new as the watch.
  */
 import type { Logger } from 'pino';
 import { AgentError, NotFoundError, describeError } from '../errors.js';
@@ -13,16 +14,19 @@ import { createReflector, machineSchema, parseKubeObject } from '../kube/index.j
 import type { Machine, MachineApi, MachineWatch } from '../kube/index.js';
 import type { Metrics } from '../metrics/metrics.js';
 import type { BackoffPolicy } from '../retry/backoff.js';
+import type { MachineCache } from './machine-cache.js';
 import type { WatcherState } from './watcher-state.js';
 
 export interface WatchLoopOptions {
   name: string;
-  machines: Pick<MachineApi, 'getMachine'>;
+  machines: Pick<MachineApi, 'listMachine'>;
   machineWatch: MachineWatch;
   /** Make sure the Machine exists; called until it has succeeded once. */
   ensureMachine: () => Promise<{ created: boolean }>;
   /** Called for every change of the Machine (and after every read). */
   onChange: () => void;
+  /** Kept up to date with the Machine the list and the watch deliver (the reconciler reads it). */
+  cache?: MachineCache;
   clock: Clock;
   backoff: BackoffPolicy;
   /** A watch open this long counts as established even without events (default 30 s). */
@@ -45,22 +49,24 @@ export async function runWatchLoop(o: WatchLoopOptions, signal: AbortSignal): Pr
         registered = true;
         if (created) logger.info('registered this node: created its Machine');
       }
-      const machine = await o.machines.getMachine(name);
+      // A list (of one), not a read: the watch starts from the list's resourceVersion.
+      const { machine, resourceVersion } = await o.machines.listMachine(name);
       if (machine === null) {
         registered = false;
         throw new NotFoundError(`Machine ${name}`, { data: { machine: name } });
       }
-      return {
-        items: [machine],
-        resourceVersion: machine.metadata.resourceVersion,
-        target: o.machineWatch.target(name),
-      };
+      return { items: [machine], resourceVersion, target: o.machineWatch.target(name) };
     },
     decode: (object) => parseKubeObject(machineSchema, 'Machine', object),
-    onList: () => o.onChange(),
+    onList(items) {
+      o.cache?.listed(items[0]);
+      o.onChange();
+    },
     onEvent(type, machine) {
       metrics.watchEvents.inc({ type });
       if (machine.metadata.name !== name) return;
+      if (type === 'DELETED') o.cache?.deleted();
+      else o.cache?.observed(machine);
       state.event();
       o.onChange();
       if (type === 'DELETED') {

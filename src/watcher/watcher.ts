@@ -16,6 +16,7 @@ import { childLogger } from '../log.js';
 import { WATCH_BACKOFF } from '../retry/backoff.js';
 import type { BackoffPolicy } from '../retry/backoff.js';
 import type { BlockedTargetStore } from './blocked-target.js';
+import { MachineCache } from './machine-cache.js';
 import { createReconciler } from './reconcile.js';
 import type { ReconcilerOptions, ReconcileResult } from './reconcile.js';
 import { runWatchLoop } from './watch-loop.js';
@@ -59,7 +60,10 @@ export interface MachineWatcher {
   /** Stop watching and reconciling; an update it is waiting for is left to the engine. */
   stop(): Promise<void>;
   status(): WatcherStatus;
-  /** Reconcile once more (an operation ended: what runs, in the Machine's status, may have changed). */
+  /**
+   * Reconcile once more: an operation ended, so what runs (in the Machine's status) and the applied
+   * config may have changed. The daemon calls it at the end of every operation.
+   */
   poke(): void;
 }
 
@@ -70,6 +74,8 @@ export function createMachineWatcher(o: MachineWatcherOptions): MachineWatcher {
   // `subsystem`: the parent (the Kubernetes wiring) binds `component` already.
   const logger = childLogger(o.logger, { subsystem: 'watcher', machine: name });
   const state = new WatcherState(name, clock, o.onStatusChange);
+  // What the watch delivers, for the reconciler: it reads the Machine from here, not from the API.
+  const cache = new MachineCache();
   const reconciler = createReconciler({
     ...o.reconcile,
     name,
@@ -79,6 +85,7 @@ export function createMachineWatcher(o: MachineWatcherOptions): MachineWatcher {
     logger,
     ...(o.blocked ? { blocked: o.blocked } : {}),
     onBlocked: (block) => state.setBlocked(block),
+    cache,
   });
   const controller = new AbortController();
 
@@ -141,6 +148,7 @@ export function createMachineWatcher(o: MachineWatcherOptions): MachineWatcher {
           machineWatch: o.machineWatch,
           ensureMachine,
           onChange: () => queue.add(name),
+          cache,
           clock,
           backoff,
           logger,
@@ -157,6 +165,7 @@ export function createMachineWatcher(o: MachineWatcherOptions): MachineWatcher {
     },
     status: () => state.snapshot(),
     poke() {
+      reconciler.appliedMayHaveChanged();
       if (loop !== null && !controller.signal.aborted) queue.add(name);
     },
   };

@@ -1,3 +1,4 @@
+// Why the fake API server (test/support/fake-kube): a server that is gone before the daemon starts (its port refuses connections); any stopped server would do, this one costs no control plane.
 /**
  * With the Kubernetes API server unreachable (a `--kubeconfig` whose server refuses connections),
  * agentctl and the operation say so: `fleet status` prints what it could read and exits 1 with

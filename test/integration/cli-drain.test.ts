@@ -1,3 +1,4 @@
+// Why the fake API server (test/support/fake-kube): no fault: agentctl drain/uncordon output and exit codes over pods and a PDB the test places directly; portable (test/cluster/drain.test.ts drains, not through agentctl).
 /**
  * `agentctl drain` and `agentctl uncordon` against a real daemon wired to the fake API server
  * (`--sim`, temp paths, `--kubeconfig`): the commands, their JSON and human output and exit

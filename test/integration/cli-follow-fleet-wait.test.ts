@@ -1,3 +1,4 @@
+// Why the fake API server (test/support/fake-kube): no fault: the fleet policy changed at chosen moments, which kube-apiserver could do too; portable (test/cluster/fleet.test.ts pauses, without agentctl following).
 /**
  * `agentctl update` shows why the update waits in the fleet gate (docs/fleet.md, docs/cli.md):
  * the real daemon (`--sim`) with `--kubeconfig` pointing at the fake API server, whose

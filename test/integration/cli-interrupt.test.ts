@@ -1,3 +1,4 @@
+// Why the fake API server (test/support/fake-kube): no fault: a drain a PDB holds open while agentctl is interrupted; portable (a real PDB allowing nothing holds it too).
 /**
  * Ctrl-C and a lost daemon, as the operator meets them (docs/cli.md, exit codes): agentctl runs in
  * this process with its Ctrl-C handler captured, against a real `--sim` daemon reached through a

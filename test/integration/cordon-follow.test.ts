@@ -1,3 +1,4 @@
+// Why the fake API server (test/support/fake-kube): no fault: a cordon behind agentd’s back and a ClusterRole without list/watch on nodes, both possible on kube-apiserver; portable, not covered in test/cluster.
 /**
  * `status.node.cordoned` follows the node's Node object (a watch of its name), through the real
  * daemon (`--sim`, `--kubeconfig`, with the Machine watcher and without) and the fake API server: a `kubectl

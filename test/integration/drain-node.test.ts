@@ -1,3 +1,4 @@
+// Why the fake API server (test/support/fake-kube): no fault: PDBs whose disruptionsAllowed the test sets (no disruption controller), and agentd crashed mid-update; portable (test/cluster/drain.test.ts has the real PDB status).
 /**
  * `drain`, `uncordon` and `update --drain` against the fake API server, through the real
  * daemon (`--sim`, temp paths, `--kubeconfig`). Needs `npm run build`.

@@ -1,3 +1,4 @@
+// Why the fake API server (test/support/fake-kube): no fault: --fleet-namespace against any server; portable, not covered in test/cluster.
 /**
  * `--fleet-namespace` (docs/fleet.md): agentd in process on the simulated host, with `--kubeconfig`
  * pointing at the fake API server, reads the policy and takes its slot in the namespace it is

@@ -1,3 +1,4 @@
+// Why the fake API server (test/support/fake-kube): no fault: deploy/rbac.yaml’s roles as the fake enforces them; test/cluster/rbac.test.ts does it with kube-apiserver’s RBAC.
 /**
  * deploy/rbac.yaml is enough for the fleet gate and no more: the fake API server enforces the
  * manifests' roles bound to the nodes' tokens, agentd's fleet paths (policy watch, slots,

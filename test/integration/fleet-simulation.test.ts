@@ -1,3 +1,4 @@
+// Why the fake API server (test/support/fake-kube): no fault: 60 repaves with 1 s leases in seconds and every request counted per agent; test/cluster/fleet.test.ts runs the fleet against kube-apiserver.
 /**
  * The fleet simulation (docs/fleet.md): 20 agents in process, each the real assembly a node runs
  * (`startDaemon`: the engine, the Machine watcher, the fleet runtime) on its own simulated host

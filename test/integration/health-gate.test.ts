@@ -1,3 +1,4 @@
+// Why the fake API server (test/support/fake-kube): no fault: the Node’s kubelet version set at chosen moments (the control plane’s kubelet stand-in can too); portable, not covered in test/cluster.
 /**
  * The health gate in the daemon (docs/fleet.md, "The health gate"): agentd in process on the simulated
  * host, with `--kubeconfig` pointing at the fake API server and a fleet policy getter giving the

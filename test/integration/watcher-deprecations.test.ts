@@ -1,3 +1,4 @@
+// Why the fake API server (test/support/fake-kube): no fault: any API server the watcher talks to; portable.
 /**
  * What the Machine watcher leaves in the journal besides agentd's own log lines: nothing. The
  * Kubernetes client's HTTP library (node-fetch 2) parses request URLs with the deprecated

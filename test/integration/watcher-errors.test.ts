@@ -1,3 +1,4 @@
+// Why the fake API server (test/support/fake-kube): no fault: no credentials, a missing CRD, a rejected token, a node not joined, all possible on kube-apiserver; portable in part (test/cluster/crd-schema.test.ts: a CRD installed late).
 /**
  * The watcher when Kubernetes is broken or absent: the daemon keeps serving, and the reason
  * shows in `status.watcher` (and the logs and metrics). Also the failure path of a repave.

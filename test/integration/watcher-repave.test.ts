@@ -1,3 +1,4 @@
+// Why the fake API server (test/support/fake-kube): 500s, cut watches, a compaction and another status writer between agentd’s read and its patch, at chosen moments during a repave.
 /**
  * The Machine CR watcher end to end (docs/watcher.md): the real daemon (`--sim`, temp paths) with
  * `--kubeconfig` pointing at the fake API server, driven by changing the Machine there.

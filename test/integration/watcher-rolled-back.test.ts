@@ -1,3 +1,4 @@
+// Why the fake API server (test/support/fake-kube): no fault (the rollback is the simulated host’s): portable, not covered in test/cluster beyond one rollback (events.test.ts).
 /**
  * No silent retry of a bad version (docs/watcher.md, "RolledBack"), end to end: the real daemon
  * (`--sim`, temp paths) with the fake API server; a repave whose new kubelet never comes up

@@ -44,6 +44,33 @@ export interface ApiClient {
   ): { stop(): void; ended: Promise<number> };
 }
 
+/**
+ * A request as kube-apiserver's `apiserver_request_total` names it: `VERB resource[/subresource]`
+ * (`LIST pods`, `PATCH nodes/status`), or null for a path that names no resource (`/metrics`).
+ */
+export function requestKind(method: string, p: string): string | null {
+  const parts = new URL(p, 'https://x').pathname.split('/').filter(Boolean);
+  let rest: string[];
+  if (parts[0] === 'api' && parts.length >= 3) rest = parts.slice(2);
+  else if (parts[0] === 'apis' && parts.length >= 4) rest = parts.slice(3);
+  else return null;
+  if (rest[0] === 'namespaces' && rest.length >= 3) rest = rest.slice(2);
+  const [resource, name, subresource] = rest;
+  if (resource === undefined) return null;
+  const m = method.toUpperCase();
+  const verb =
+    m === 'GET'
+      ? name === undefined
+        ? new URL(p, 'https://x').searchParams.get('watch') === 'true'
+          ? 'WATCH'
+          : 'LIST'
+        : 'GET'
+      : m === 'DELETE' && name === undefined
+        ? 'DELETECOLLECTION'
+        : m;
+  return `${verb} ${resource}${subresource ? `/${subresource}` : ''}`;
+}
+
 export function apiClient(o: ApiClientOptions): ApiClient {
   const base = new URL(o.server);
   const agent = new https.Agent({ ca: o.caPem, cert: o.cert, key: o.key, keepAlive: true, maxSockets: 8 });

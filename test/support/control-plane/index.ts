@@ -20,7 +20,7 @@ import { controlPlaneBin } from './binaries.js';
 import { startEtcd, type Etcd } from './etcd.js';
 import { createKubeApiServer, type KubeApiServer, type KubeApiServerOptions } from './kube-apiserver.js';
 import { startKubeControllerManager } from './kube-controller-manager.js';
-import { startKubeletStandIn, type KubeletStandIn } from './kubelet-stand-in.js';
+import { startKubeletStandIn, type KubeletStandIn, type KubeletStandInOptions } from './kubelet-stand-in.js';
 import { kubectl, kubectlOk, type KubectlResult } from './kubectl.js';
 import { adminKubeconfigYaml, makePki, tokenKubeconfigYaml } from './pki.js';
 import { pollUntil, startReaper, type ManagedProcess } from './processes.js';
@@ -42,6 +42,8 @@ export interface ControlPlaneOptions {
   /** Run kube-controller-manager's disruption controller (default true). */
   controllerManager?: boolean;
   apiServer?: KubeApiServerOptions;
+  /** The kubelet stand-in's pace (default: a look every 200 ms, a Node status every 5 s). */
+  kubelet?: KubeletStandInOptions;
 }
 
 export interface BootstrapToken {
@@ -182,7 +184,7 @@ export async function startControlPlane(o: ControlPlaneOptions = {}): Promise<Co
       await kubectlOk(bin, adminKubeconfig, ['apply', '-f', DEPLOY_DIR]);
       await crdReady();
     }
-    kubelet = startKubeletStandIn(api);
+    kubelet = startKubeletStandIn(api, o.kubelet);
     const processes = (): ManagedProcess[] =>
       [etcd.process, apiServer.process(), controllerManager].filter((p): p is ManagedProcess => p !== null);
     return {

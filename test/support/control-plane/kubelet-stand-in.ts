@@ -12,9 +12,11 @@
  *   as the kubelet does once the containers stopped), so evicted pods go away.
  *
  * It runs containers for nothing: a pod is "running" the moment it is bound. It looks every
- * 200 ms (a list of all pods); a test that needs to know it looked calls `pass()`.
+ * 200 ms (a list of all pods) and posts each Node's status every 5 s, or as told; a test that
+ * needs to know it looked calls `pass()`. It counts its requests (`requests()`), so that a bench
+ * reading kube-apiserver's metrics can tell them from agentd's.
  */
-import type { ApiClient, KubeJson } from './api.js';
+import { requestKind, type ApiClient, type KubeJson } from './api.js';
 
 export interface StandInNode {
   /** `status.nodeInfo.kubeletVersion` (default `v1.34.0`). */
@@ -35,11 +37,17 @@ export interface KubeletStandIn {
   pass(): Promise<void>;
   /** Errors the last look met (a failed status write), for a test that wonders. */
   lastError(): string | null;
+  /** Its requests so far, by `VERB resource[/subresource]` (as `apiserver_request_total` counts them). */
+  requests(): ReadonlyMap<string, number>;
   stop(): Promise<void>;
 }
 
-const LOOK_MS = 200;
-const HEARTBEAT_MS = 5_000;
+export interface KubeletStandInOptions {
+  /** How often it looks at the pods (default 200 ms). */
+  lookMs?: number;
+  /** How often it posts a Node's status (default 5 s; a kubelet posts it every 5 min unchanged). */
+  heartbeatMs?: number;
+}
 
 function readyConditions(now: string): KubeJson[] {
   return ['PodScheduled', 'Initialized', 'ContainersReady', 'Ready'].map((type) => ({
@@ -54,7 +62,24 @@ function podReady(pod: KubeJson): boolean {
   return pod.status?.phase === 'Running' && conditions.some((c) => c.type === 'Ready' && c.status === 'True');
 }
 
-export function startKubeletStandIn(api: ApiClient): KubeletStandIn {
+export function startKubeletStandIn(client: ApiClient, o: KubeletStandInOptions = {}): KubeletStandIn {
+  const LOOK_MS = o.lookMs ?? 200;
+  const HEARTBEAT_MS = o.heartbeatMs ?? 5_000;
+  const counts = new Map<string, number>();
+  const count = (method: string, p: string): void => {
+    const kind = requestKind(method, p);
+    if (kind !== null) counts.set(kind, (counts.get(kind) ?? 0) + 1);
+  };
+  const api: Pick<ApiClient, 'request' | 'get'> = {
+    request: (method, p, ...rest) => {
+      count(method, p);
+      return client.request(method, p, ...rest);
+    },
+    get: (p) => {
+      count('GET', p);
+      return client.get(p);
+    },
+  };
   const nodes = new Map<string, { kubeletVersion: string; lastBeat: number }>();
   let stopped = false;
   let error: string | null = null;
@@ -167,6 +192,7 @@ export function startKubeletStandIn(api: ApiClient): KubeletStandIn {
       return new Promise((resolve) => waiters.push({ after, resolve }));
     },
     lastError: () => error,
+    requests: () => counts,
     async stop() {
       stopped = true;
       await loop;

@@ -45,6 +45,9 @@ export function startReaper(): Reaper {
     forget: (pgid) => say(`forget ${pgid}`),
     dir: (p) => say(`dir ${p}`),
     async close() {
+      // Unreferenced so that it never keeps a test process alive, but waited for here: a process
+      // with nothing else to do (a bench after its last run) would otherwise exit in this await.
+      proc.ref();
       proc.stdin?.end();
       await done;
       openReapers.delete(proc);

@@ -1,3 +1,4 @@
+// Why the fake API server (test/support/fake-kube): no fault: the wiring needs a server to point a kubeconfig at, in the unit project (no control plane).
 import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';

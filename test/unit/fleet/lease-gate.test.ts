@@ -1,3 +1,4 @@
+// Why the fake API server (test/support/fake-kube): a slot watch cut and a failing list at chosen moments, with requests counted per test; test/cluster/fleet.test.ts runs the gate against kube-apiserver.
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
 import { CoordinationV1Api, CoreV1Api } from '@kubernetes/client-node';
 import pino from 'pino';

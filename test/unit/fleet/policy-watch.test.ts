@@ -1,3 +1,4 @@
+// Why the fake API server (test/support/fake-kube): policy watches cut at chosen moments (one that served, one ended at once).
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
 import { CoordinationV1Api, CoreV1Api } from '@kubernetes/client-node';
 import pino from 'pino';

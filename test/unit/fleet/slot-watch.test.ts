@@ -1,3 +1,4 @@
+// Why the fake API server (test/support/fake-kube): slot watches cut, a compaction (410) and a failing list at chosen moments.
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { CoordinationV1Api, CoreV1Api } from '@kubernetes/client-node';
 import pino from 'pino';

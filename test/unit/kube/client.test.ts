@@ -1,3 +1,4 @@
+// Why the fake API server (test/support/fake-kube): no fault: a server to point each kind of credentials at; test/cluster/tls.test.ts covers the kubeconfig and applied-config paths over HTTPS.
 import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';

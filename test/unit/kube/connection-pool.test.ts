@@ -1,3 +1,4 @@
+// Why the fake API server (test/support/fake-kube): the TCP connections and TLS handshakes the server accepted, counted at the server.
 import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import http from 'node:http';
 import https from 'node:https';

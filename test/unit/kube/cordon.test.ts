@@ -1,3 +1,4 @@
+// Why the fake API server (test/support/fake-kube): an administrator’s cordon between agentd’s read and its patch, at that moment.
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { CoreV1Api } from '@kubernetes/client-node';
 import { CORDONED_BY_AGENTD_ANNOTATION, cordonNode, uncordonNode } from '../../../src/kube/cordon.js';

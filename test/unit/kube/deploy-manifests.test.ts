@@ -1,3 +1,4 @@
+// Why the fake API server (test/support/fake-kube): no fault: deploy/’s roles as the fake enforces them; test/cluster/control-plane.test.ts and rbac.test.ts apply deploy/ to kube-apiserver.
 import { readFile } from 'node:fs/promises';
 import { afterEach, describe, expect, it } from 'vitest';
 import { CoreV1Api, CustomObjectsApi } from '@kubernetes/client-node';

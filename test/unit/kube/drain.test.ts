@@ -1,3 +1,4 @@
+// Why the fake API server (test/support/fake-kube): a PDB’s disruptionsAllowed and pods leaving at chosen moments, the drain’s timeouts on the injected clock; test/cluster/drain.test.ts drains against real PDB status.
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { CoreV1Api } from '@kubernetes/client-node';
 import { CORDONED_BY_AGENTD_ANNOTATION, createNodeDrainer } from '../../../src/kube/drain.js';

@@ -1,3 +1,4 @@
+// Why the fake API server (test/support/fake-kube): no fault: Lease and ConfigMap reads and writes any server answers alike; portable (test/cluster/fleet.test.ts writes the same Leases).
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { CoordinationV1Api, CoreV1Api } from '@kubernetes/client-node';
 import {

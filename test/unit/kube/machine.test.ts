@@ -1,3 +1,4 @@
+// Why the fake API server (test/support/fake-kube): another status writer between the read and the patch, a 500, rejected credentials and a missing CRD, at chosen moments.
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { CustomObjectsApi } from '@kubernetes/client-node';
 import { agentConfigSchema } from '../../../src/config/agent-config.js';
@@ -266,6 +267,29 @@ describe('Machine API', () => {
       expect(kube.countRequests(statusPatches)).toBe(3);
       expectBackoff(clock.sleeps, [100, 150]);
       expect(kube.getMachine('w')?.status?.phase).toBe('Pending');
+    });
+
+    it('starts from the base it is given (no read), and from a fresh read after the base proves stale', async () => {
+      const base = await api.getMachine('w');
+      const reads = () => kube.countRequests({ resource: 'machines', verb: 'get' });
+      const before = reads();
+      await api.patchMachineStatus('w', () => ({ phase: 'Joining' }), { base: base! });
+      expect(reads()).toBe(before);
+      expect(kube.getMachine('w')?.status?.phase).toBe('Joining');
+      // The same base again is stale now: a conflict, then a fresh read keeps the new phase's writer.
+      const seen: Array<string | undefined> = [];
+      await api.patchMachineStatus(
+        'w',
+        (fresh) => {
+          seen.push(fresh.status?.phase);
+          return { message: 'again' };
+        },
+        { base: base! },
+      );
+      expect(seen).toEqual(['Pending', 'Joining']);
+      expect(kube.requests.filter((r) => r.verb === 'patch').map((r) => r.status)).toEqual([200, 409, 200]);
+      expect(reads()).toBe(before + 1);
+      expect(kube.getMachine('w')?.status).toMatchObject({ phase: 'Joining', message: 'again' });
     });
 
     it('writes nothing when the mutation returns null', async () => {

@@ -1,3 +1,4 @@
+// Why the fake API server (test/support/fake-kube): a Node’s Ready and kubelet version moved at chosen moments, and a 500.
 import { CoreV1Api } from '@kubernetes/client-node';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { getNodeHealth } from '../../../src/kube/node-health.js';

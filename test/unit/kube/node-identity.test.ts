@@ -1,3 +1,4 @@
+// Why the fake API server (test/support/fake-kube): no fault: which identity each request carries, told apart by the server; test/cluster/least-privilege.test.ts does it with kube-apiserver.
 import { execFile } from 'node:child_process';
 import { mkdir, mkdtemp, readFile, rm, symlink, unlink, writeFile } from 'node:fs/promises';
 import os from 'node:os';

@@ -1,3 +1,4 @@
+// Why the fake API server (test/support/fake-kube): a Node kube-apiserver’s schema would refuse (spec.unschedulable not a boolean), to see the decode error.
 import { CoreV1Api } from '@kubernetes/client-node';
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
 import type { AgentError } from '../../../src/errors.js';

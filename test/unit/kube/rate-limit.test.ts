@@ -1,3 +1,4 @@
+// Why the fake API server (test/support/fake-kube): no fault: requests counted at the server while the limit runs on the injected clock.
 import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';

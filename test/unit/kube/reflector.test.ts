@@ -1,3 +1,4 @@
+// Why the fake API server (test/support/fake-kube): cut watches, compactions, 429/503 with Retry-After, a bookmark and an undecodable line, each at a chosen moment.
 /**
  * The one reflector (src/kube/reflector.ts) against the fake API server, on the fake server's
  * test clock: every wait of the reflector is a `sleep` the clock records (and moves time by), so
@@ -143,6 +144,47 @@ describe('the reflector', () => {
     expect(watchRv(watches().length - 1)).toBe(kube.resourceVersion);
     // The broken watch was a failure (one backoff); the 410 itself waited nothing more.
     expect(clock.sleeps).toEqual([250]);
+  });
+
+  it('backs off instead of listing at once when the list’s own version is gone (a list that reads one object)', async () => {
+    kube.putConfigMap(NS, 'a', { v: '1' });
+    kube.putConfigMap(NS, 'b', { v: '1' });
+    kube.compactHistory();
+    const kc = kube.kubeConfig();
+    const core = makeApiClient(kc, BARE_TRANSPORT, CoreV1Api);
+    const failures: AgentError[] = [];
+    let lists = 0;
+    reflector = createReflector<unknown>({
+      what: 'ConfigMap a',
+      // The object's own version: older than the history the server keeps.
+      async list() {
+        lists += 1;
+        const cm = await core.readNamespacedConfigMap({ namespace: NS, name: 'a' });
+        return {
+          items: [cm],
+          resourceVersion: cm.metadata?.resourceVersion,
+          target: {
+            kc,
+            transport: BARE_TRANSPORT,
+            path: `/api/v1/namespaces/${NS}/configmaps`,
+            query: { fieldSelector: 'metadata.name=a' },
+          },
+        };
+      },
+      decode: (o) => o,
+      onList: () => undefined,
+      onEvent: () => undefined,
+      onFailure: (err) => failures.push(err),
+      clock,
+      backoff: { baseMs: 250, maxMs: 2000, random: () => 1 },
+    });
+    void reflector.start();
+    await until(() => lists === 4, 'four lists');
+    await reflector.stop();
+    // Each list's watch was gone at once: a failure each time, with the backoff growing between.
+    expect(failures.length).toBeGreaterThanOrEqual(3);
+    expect(failures[0]?.message).toMatch(/the version the list gave \(\d+\) was gone at once/);
+    expect(clock.sleeps.slice(0, 3)).toEqual([250, 500, 1000]);
   });
 
   it('grows its backoff on failures and resets it only once a watch is established', async () => {

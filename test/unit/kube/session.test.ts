@@ -1,3 +1,4 @@
+// Why the fake API server (test/support/fake-kube): failing requests and Node watches cut at chosen moments.
 import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';

@@ -1,3 +1,4 @@
+// Why the fake API server (test/support/fake-kube): no fault: the Machine watch’s request against any server; test/cluster/watcher.test.ts and reflector.test.ts watch kube-apiserver.
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import type { AgentError } from '../../../src/errors.js';
 import { createReflector, type Reflector } from '../../../src/kube/reflector.js';

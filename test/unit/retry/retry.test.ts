@@ -1,3 +1,4 @@
+// No API server: only the fake API server’s test clock (test/support/fake-kube/test-clock.ts).
 import { describe, expect, it } from 'vitest';
 import { Backoff, retry } from '../../../src/retry/backoff.js';
 import { errorCode, isRetryableNetworkError, isRetryableStatus } from '../../../src/retry/retryable.js';

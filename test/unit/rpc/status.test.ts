@@ -1,3 +1,4 @@
+// Why the fake API server (test/support/fake-kube): a Node watch cut at a chosen moment, between two status answers.
 /**
  * `status` is serialized once per status version: every input of the answer, changed alone,
  * must give a different answer — and the answer served must always be the one computed afresh.

@@ -1,3 +1,4 @@
+// Why the fake API server (test/support/fake-kube): the tests of the fake API server itself.
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import {
   ApiException,

@@ -1,3 +1,4 @@
+// Why the fake API server (test/support/fake-kube): other writers between agentd’s read and its patch, and a 500 on one status write, at chosen moments; test/cluster/watcher.test.ts reconciles against kube-apiserver.
 import { mkdtemp, readFile, rm } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
@@ -101,6 +102,22 @@ describe('reconcile', () => {
     expect(statusPatches()).toHaveLength(1);
   });
 
+  it('asks the engine for the applied config again only once an operation has ended', async () => {
+    const configReads = () => api.calls.filter((c) => c.method === 'config.get').length;
+    await reconciler.reconcile(signal);
+    await reconciler.reconcile(signal);
+    expect(configReads()).toBe(1);
+    // An operation changed it (the daemon says so at every operation's end).
+    api.applied = { version: '1.35.0', image: 'img:v1' };
+    reconciler.appliedMayHaveChanged();
+    api.onUpdate = (params) => {
+      api.applied = { version: '1.34.0', image: 'img:v1' };
+      return stubOp({ idempotencyKey: String(params.idempotencyKey) });
+    };
+    expect((await reconciler.reconcile(signal)).outcome).toBe('updated');
+    expect(api.updates()[0]).toMatchObject({ set: { kubernetesVersion: '1.34.0' } });
+  });
+
   it('writes the last operation that ended, whoever ran it, into LastOperation', async () => {
     api.answered.push(
       stubOp({
@@ -124,13 +141,20 @@ describe('reconcile', () => {
     });
   });
 
-  it('repaves: Provisioning first, then update with force and the key, then Joining and the acknowledgement', async () => {
+  it('repaves: starts the update with force and the key, then says Provisioning, then Joining and the acknowledgement', async () => {
     const m = kube.patchMachineSpecAsOtherWriter(NAME, { operations: { repaveCounter: 2 } });
+    // The node need not wait for the status write: the update starts before it.
+    let writesBeforeUpdate = -1;
+    api.onUpdate = (params, n) => {
+      writesBeforeUpdate = statusPatches().length;
+      return stubOp({ id: `op-${n}`, idempotencyKey: String(params.idempotencyKey) });
+    };
     expect(await reconciler.reconcile(signal)).toEqual({ outcome: 'updated', operationId: 'op-1' });
+    expect(writesBeforeUpdate).toBe(0);
     expect(api.updates()).toEqual([
       {
         force: true,
-        wait: true,
+        wait: false,
         set: { kubernetesVersion: '1.34.0' },
         idempotencyKey: `machine/${m.metadata.uid}/gen-2/repave-2`,
         reason: 'Machine w1: repave requested (repaveCounter 0 → 2)',
@@ -158,6 +182,19 @@ describe('reconcile', () => {
     // Level-based: the next reconcile finds nothing to do and writes nothing.
     expect(await reconciler.reconcile(signal)).toEqual({ outcome: 'in-sync' });
     expect(statusPatches()).toHaveLength(2);
+  });
+
+  it('goes on with the update when the Provisioning write fails, and writes how it ended', async () => {
+    kube.patchMachineSpecAsOtherWriter(NAME, { operations: { repaveCounter: 1 } });
+    kube.failNext(1, { status: 500, match: { resource: 'machines/status', verb: 'patch' } });
+    expect(await reconciler.reconcile(signal)).toEqual({ outcome: 'updated', operationId: 'op-1' });
+    expect(api.calls.filter((c) => c.method === 'operations.wait')).toHaveLength(1);
+    expect(kube.requests.filter((r) => r.resource === 'machines/status' && r.status === 500)).toHaveLength(1);
+    expect(statusPatches()).toHaveLength(1);
+    expect(kube.getMachine(NAME)?.status).toMatchObject({
+      phase: 'Joining',
+      operations: { repaveCounter: 1 },
+    });
   });
 
   it('updates without force on a spec change, and acknowledges no counter', async () => {
@@ -293,12 +330,12 @@ describe('reconcile', () => {
     expect(await reconciler.reconcile(signal)).toEqual({ outcome: 'busy', requeueAfterMs: 250 });
   });
 
-  it('waits for an operation someone else runs before acting', async () => {
+  it('waits for an operation someone else runs once its update is refused BUSY, then looks again', async () => {
     kube.patchMachineSpecAsOtherWriter(NAME, { operations: { repaveCounter: 1 } });
     api.running = stubOp({ id: 'op-admin', state: 'running', requestedBy: 'agentctl' });
     expect(await reconciler.reconcile(signal)).toEqual({ outcome: 'busy', requeueAfterMs: 250 });
-    expect(api.calls.map((c) => c.method)).toEqual(['config.get', 'status', 'operations.wait']);
-    expect(api.calls[2]?.params).toEqual({ id: 'op-admin', timeoutSeconds: 30 });
+    expect(api.calls.map((c) => c.method)).toEqual(['config.get', 'update', 'status', 'operations.wait']);
+    expect(api.calls[3]?.params).toEqual({ id: 'op-admin', timeoutSeconds: 30 });
     expect(statusPatches()).toEqual([]);
   });
 

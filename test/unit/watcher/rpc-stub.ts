@@ -61,11 +61,16 @@ export interface StubApi {
   updates(): Array<Record<string, unknown>>;
   /** The applied config, or null for a node that has not joined (`config.get` → NOT_FOUND). */
   applied: StubApplied | null;
-  /** What `status` reports as running. */
+  /** What `status` reports as running; `update` with another key is refused BUSY meanwhile. */
   running: StubOp | null;
   /** The operations `update` answered, oldest first (`operations.list` answers them newest first). */
   answered: StubOp[];
-  /** How `update` answers: an operation, or an RpcError to throw. Default: succeeded. */
+  /**
+   * How `update` answers: an RpcError to refuse it, or the operation it ends as (at once, or a
+   * promise of it). Default: succeeded. Asked with `wait: false`, as the watcher asks, `update`
+   * answers the operation running (the promise's as `op-<n>`), and `operations.wait` its end,
+   * unless the operation has ended already (`finishedAt` set: a key seen before).
+   */
   onUpdate: (params: Record<string, unknown>, n: number) => StubOp | RpcError | Promise<StubOp | RpcError>;
 }
 
@@ -75,6 +80,8 @@ export function rpcError(appCode: string, message = `${appCode} from the stub`):
 
 export function createStubApi(applied: StubApplied | null = { version: '1.34.0', image: 'img:v1' }): StubApi {
   let updates = 0;
+  /** The ends of updates answered while running, by operation id. */
+  const pending = new Map<string, Promise<StubOp | RpcError>>();
   const api: StubApi = {
     calls: [],
     applied,
@@ -113,14 +120,41 @@ export function createStubApi(applied: StubApplied | null = { version: '1.34.0',
           }
           case 'operations.list':
             return { operations: [...api.answered].reverse() };
-          case 'operations.wait':
-            return api.running;
+          case 'operations.wait': {
+            const ending = pending.get(String(params?.id));
+            if (ending === undefined) return api.running;
+            pending.delete(String(params?.id));
+            const answer = await ending;
+            if (answer instanceof RpcError) throw answer;
+            return answer;
+          }
           case 'update': {
             updates += 1;
-            const answer = await api.onUpdate(params ?? {}, updates);
+            const key = String(params?.idempotencyKey);
+            // Another operation runs: refused, as the engine refuses (its own key is a replay).
+            const running = api.running;
+            if (running !== null && running.idempotencyKey !== key)
+              throw rpcError('BUSY', `operation ${running.id} (${running.kind}) is running`);
+            const answer = api.onUpdate(params ?? {}, updates);
+            // A refusal comes at once, as the engine's admission refuses.
             if (answer instanceof RpcError) throw answer;
-            api.answered.push(answer);
-            return answer;
+            if (params?.wait === true || (!(answer instanceof Promise) && answer.finishedAt !== null)) {
+              // Waited for, or an operation that has ended (a key seen before).
+              const op = await answer;
+              if (op instanceof RpcError) throw op;
+              api.answered.push(op);
+              return op;
+            }
+            // Launched: running until `operations.wait` gives its end.
+            const id = answer instanceof Promise ? `op-${updates}` : answer.id;
+            pending.set(
+              id,
+              Promise.resolve(answer).then((op) => {
+                if (!(op instanceof RpcError)) api.answered.push(op);
+                return op;
+              }),
+            );
+            return stubOp({ id, state: 'running', idempotencyKey: key });
           }
           default:
             throw rpcError('METHOD_NOT_FOUND');

@@ -1,3 +1,4 @@
+// No API server: only the fake API server’s test clock (test/support/fake-kube/test-clock.ts).
 import { describe, expect, it, vi } from 'vitest';
 import type { KubeSession } from '../../../src/kube/session.js';
 import { createWatcherSupervisor } from '../../../src/watcher/supervisor.js';

@@ -1,3 +1,4 @@
+// Why the fake API server (test/support/fake-kube): every watch request answered 500, from a chosen moment.
 /**
  * The watch loop against a failing API server, over real HTTP with the reflector's own watch request:
  * a watch request answered 500 (or a refused connection) must back off, growing and capped,

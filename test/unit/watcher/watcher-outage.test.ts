@@ -1,3 +1,4 @@
+// Why the fake API server (test/support/fake-kube): every request failing with 500 or 503 for 30 s of the injected clock.
 /**
  * The whole watcher against an API server that fails every request for 30 s (on the injected
  * clock), through the production clients (rate limit included): the backoff must keep the

@@ -1,3 +1,4 @@
+// Why the fake API server (test/support/fake-kube): no fault beyond a CRD installed at a chosen moment: the whole watcher on the injected clock; test/cluster/watcher.test.ts runs it against kube-apiserver.
 /**
  * The whole watcher in process: the real Machine client and watch against the fake API server,
  * a scripted API behind the rpc client, and the test clock for every backoff.
@@ -80,6 +81,24 @@ describe('createMachineWatcher', () => {
     await kube.close();
   });
 
+  it('reconciles and writes from the Machine its watch delivered: a repave reads nothing back', async () => {
+    const w = await start();
+    await until('the first reconcile', () => w.status().lastReconcileAt !== null);
+    await inSyncWithServer();
+    const reads = (): number => kube.countRequests({ resource: 'machines', verb: 'get' });
+    const before = reads();
+    kube.patchMachineSpecAsOtherWriter(NAME, { operations: { repaveCounter: 1 } });
+    await until(
+      'the acknowledgement',
+      () => (kube.getMachine(NAME)?.status?.operations as { repaveCounter?: number })?.repaveCounter === 1,
+    );
+    // Its own writes come back as events and are reconciled too, from the same cache.
+    await inSyncWithServer();
+    expect(api.updates()).toHaveLength(1);
+    expect(reads()).toBe(before);
+    expect(kube.countRequests({ resource: 'machines/status', verb: 'patch' })).toBeGreaterThan(1);
+  });
+
   it('registers the missing Machine, reconciles once, and repaves on a bump', async () => {
     const w = await start();
     await until('the watch', () => w.status().connected);
@@ -92,7 +111,7 @@ describe('createMachineWatcher', () => {
     kube.patchMachineSpecAsOtherWriter(NAME, { operations: { repaveCounter: 1 } });
     await until('the acknowledgement', () => kube.getMachine(NAME)?.status?.phase === 'Joining');
     expect(api.updates()).toHaveLength(1);
-    expect(api.updates()[0]).toMatchObject({ force: true, wait: true });
+    expect(api.updates()[0]).toMatchObject({ force: true, wait: false });
     expect(w.status()).toMatchObject({ enabled: true, machineName: NAME, connected: true, lastError: null });
     expect(w.status().lastEventAt).not.toBeNull();
 

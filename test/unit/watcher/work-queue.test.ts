@@ -1,3 +1,4 @@
+// No API server: only the fake API server’s test clock (test/support/fake-kube/test-clock.ts).
 import { describe, expect, it } from 'vitest';
 import { WorkQueue } from '../../../src/watcher/work-queue.js';
 import type { ProcessResult } from '../../../src/watcher/work-queue.js';
