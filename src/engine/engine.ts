@@ -25,9 +25,9 @@ import { OperationSlot, type InFlight, type Launched } from './operation-slot.js
 import { planDrain, planUpdate } from './dry-run.js';
 import { OperationStore } from './operation-store.js';
 import type { PreflightCheck, Provisioner } from '../provision/provisioner-contract.js';
-import { readJournal } from './journal.js';
+import type { Journal } from './journal.js';
 import { NODE_NOT_READ_YET, recoveringReason } from './node-health.js';
-import { recover, recoveryWarnings, type RecoveryReport } from './recovery.js';
+import { readJournalOn, recover, recoveryWarnings, type RecoveryReport } from './recovery.js';
 import { RESET_PHASES, runReset } from './reset.js';
 import {
   DRAIN_PHASES,
@@ -290,22 +290,24 @@ export class Engine {
     // The reserve first: recovery may need it.
     await this.#reserve.ensure();
     await this.#store.load();
-    const interrupted = await this.#interruptedOperation();
+    // Read once, on the reserve: what recovery writes is handed on, never read back.
+    const journal = await readJournalOn(this.#deps);
+    const interrupted = this.#interruptedOperation(journal);
     if (interrupted !== null) {
       this.#unknownBecause = recoveringReason(interrupted);
       this.#snap.explainUnknown(this.#unknownBecause);
       this.#o.onRecovering?.(interrupted);
     }
-    this.#lastRecovery = await recover({ ...this.#deps, store: this.#store, logger: this.#o.logger });
+    const recovered = await recover({ ...this.#deps, store: this.#store, logger: this.#o.logger }, journal);
+    this.#lastRecovery = recovered.report;
     this.#unknownBecause = null;
-    await this.#pending.load();
+    this.#pending.load(recovered.journal);
     await this.refreshNode();
     return this.#lastRecovery;
   }
 
   /** The operation a restart interrupted, which startup recovery completes: the open journal's, else a record still running. */
-  async #interruptedOperation(): Promise<{ id: string; kind: string } | null> {
-    const journal = await readJournal(this.#o.stateDir);
+  #interruptedOperation(journal: Journal | null): { id: string; kind: string } | null {
     if (journal && !journal.closed) return { id: journal.operationId, kind: journal.kind };
     const running = this.#store.list().find((op) => op.state === 'running' || op.state === 'pending');
     return running ? { id: running.id, kind: running.kind } : null;

@@ -10,7 +10,7 @@
 import type { Logger } from 'pino';
 import { describeError } from '../errors.js';
 import type { Clock } from '../host/types.js';
-import { readJournal, writeJournal } from './journal.js';
+import { readJournal, writeJournal, type Journal } from './journal.js';
 import type { NodeDrainer } from './update.js';
 import type { StatusWarning } from './warnings.js';
 
@@ -53,9 +53,8 @@ export class PendingUncordon {
     this.#o.onChange();
   }
 
-  /** After startup recovery: the closed journal says whether an uncordon is pending. */
-  async load(): Promise<void> {
-    const journal = await readJournal(this.#o.stateDir);
+  /** After startup recovery: the closed journal (as recovery left it) says whether an uncordon is pending. */
+  load(journal: Journal | null): void {
     this.#set(journal?.closed && journal.uncordonPending ? journal.operationId : null);
   }
 

@@ -70,15 +70,36 @@ export function recoveryWarnings(report: RecoveryReport | null): StatusWarning[]
   return [...failed, ...report.conflicts];
 }
 
-export async function recover(d: RecoveryDeps): Promise<RecoveryReport | null> {
-  const report = await recoverJournal(d);
-  await closeUnjournaled(d, await readJournal(d.stateDir));
-  return report;
+/** What startup recovery did, and the journal as recovery left it (closed, once it ran). */
+export interface RecoveryResult {
+  report: RecoveryReport | null;
+  journal: Journal | null;
 }
 
-async function recoverJournal(d: RecoveryDeps): Promise<RecoveryReport | null> {
-  const journal = await readJournal(d.stateDir);
-  if (!journal || journal.closed) return takeover(d);
+/** Read the journal on the reserve: recovery runs when descriptors or space may be out. */
+export function readJournalOn(d: Pick<RecoveryDeps, 'stateDir' | 'reserve'>): Promise<Journal | null> {
+  const read = (): Promise<Journal | null> => readJournal(d.stateDir);
+  return d.reserve ? d.reserve.retry(read) : read();
+}
+
+/**
+ * Startup recovery. `journal` is the journal as the engine read it (read here when not given):
+ * it is read once, and what recovery writes is kept in memory, so that nothing after it reads
+ * the file again while the descriptors may still be out (the daemon would fail to start).
+ */
+export async function recover(d: RecoveryDeps, journal?: Journal | null): Promise<RecoveryResult> {
+  const found = journal === undefined ? await readJournalOn(d) : journal;
+  const recovered = await recoverJournal(d, found);
+  const final = recovered.journal ?? found;
+  await closeUnjournaled(d, final);
+  return { report: recovered.report, journal: final };
+}
+
+async function recoverJournal(
+  d: RecoveryDeps,
+  journal: Journal | null,
+): Promise<{ report: RecoveryReport | null; journal: Journal | null }> {
+  if (!journal || journal.closed) return { report: await takeover(d), journal: null };
   const log = d.logger.child({ recovery: journal.operationId });
   log.warn({ journal }, 'found an open journal: the daemon stopped during an operation; recovering');
   failpoint('recovery.start');
@@ -163,19 +184,17 @@ async function recoverJournal(d: RecoveryDeps): Promise<RecoveryReport | null> {
   failpoint('recovery.record.before');
   await writeNodeStateOn(d.stateDir, active, now(), d);
   await markInterrupted(d, journal, { outcome, actions, activeMachine: active, ok, uncordonPending });
-  await writeJournalOn(
-    d.stateDir,
-    {
-      ...journal,
-      uncordonPending,
-      closed: true,
-      outcome: `interrupted: ${outcome}`,
-      updatedAt: now().toISOString(),
-    },
-    { reserve: d.reserve, deferred: d.deferred, mode: 'best-effort' },
-  );
+  // Written, or owed (deferred) when even the reserve did not do: either way this is the journal.
+  const closed: Journal = {
+    ...journal,
+    uncordonPending,
+    closed: true,
+    outcome: `interrupted: ${outcome}`,
+    updatedAt: now().toISOString(),
+  };
+  await writeJournalOn(d.stateDir, closed, { reserve: d.reserve, deferred: d.deferred, mode: 'best-effort' });
   log.warn({ outcome, activeMachine: active, ok, uncordonPending }, 'recovery finished');
-  return {
+  const report: RecoveryReport = {
     operationId: journal.operationId,
     outcome,
     activeMachine: active,
@@ -184,6 +203,7 @@ async function recoverJournal(d: RecoveryDeps): Promise<RecoveryReport | null> {
     uncordonPending,
     conflicts,
   };
+  return { report, journal: closed };
 }
 
 /** Why a recovery's uncordon is deferred (its action's `error`). */
@@ -255,9 +275,11 @@ const UNJOURNALED_OUTCOME: Record<string, string> = {
  */
 async function closeUnjournaled(d: RecoveryDeps, journal: Journal | null): Promise<void> {
   const finishedAt = new Date(d.clock.now()).toISOString();
-  const activeMachine = (await readNodeState(d.stateDir))?.activeMachine ?? null;
-  for (const op of d.store.list()) {
-    if (op.state !== 'running' && op.state !== 'pending') continue;
+  const open = d.store.list().filter((op) => op.state === 'running' || op.state === 'pending');
+  if (open.length === 0) return;
+  const read = (): ReturnType<typeof readNodeState> => readNodeState(d.stateDir);
+  const activeMachine = (await (d.reserve ? d.reserve.retry(read) : read()))?.activeMachine ?? null;
+  for (const op of open) {
     const interruptedIn = op.phases.find((p) => p.state === 'running')?.name ?? null;
     // Its journal closed, but agentd stopped before the record said so.
     const closedJournal = journal?.operationId === op.id && journal.closed ? journal : null;

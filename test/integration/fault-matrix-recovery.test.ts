@@ -3,7 +3,9 @@
  * the daemon dies during an update (a failpoint SIGKILLs it, before and after the commit), and
  * while startup recovery brings the node back the state dir's disk fills, or the descriptors run
  * out — real faults: a tmpfs filled to ENOSPC, RLIMIT_NOFILE lowered with prlimit. The moment is a
- * `stop:` failpoint in recovery. After each cell, once the fault is gone: the journal's machine
+ * `stop:` failpoint in recovery. The fault lasts until agentd says it is ready: nothing between
+ * recovery and ready may fail on it (the journal is read once, on the reserve; a daemon that read
+ * it again after recovery failed to start). After each cell, once the fault is gone: the journal's machine
  * serves, no other runs, the operation is `interrupted` with what recovery did (written on disk),
  * and the next update works.
  */
@@ -70,7 +72,7 @@ describe.skipIf(!canFault)('fault matrix: disk full and descriptors exhausted du
       await waitStopped(d, point);
       undo = await applyFault(node, fault);
       process.kill(d.pid, 'SIGCONT');
-      await waitLog(d, 'recovery to finish', (l) => l.msg === 'recovery finished');
+      await waitLog(d, 'agentd to be ready', (l) => l.msg === 'agentd ready');
       await undo();
       undo = null;
 

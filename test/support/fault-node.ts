@@ -69,7 +69,7 @@ export async function fillDisk(dir: string): Promise<() => Promise<void>> {
 }
 
 /**
- * Lower the daemon's RLIMIT_NOFILE to the number of descriptors it holds now, so that no new one
+ * Lower the daemon's RLIMIT_NOFILE to its lowest free descriptor number, so that no new one
  * can be opened; returns a function that gives the old limit back.
  */
 export async function exhaustDescriptors(pid: number): Promise<() => Promise<void>> {
@@ -77,8 +77,12 @@ export async function exhaustDescriptors(pid: number): Promise<() => Promise<voi
   const m = /^Max open files\s+(\d+)\s+(\d+)/m.exec(limits);
   if (!m) throw new Error(`no open-files limit in /proc/${pid}/limits`);
   const [, soft, hard] = m;
-  const held = (await readdir(`/proc/${pid}/fd`)).length;
-  await run('prlimit', ['--pid', String(pid), `--nofile=${held}:${hard}`]);
+  // The kernel gives the lowest free descriptor number, and refuses one at or above the soft
+  // limit: a limit at the lowest free number leaves none free (the count would leave the holes).
+  const held = new Set((await readdir(`/proc/${pid}/fd`)).map(Number));
+  let lowestFree = 0;
+  while (held.has(lowestFree)) lowestFree++;
+  await run('prlimit', ['--pid', String(pid), `--nofile=${lowestFree}:${hard}`]);
   return async () => {
     await run('prlimit', ['--pid', String(pid), `--nofile=${soft}:${hard}`]);
   };

@@ -70,14 +70,14 @@ const CLOSED_PENDING = {
 describe('PendingUncordon', () => {
   it('reads the flag from a closed journal only; an open one, or none, leaves nothing pending', async () => {
     const t = await setup(CLOSED_PENDING);
-    await t.pending.load();
+    t.pending.load(await readJournal(t.stateDir));
     expect(t.pending.id).toBe('op-7');
     expect(t.kube.changes).toBe(1);
     const open = await setup({ operationId: 'op-8', closed: false, uncordonPending: true });
-    await open.pending.load();
+    open.pending.load(await readJournal(open.stateDir));
     expect(open.pending.id).toBeNull();
     const none = await setup(null);
-    await none.pending.load();
+    none.pending.load(await readJournal(none.stateDir));
     expect(none.pending.id).toBeNull();
     expect(await none.pending.complete()).toBe('none');
     expect(none.pending.warning()).toBeNull();
@@ -85,7 +85,7 @@ describe('PendingUncordon', () => {
 
   it('uncordons under the slot, clears the journal flag and the warning, and reads the node again', async () => {
     const t = await setup(CLOSED_PENDING);
-    await t.pending.load();
+    t.pending.load(await readJournal(t.stateDir));
     expect(t.pending.warning()).toEqual({
       code: 'pending-uncordon',
       operationId: 'op-7',
@@ -106,7 +106,7 @@ describe('PendingUncordon', () => {
 
   it('Kubernetes not available, or the uncordon fails: the flag and the warning stay', async () => {
     const t = await setup(CLOSED_PENDING);
-    await t.pending.load();
+    t.pending.load(await readJournal(t.stateDir));
     t.kube.available = false;
     expect(await t.pending.complete()).toBe('unavailable');
     expect(t.kube.exclusive).toBe(0);
@@ -120,7 +120,7 @@ describe('PendingUncordon', () => {
 
   it('waits for the slot; concurrent callers share that one try', async () => {
     const t = await setup(CLOSED_PENDING);
-    await t.pending.load();
+    t.pending.load(await readJournal(t.stateDir));
     const free = t.holdSlot();
     const a = t.pending.complete();
     const b = t.pending.complete();
@@ -135,7 +135,7 @@ describe('PendingUncordon', () => {
 
   it('an operator who uncordoned while it waited for the slot: nothing more is done', async () => {
     const t = await setup(CLOSED_PENDING);
-    await t.pending.load();
+    t.pending.load(await readJournal(t.stateDir));
     const free = t.holdSlot();
     const waiting = t.pending.complete();
     await t.pending.clear();
@@ -146,7 +146,7 @@ describe('PendingUncordon', () => {
 
   it("an operator's uncordon clears it: the journal flag goes, a later try does nothing", async () => {
     const t = await setup(CLOSED_PENDING);
-    await t.pending.load();
+    t.pending.load(await readJournal(t.stateDir));
     await t.pending.clear();
     expect(t.pending.id).toBeNull();
     expect(await readJournal(t.stateDir)).toMatchObject({ uncordonPending: false });

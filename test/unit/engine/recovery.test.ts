@@ -32,7 +32,7 @@ describe('recover', () => {
   it('no journal and a plain node: nothing to do', async () => {
     const f = await createEngineFixture();
     await f.applied.write('kube1', configAt('1.34.0'));
-    expect(await recover(deps(f))).toBeNull();
+    expect((await recover(deps(f))).report).toBeNull();
     expect(f.log.calls).toEqual([]);
   });
 
@@ -40,7 +40,7 @@ describe('recover', () => {
     const f = await createEngineFixture();
     await interrupted(f, { closed: true, outcome: 'succeeded' });
     await writeNodeState(f.stateDir, 'kube1', new Date(f.clock.now()));
-    expect(await recover(deps(f))).toBeNull();
+    expect((await recover(deps(f))).report).toBeNull();
     expect(f.log.calls).toEqual([]);
   });
 
@@ -79,7 +79,7 @@ describe('recover', () => {
     await drain.phaseEnded('cordon', 'succeeded');
     await drain.phaseStarted('evict');
 
-    expect(await recover(deps(f))).toBeNull();
+    expect((await recover(deps(f))).report).toBeNull();
     expect(f.log.calls).toEqual([]);
     const r = f.store.get(repair.op.id);
     expect(r).toMatchObject({ state: 'interrupted', error: null, finishedAt: expect.any(String) });
@@ -111,7 +111,7 @@ describe('recover', () => {
     f.machines.running.add('kube2');
     const op = await interrupted(f, { phase: 'verify' });
 
-    const report = await recover(deps(f));
+    const { report } = await recover(deps(f));
     expect(report).toMatchObject({
       operationId: op.id,
       outcome: 'rolled back to kube1',
@@ -158,7 +158,7 @@ describe('recover', () => {
     f.log.calls.length = 0;
     await interrupted(f, { phase: 'cleanup', committed: true });
 
-    const report = await recover(deps(f));
+    const { report } = await recover(deps(f));
     expect(report).toMatchObject({
       outcome: 'completed the switch to kube2',
       activeMachine: 'kube2',
@@ -178,7 +178,7 @@ describe('recover', () => {
   it('an interrupted join: the partial machine is removed, the node has none', async () => {
     const f = await createEngineFixture();
     await interrupted(f, { source: null, target: 'kube1', phase: 'provision', sourceStopped: false });
-    const report = await recover(deps(f));
+    const { report } = await recover(deps(f));
     expect(report).toMatchObject({ activeMachine: null, ok: true });
     expect(report?.outcome).toBe('removed the partial join; the node has no machine');
     expect(f.log.calls).toEqual(['stop kube1', 'remove kube1', 'removeMachineFiles kube1', 'daemonReload']);
@@ -189,7 +189,7 @@ describe('recover', () => {
     const f = await createEngineFixture();
     await f.applied.write('kube1', configAt('1.34.0'));
     await interrupted(f, { kind: 'reset', target: null, phase: 'remove' });
-    const report = await recover(deps(f));
+    const { report } = await recover(deps(f));
     expect(report).toMatchObject({
       outcome: 'finished the reset: both machines removed',
       activeMachine: null,
@@ -212,7 +212,7 @@ describe('recover', () => {
     await f.applied.write('kube1', configAt('1.34.0'));
     f.log.fail('start kube1', undefined, true);
     const op = await interrupted(f, { phase: 'start' });
-    const report = await recover(deps(f));
+    const { report } = await recover(deps(f));
     expect(report).toMatchObject({ ok: false, outcome: 'could not bring kube1 back' });
     expect(report?.actions).toContainEqual(expect.objectContaining({ step: 'start kube1', ok: false }));
     expect(f.store.get(op.id)?.error).toMatchObject({ code: 'RECOVERY_FAILED' });
@@ -227,7 +227,7 @@ describe('recover', () => {
       drain: async () => ({ cordonedByUs: false, result: {} }),
       uncordon: async () => void f.log.calls.push('uncordon'),
     };
-    const report = await recover(deps(f, { drainer }));
+    const { report } = await recover(deps(f, { drainer }));
     expect(report?.ok).toBe(true);
     expect(report?.uncordonPending).toBe(false);
     expect(report?.actions).toContainEqual({ step: 'uncordon', ok: true });
@@ -240,7 +240,7 @@ describe('recover', () => {
       const f = await createEngineFixture();
       await f.applied.write('kube1', configAt('1.34.0'));
       const op = await interrupted(f, { cordonedByUs: true });
-      const report = await recover(deps(f, { drainer: null }));
+      const { report } = await recover(deps(f, { drainer: null }));
       expect(report).toMatchObject({ ok: true, outcome: 'rolled back to kube1', uncordonPending: true });
       expect(report?.actions.at(-1)).toMatchObject({ step: 'uncordon', ok: false, deferred: true });
       expect(report?.actions.at(-1)?.error).toMatch(/agentctl uncordon/);
@@ -264,7 +264,7 @@ describe('recover', () => {
         drain: async () => ({ cordonedByUs: false, result: {} }),
         uncordon: () => Promise.reject(new Error('connection refused')),
       };
-      const report = await recover(deps(f, { drainer }));
+      const { report } = await recover(deps(f, { drainer }));
       expect(report).toMatchObject({ ok: true, uncordonPending: true });
       expect(report?.actions.at(-1)).toEqual({
         step: 'uncordon',
@@ -283,7 +283,7 @@ describe('recover', () => {
         drain: async () => ({ cordonedByUs: false, result: {} }),
         uncordon: async () => void f.log.calls.push('uncordon'),
       };
-      const report = await recover(deps(f, { drainer }));
+      const { report } = await recover(deps(f, { drainer }));
       expect(report).toMatchObject({ ok: true, uncordonPending: false });
       expect(f.log.calls.at(-1)).toBe('uncordon');
       expect(await readJournal(f.stateDir)).toMatchObject({ closed: true, uncordonPending: false });
@@ -293,7 +293,7 @@ describe('recover', () => {
       const f = await createEngineFixture();
       await f.applied.write('kube1', configAt('1.34.0'));
       await interrupted(f, {});
-      const report = await recover(deps(f, { drainer: null }));
+      const { report } = await recover(deps(f, { drainer: null }));
       expect(report).toMatchObject({ ok: true, uncordonPending: false });
       expect(report?.actions.map((a) => a.step)).not.toContain('uncordon');
     });
@@ -306,7 +306,7 @@ describe('recover', () => {
       await f.applied.write('kube2', configAt('1.35.0'));
       await f.machines.start('kube2');
       await f.machines.startServices('kube2');
-      const report = await recover(deps(f));
+      const { report } = await recover(deps(f));
       expect(report).toMatchObject({ activeMachine: 'kube2', ok: true, operationId: null });
       expect((await readNodeState(f.stateDir))?.activeMachine).toBe('kube2');
     });
@@ -315,7 +315,7 @@ describe('recover', () => {
       const f = await createEngineFixture();
       await f.applied.write('kube1', configAt('1.34.0'));
       await f.applied.write('kube2', configAt('1.35.0'));
-      expect(await recover(deps(f))).toBeNull();
+      expect((await recover(deps(f))).report).toBeNull();
       expect(await readNodeState(f.stateDir)).toBeUndefined();
     });
   });
