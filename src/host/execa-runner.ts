@@ -4,6 +4,7 @@
  */
 import { commandFailpoint } from './failpoints.js';
 import { execa } from 'execa';
+import { ensureSpawnHeadroom } from './spawn-headroom.js';
 import pino from 'pino';
 import type { Logger } from 'pino';
 import { CancelledError, CommandFailedError, TimeoutError } from '../errors.js';
@@ -39,7 +40,17 @@ export function createExecaRunner(options: ExecaRunnerOptions = {}): CommandRunn
   return {
     async run(file: string, args: readonly string[], runOptions: RunOptions = {}): Promise<CommandResult> {
       const timeoutMs = runOptions.timeoutMs ?? defaultTimeoutMs;
-      commandFailpoint([file, ...args].join(' '));
+      const line = [file, ...args].join(' ');
+      commandFailpoint(line);
+      // A spawn without descriptors would end agentd (spawn-headroom.ts): fail the command instead.
+      try {
+        ensureSpawnHeadroom(line);
+      } catch (err) {
+        throw new CommandFailedError(line, null, '', {
+          reason: `could not be run (${(err as NodeJS.ErrnoException).code ?? 'EMFILE'}: too many open files)`,
+          cause: err,
+        });
+      }
       // reject:false so every outcome arrives as a result we translate into agentd errors here.
       const result = await execa(file, args, {
         reject: false,

@@ -7,6 +7,7 @@ import { constants } from 'node:fs';
 import { access, stat } from 'node:fs/promises';
 import path from 'node:path';
 import { execa } from 'execa';
+import { ensureSpawnHeadroom } from '../../host/spawn-headroom.js';
 import type { ArtifactSpec, VersionOutputFormat, VersionProbe } from './types.js';
 
 /** How long the default probe lets a binary take to print its version. */
@@ -16,6 +17,8 @@ export const VERSION_PROBE_TIMEOUT_MS = 5_000;
 export const defaultVersionProbe: VersionProbe = async (binaryPath) => {
   try {
     await access(binaryPath, constants.X_OK);
+    // Without descriptors a spawn ends agentd (src/host/spawn-headroom.ts); this throws instead.
+    ensureSpawnHeadroom(`${binaryPath} --version`);
     const result = await execa(binaryPath, ['--version'], {
       timeout: VERSION_PROBE_TIMEOUT_MS,
       reject: false,

@@ -1,0 +1,36 @@
+/**
+ * Child of test/unit/host/spawn-headroom.test.ts, run under a low RLIMIT_NOFILE: takes every
+ * free descriptor, runs a command through the production runner (it must fail, and the process
+ * must live on), frees some descriptors and runs it again. Prints one JSON line per attempt.
+ */
+import { closeSync, openSync } from 'node:fs';
+import { exhaustion } from '../../src/engine/reserve.js';
+import { createExecaRunner } from '../../src/host/execa-runner.js';
+
+const runner = createExecaRunner();
+const attempt = async (): Promise<Record<string, unknown>> => {
+  try {
+    const r = await runner.run('true', []);
+    return { ok: true, exitCode: r.exitCode };
+  } catch (err) {
+    const e = err as Error & { code?: string; cause?: { code?: string } };
+    return {
+      ok: false,
+      code: e.code,
+      causeCode: e.cause?.code,
+      reserve: exhaustion(err),
+      message: e.message,
+    };
+  }
+};
+
+const fds: number[] = [];
+try {
+  for (;;) fds.push(openSync('/dev/null', 'r'));
+} catch {
+  // every descriptor taken
+}
+process.stdout.write(`${JSON.stringify(await attempt())}\n`);
+for (const fd of fds.splice(0, 32)) closeSync(fd);
+process.stdout.write(`${JSON.stringify(await attempt())}\n`);
+for (const fd of fds) closeSync(fd);
