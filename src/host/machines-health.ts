@@ -7,7 +7,11 @@
 import http from 'node:http';
 import type { MachineName } from './types.js';
 
-/** Answers whether machine `m`'s kubelet reports healthy; never throws. */
+/**
+ * Answers whether machine `m`'s kubelet reports healthy. Throws only when agentd itself has no
+ * descriptors for the request (EMFILE, ENFILE): that says nothing of kubelet, and must not be
+ * taken for an unhealthy one (a repair, or a rollback, of a kubelet that serves).
+ */
 export type KubeletHealthCheck = (m: MachineName, signal?: AbortSignal) => Promise<boolean>;
 
 export const KUBELET_HEALTHZ_URL = 'http://127.0.0.1:10248/healthz';
@@ -19,15 +23,19 @@ export function createHttpKubeletHealthCheck(
   timeoutMs: number = HEALTHZ_TIMEOUT_MS,
 ): KubeletHealthCheck {
   return (_m, signal) =>
-    new Promise<boolean>((resolve) => {
+    new Promise<boolean>((resolve, reject) => {
       const timeout = AbortSignal.timeout(timeoutMs);
       // Refused, timed out, cancelled or cut off: not healthy now; the caller's poll decides
-      // what happens next. `resolve` after the first call does nothing.
+      // what happens next. `resolve` after the first call does nothing. Out of descriptors:
+      // unknown, so it throws.
       const req = http.get(url, {
         agent: false,
         signal: signal ? AbortSignal.any([signal, timeout]) : timeout,
       });
-      req.once('error', () => resolve(false));
+      req.once('error', (err: NodeJS.ErrnoException) => {
+        if (err.code === 'EMFILE' || err.code === 'ENFILE') reject(err);
+        else resolve(false);
+      });
       req.once('response', (res) => {
         res.once('end', () => resolve(res.statusCode === 200));
         res.once('close', () => resolve(false));

@@ -1,11 +1,12 @@
 /**
  * Child of test/unit/host/spawn-headroom.test.ts, run under a low RLIMIT_NOFILE: takes every
  * free descriptor, runs a command through the production runner (it must fail, and the process
- * must live on), frees some descriptors and runs it again. Prints one JSON line per attempt.
+ * must live on), asks the kubelet health check, frees some descriptors and runs the command again. Prints one JSON line per attempt.
  */
 import { closeSync, openSync } from 'node:fs';
 import { exhaustion } from '../../src/engine/reserve.js';
 import { createExecaRunner } from '../../src/host/execa-runner.js';
+import { createHttpKubeletHealthCheck } from '../../src/host/machines-health.js';
 
 const runner = createExecaRunner();
 const attempt = async (): Promise<Record<string, unknown>> => {
@@ -31,6 +32,12 @@ try {
   // every descriptor taken
 }
 process.stdout.write(`${JSON.stringify(await attempt())}\n`);
+// The kubelet check without a descriptor for its socket: unknown (a throw), never unhealthy.
+const health = await createHttpKubeletHealthCheck('http://127.0.0.1:9/healthz')('kube1').then(
+  (healthy) => ({ healthy }),
+  (err: NodeJS.ErrnoException) => ({ threw: err.code }),
+);
+process.stdout.write(`${JSON.stringify(health)}\n`);
 for (const fd of fds.splice(0, 32)) closeSync(fd);
 process.stdout.write(`${JSON.stringify(await attempt())}\n`);
 for (const fd of fds) closeSync(fd);

@@ -11,7 +11,7 @@ import { describe, expect, it } from 'vitest';
 const CHILD = path.resolve(import.meta.dirname, '../../support/spawn-emfile-child.ts');
 
 describe('spawn headroom', () => {
-  it('fails a command with EMFILE when descriptors are out, lives on, and runs it once they are free', async () => {
+  it('fails a command with EMFILE when descriptors are out, lives on, says nothing of kubelet, and runs the command once they are free', async () => {
     const r = await execa(
       'bash',
       ['-c', 'ulimit -n 128 && exec "$0" --import tsx "$1"', process.execPath, CHILD],
@@ -19,7 +19,7 @@ describe('spawn headroom', () => {
     );
     // A crash (the unheard `error` event) would exit 1 with the stack on stderr.
     expect(r.exitCode, r.stderr).toBe(0);
-    const [first, second] = r.stdout.split('\n').map((l) => JSON.parse(l) as Record<string, unknown>);
+    const [first, health, second] = r.stdout.split('\n').map((l) => JSON.parse(l) as Record<string, unknown>);
     // The reserve (src/engine/reserve.ts) reads it as descriptors: it frees its own and retries.
     expect(first).toMatchObject({
       ok: false,
@@ -28,6 +28,8 @@ describe('spawn headroom', () => {
       reserve: 'descriptors',
     });
     expect(first?.message).toMatch(/^true: could not be run \(EMFILE: too many open files\)/);
+    // The kubelet check (src/host/machines-health.ts) without a descriptor: unknown, not unhealthy.
+    expect(health).toEqual({ threw: 'EMFILE' });
     expect(second).toEqual({ ok: true, exitCode: 0 });
   });
 });
