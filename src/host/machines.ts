@@ -278,7 +278,13 @@ export function createMachineManager(options: MachineManagerOptions): MachineMan
           lastState = `is-active failed: ${describeError(err)}`;
           return false;
         }
-        if (await kubeletHealth(m, signal)) return true;
+        try {
+          if (await kubeletHealth(m, signal)) return true;
+        } catch (err) {
+          // agentd had no descriptor for the request: not kubelet's fault; the poll goes on.
+          lastState = `kubelet.service is active; its health endpoint could not be asked: ${describeError(err)}`;
+          return false;
+        }
         lastState = 'kubelet.service is active but its health endpoint does not answer ok';
         return false;
       },
