@@ -291,7 +291,7 @@ export class Engine {
     await this.#reserve.ensure();
     await this.#store.load();
     // Read once, on the reserve: what recovery writes is handed on, never read back.
-    const journal = await readJournalOn(this.#deps);
+    const journal = await readJournalOn({ stateDir: this.#o.stateDir, reserve: this.#reserve });
     const interrupted = this.#interruptedOperation(journal);
     if (interrupted !== null) {
       this.#unknownBecause = recoveringReason(interrupted);
