@@ -11,7 +11,6 @@ import Fastify, {
   type FastifyRequest,
   type FastifyServerOptions,
 } from 'fastify';
-import type { ServerResponse } from 'node:http';
 import type { Logger } from 'pino';
 import type { EngineEvent, EventBus } from '../engine/events.js';
 import type { Metrics } from '../metrics/metrics.js';
@@ -225,9 +224,9 @@ export function createAdminApp(o: AppOptions): FastifyInstance {
   const { app, guard } = baseApp(o, 'socket', limits);
   // Event streams never end by themselves: end them on close, or one `agentctl` following an
   // operation would keep the daemon from ever exiting.
-  const streams = new Set<ServerResponse>();
+  const streams = new Set<() => void>();
   app.addHook('preClose', (done) => {
-    for (const res of streams) res.end();
+    for (const end of [...streams]) end();
     streams.clear();
     done();
   });

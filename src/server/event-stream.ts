@@ -7,7 +7,6 @@
  * holding a growing queue of events in the daemon's memory (docs/operations.md, "Limits").
  */
 import type { FastifyInstance } from 'fastify';
-import type { ServerResponse } from 'node:http';
 import type { Logger } from 'pino';
 import type { EngineEvent, EventBus } from '../engine/events.js';
 import { makeWireError } from '../rpc/error-map.js';
@@ -27,8 +26,11 @@ export interface EventStreamOptions {
   heartbeatMs?: number;
   bufferBytes?: number;
   guard?: ConnectionGuard;
-  /** The open streams, ended when the app closes. */
-  streams: Set<ServerResponse>;
+  /**
+   * The open streams' ends, called when the app closes: each stops its heartbeat and its
+   * subscription first, then ends the response, so nothing is written after the end.
+   */
+  streams: Set<() => void>;
 }
 
 function sseFrame(seq: number, event: EngineEvent): string {
@@ -88,7 +90,7 @@ export function registerEventStream(app: FastifyInstance, o: EventStreamOptions)
       connection: 'keep-alive',
     });
     const write = (text: string): void => {
-      if (res.destroyed) return;
+      if (res.destroyed || res.writableEnded) return;
       res.write(text);
       if (res.writableLength > bufferBytes) {
         o.logger.info(
@@ -108,12 +110,16 @@ export function registerEventStream(app: FastifyInstance, o: EventStreamOptions)
       () => write(': keep-alive\n\n'),
       o.heartbeatMs ?? EVENT_STREAM_HEARTBEAT_MS,
     );
-    o.streams.add(res);
     const close = (): void => {
       clearInterval(heartbeat);
       unsubscribe();
-      o.streams.delete(res);
+      o.streams.delete(end);
     };
+    const end = (): void => {
+      close();
+      res.end();
+    };
+    o.streams.add(end);
     req.raw.once('close', close);
     res.once('close', close);
   });

@@ -1,3 +1,4 @@
+import { ServerResponse } from 'node:http';
 import { afterEach, describe, expect, it, vi } from 'vitest';
 import type { EngineEvent } from '../../../src/engine/events.js';
 import { DEFAULT_TIMEOUTS } from '../../../src/server/connection-guard.js';
@@ -91,5 +92,32 @@ describe('/v1/events: a bounded buffer per client', () => {
     expect(client.sock.destroyed).toBe(false);
     expect(client.received()).not.toContain('408');
     client.sock.destroy();
+  });
+
+  it('on close, a stream stops its events and its heartbeat before it ends: nothing is written after the end', async () => {
+    const harness = await serveAdmin(() => null, { sseHeartbeatMs: 5 });
+    h = harness;
+    const client = await rawConnection(harness.socket);
+    client.sock.write(GET);
+    await vi.waitFor(() => expect(harness.events.listenerCount).toBe(1));
+    // Node 26 threw ERR_STREAM_WRITE_AFTER_END from a heartbeat that came between the end and
+    // the response's close: the stream's subscription must be gone when the end is called.
+    const atEnd: number[] = [];
+    const end = vi.spyOn(ServerResponse.prototype, 'end').mockImplementation(function (
+      this: ServerResponse,
+      ...args: Parameters<ServerResponse['end']>
+    ) {
+      atEnd.push(harness.events.listenerCount);
+      end.mockRestore();
+      return this.end(...args);
+    });
+    try {
+      await harness.close();
+      h = null;
+    } finally {
+      end.mockRestore();
+    }
+    expect(atEnd).toEqual([0]);
+    await client.closed;
   });
 });
