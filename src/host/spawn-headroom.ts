@@ -6,8 +6,8 @@
  * that ends agentd (docs/operations.md, "A full disk, exhausted descriptors").
  *
  * So every spawn first opens SPAWN_HEADROOM descriptors on /dev/null and closes them again,
- * synchronously, in one turn of the event loop (nothing of agentd's runs between the check and
- * the spawn). When they cannot be opened it throws an EMFILE error instead, which the caller sees
+ * synchronously, just before the spawn (no JavaScript of agentd's runs between them; only the
+ * thread pool's file operations may, which the margin covers). When they cannot be opened it throws an EMFILE error instead, which the caller sees
  * as a failed command, and which the reserve (src/engine/reserve.ts) recognises: it frees its
  * held descriptors and the step runs again.
  */

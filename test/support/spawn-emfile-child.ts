@@ -7,6 +7,7 @@ import { closeSync, openSync } from 'node:fs';
 import { exhaustion } from '../../src/engine/reserve.js';
 import { createExecaRunner } from '../../src/host/execa-runner.js';
 import { createHttpKubeletHealthCheck } from '../../src/host/machines-health.js';
+import { defaultVersionProbe } from '../../src/provision/artifacts/version-check.js';
 
 const runner = createExecaRunner();
 const attempt = async (): Promise<Record<string, unknown>> => {
@@ -38,6 +39,12 @@ const health = await createHttpKubeletHealthCheck('http://127.0.0.1:9/healthz')(
   (err: NodeJS.ErrnoException) => ({ threw: err.code }),
 );
 process.stdout.write(`${JSON.stringify(health)}\n`);
+// The version probe without descriptors: a thrown EMFILE, never "not installed" (null).
+const probe = await defaultVersionProbe(process.execPath).then(
+  (output) => ({ output }),
+  (err: NodeJS.ErrnoException) => ({ threw: err.code }),
+);
+process.stdout.write(`${JSON.stringify(probe)}\n`);
 for (const fd of fds.splice(0, 32)) closeSync(fd);
 process.stdout.write(`${JSON.stringify(await attempt())}\n`);
 for (const fd of fds) closeSync(fd);

@@ -13,12 +13,13 @@ import type { ArtifactSpec, VersionOutputFormat, VersionProbe } from './types.js
 /** How long the default probe lets a binary take to print its version. */
 export const VERSION_PROBE_TIMEOUT_MS = 5_000;
 
-/** Production probe: `<binary> --version` with execa (5 s timeout); any failure → null. */
+/** Production probe: `<binary> --version` with execa (5 s timeout); any failure → null, but for no descriptors (EMFILE, thrown). */
 export const defaultVersionProbe: VersionProbe = async (binaryPath) => {
+  // Without descriptors a spawn ends agentd (src/host/spawn-headroom.ts): this throws EMFILE
+  // instead, outside the try, since a shortage of agentd's is not a binary that is missing.
+  ensureSpawnHeadroom(`${binaryPath} --version`);
   try {
     await access(binaryPath, constants.X_OK);
-    // Without descriptors a spawn ends agentd (src/host/spawn-headroom.ts); this throws instead.
-    ensureSpawnHeadroom(`${binaryPath} --version`);
     const result = await execa(binaryPath, ['--version'], {
       timeout: VERSION_PROBE_TIMEOUT_MS,
       reject: false,

@@ -19,7 +19,9 @@ describe('spawn headroom', () => {
     );
     // A crash (the unheard `error` event) would exit 1 with the stack on stderr.
     expect(r.exitCode, r.stderr).toBe(0);
-    const [first, health, second] = r.stdout.split('\n').map((l) => JSON.parse(l) as Record<string, unknown>);
+    const [first, health, probe, second] = r.stdout
+      .split('\n')
+      .map((l) => JSON.parse(l) as Record<string, unknown>);
     // The reserve (src/engine/reserve.ts) reads it as descriptors: it frees its own and retries.
     expect(first).toMatchObject({
       ok: false,
@@ -30,6 +32,8 @@ describe('spawn headroom', () => {
     expect(first?.message).toMatch(/^true: could not be run \(EMFILE: too many open files\)/);
     // The kubelet check (src/host/machines-health.ts) without a descriptor: unknown, not unhealthy.
     expect(health).toEqual({ threw: 'EMFILE' });
+    // The version probe (src/provision/artifacts/version-check.ts): EMFILE, not "not installed".
+    expect(probe).toEqual({ threw: 'EMFILE' });
     expect(second).toEqual({ ok: true, exitCode: 0 });
   });
 });
