@@ -36,6 +36,12 @@ export class OperationRecorder {
   #lastProgress = 0;
   /** Whether a write of this operation's record failed (it is written late; its result says so). */
   #unrecorded = false;
+  #markStarted!: () => void;
+  /**
+   * Resolves once the operation has started (`start`): for an update, once its switch-over
+   * journal is on disk. The launch answers its caller then (docs/api.md, "update").
+   */
+  readonly started: Promise<void> = new Promise((resolve) => (this.#markStarted = resolve));
 
   constructor(
     op: Operation,
@@ -73,6 +79,7 @@ export class OperationRecorder {
       { from: this.op.from, to: this.op.to, reason: this.op.reason },
       `${this.op.kind} ${this.op.id} started${this.op.to ? ` (to ${this.op.to})` : ''}`,
     );
+    this.#markStarted();
     await this.#persist();
   }
 

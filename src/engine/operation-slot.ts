@@ -220,7 +220,8 @@ export class OperationSlot {
    * Start `body` as the running operation (call it inside `admit`). When its first record cannot
    * be written (a state dir that cannot be written), nothing starts: the slot is free again, the
    * operation is not in the history, and the caller gets the error naming the file. Once the
-   * slot drains, an admission that was under way launches nothing: DRAINING.
+   * slot drains, an admission that was under way launches nothing: DRAINING. Resolves once the
+   * body has started the operation (`rec.start()`) or ended, with the operation as it is then.
    */
   async launch(op: Operation, body: OperationBody, cancellable = true): Promise<Launched> {
     if (this.#closed) throw new DrainingError();
@@ -276,6 +277,10 @@ export class OperationSlot {
       this.#o.afterOperation?.();
       return op;
     })();
+    // Answered once the operation has started (an update's journal is on disk) or has ended
+    // before it could: the caller, and the watcher's status write that follows the answer, never
+    // race the first durable writes, and a crash after the answer is always recovered.
+    await Promise.race([rec.started, running.done]);
     return { snapshot: structuredClone(op), done: running.done };
   }
 

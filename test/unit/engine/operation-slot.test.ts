@@ -83,6 +83,40 @@ describe('OperationSlot.launch', () => {
     expect((await slot.wait(op.id, undefined)).state).toBe('succeeded');
   });
 
+  it('answers once the body has started the operation (an update: its journal on disk), running', async () => {
+    const slot = createSlot(new OperationStore(stateDir));
+    let openJournal!: () => void;
+    const journalWritten = new Promise<void>((resolve) => (openJournal = resolve));
+    const { body: held, finish } = heldBody();
+    let answered = false;
+    let entered!: () => void;
+    const bodyEntered = new Promise<void>((resolve) => (entered = resolve));
+    const answer = start(slot, async (rec, signal, hooks) => {
+      entered(); // its first record is written: the launch has done all else
+      await journalWritten; // what an update writes before it starts
+      return held(rec, signal, hooks);
+    }).then((op) => {
+      answered = true;
+      return op;
+    });
+    await bodyEntered;
+    await settle();
+    expect(answered, 'no answer before the operation has started').toBe(false);
+    openJournal();
+    const op = await answer;
+    expect(op).toMatchObject({ state: 'running', startedAt: expect.any(String) });
+    finish();
+    expect((await slot.wait(op.id, undefined)).state).toBe('succeeded');
+  });
+
+  it('a body that ends before it starts the operation: answered with its end', async () => {
+    const slot = createSlot(new OperationStore(stateDir));
+    const op = await start(slot, () => Promise.reject(new Error('the journal cannot be written')));
+    expect(op.state).toBe('failed');
+    expect(op.error?.message).toContain('the journal cannot be written');
+    expect(slot.current).toBeNull();
+  });
+
   it('a directory that cannot be written is named as such (stateWriteError)', () => {
     const file = path.join(stateDir, 'operations', 'op-1.json');
     for (const code of ['EACCES', 'EPERM', 'EROFS']) {
