@@ -50,7 +50,8 @@ import {
 import { NodeRepair, type RepairPolicy } from './repair.js';
 import { DeferredWrites } from './deferred-writes.js';
 import { StateReserve } from './reserve.js';
-import { refuseOnDisagreement } from './state-check.js';
+import { checkStateFiles, observeHost } from './host-truth.js';
+import { stateConflictError } from './state-check.js';
 import { PendingUncordon, type PendingUncordonOutcome } from './pending-uncordon.js';
 import { StatusReader, type EngineStatus } from './status-reader.js';
 import type { StatusWarning } from './warnings.js';
@@ -445,12 +446,10 @@ export class Engine {
 
   async #admitUpdate(req: UpdateRequest): Promise<Operation | Launched> {
     if (!req.dryRun) await this.#catchUp();
-    // Trust the host over the files: an update acts on the machine node.json names. That check
-    // reads the files and the host again, as the node's read does: both are reads only, so they
-    // run together (each a wait on the disk and the host's tools), and its answer is taken below,
-    // where it always was (an answer before it, a refusal or a no-op, still comes first).
-    const agreement = req.dryRun ? null : refuseOnDisagreement(this.#deps, this.#applied);
-    agreement?.catch(() => undefined);
+    // A read of the node that starts now: the files, the host (on the reserve when descriptors
+    // are out), and whether they agree. Trust the host over the files: an update acts on the
+    // machine node.json names, so it is refused below while a file disagrees (an answer before
+    // that, a refusal or a no-op, still comes first).
     await this.refreshNode();
     if (req.idempotencyKey && !req.dryRun) {
       const seen = this.#slot.findIdempotent(req.idempotencyKey);
@@ -505,7 +504,7 @@ export class Engine {
       );
     }
     if (!changed) return this.#recordNoop(req, source);
-    await agreement;
+    await this.#refuseOnDisagreement();
     const op = this.#slot.create('update', req, source, target, UPDATE_PHASES);
     op.result = { changes };
     return this.#slot.launch(op, (rec, signal, hooks) =>
@@ -614,6 +613,26 @@ export class Engine {
   }
 
   // ---- node snapshot ----------------------------------------------------------------------
+
+  /**
+   * Refuse an update (STATE_CONFLICT) while the state files, as the node's last read found them,
+   * disagree with the host or with each other. A machine that read could not ask about (no
+   * descriptor left) is asked again on the reserve, as before a destructive step; the reserve is
+   * not spent on `status` reads.
+   */
+  async #refuseOnDisagreement(): Promise<void> {
+    const checked = this.#snap.checked;
+    if (checked === null) return;
+    let { facts, disagreements } = checked;
+    if (this.#snap.node.machines.some((m) => m.kubelet === 'unknown')) {
+      facts = await observeHost(this.#o.machines, {
+        reserve: this.#reserve,
+        onDisk: (m) => onDisk(this.#o.paths.machineDir(m)),
+      });
+      disagreements = checkStateFiles(checked.claims, facts);
+    }
+    if (disagreements.length > 0) throw stateConflictError(disagreements, facts);
+  }
 
   /** Re-read the node from disk and the host. Concurrent callers share one refresh. */
   refreshNode(): Promise<void> {

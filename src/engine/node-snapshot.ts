@@ -16,7 +16,9 @@ import {
   inspectedFacts,
   unknownFacts,
   type AppliedState,
+  type Disagreement,
   type HostFacts,
+  type StateClaims,
 } from './host-truth.js';
 import { readJournal } from './journal.js';
 import { nodeStatePath, readNodeState } from './node-state.js';
@@ -55,6 +57,12 @@ export class NodeSnapshot {
   activeRecord: AppliedConfigRecord | null = null;
   /** Applied configs that exist but cannot be read (bad sidecar, bad JSON), by machine. */
   unreadable = new Map<MachineName, unknown>();
+  /**
+   * The last read's claims of the state files, what the host showed of each machine, and where
+   * they disagreed (shown as `state-conflict` warnings; an update is refused on them). Null
+   * before the first read.
+   */
+  checked: { claims: StateClaims; facts: HostFacts; disagreements: readonly Disagreement[] } | null = null;
   #refreshing: Promise<void> | null = null;
   /** A read queued behind the one under way (see `refresh`). */
   #queued: Promise<void> | null = null;
@@ -102,13 +110,37 @@ export class NodeSnapshot {
     // it reads the rest.
     const observedAt = new Date(this.#o.now()).toISOString();
     const warnings: StatusWarning[] = [];
+    // Every read starts at once (they are reads only); their results are taken in order below.
+    const appliedReads = Promise.all(
+      MACHINE_NAMES.map((m) =>
+        this.#o.applied.read(m).then(
+          (rec) => ({ m, ok: true as const, rec }),
+          (err: unknown) => ({ m, ok: false as const, err }),
+        ),
+      ),
+    );
+    const stateRead = readNodeState(this.#o.stateDir).then(
+      (state) => ({ ok: true as const, state }),
+      (err: unknown) => ({ ok: false as const, err }),
+    );
+    const inspections = Promise.all(
+      MACHINE_NAMES.map((m) =>
+        this.#o.machines.inspect(m).then(
+          (info) => ({ m, ok: true as const, info }),
+          (err: unknown) => ({ m, ok: false as const, err }),
+        ),
+      ),
+    );
+    // A journal that cannot be read claims nothing here (its own error is reported where it is read).
+    const journalRead = readJournal(this.#o.stateDir).catch(() => null);
     const records = new Map<MachineName, AppliedConfigRecord>();
     const unreadable = new Map<MachineName, unknown>();
     // What the state files claim, checked against the host below (as an update checks them).
     const applied = {} as Record<MachineName, AppliedState>;
-    for (const m of MACHINE_NAMES) {
-      try {
-        const rec = await this.#o.applied.read(m);
+    for (const read of await appliedReads) {
+      const m = read.m;
+      if (read.ok) {
+        const rec = read.rec;
         applied[m] = rec === null ? 'missing' : rec.verified ? 'verified' : 'unverified';
         if (rec) {
           records.set(m, rec);
@@ -120,7 +152,8 @@ export class NodeSnapshot {
             });
           }
         }
-      } catch (err) {
+      } else {
+        const err = read.err;
         unreadable.set(m, err);
         applied[m] = 'unreadable';
         warnings.push({
@@ -132,10 +165,11 @@ export class NodeSnapshot {
     }
     let active: MachineName | null = null;
     let nodeActive: MachineName | null | undefined;
-    try {
+    const stateRes = await stateRead;
+    if (stateRes.ok) {
       // The node state (written at commit and by recovery) decides; only a node taken over
       // from the upstream agent, with no state yet, is read from a single applied config.
-      const state = await readNodeState(this.#o.stateDir);
+      const state = stateRes.state;
       nodeActive = state?.activeMachine;
       if (state) active = state.activeMachine;
       else if (records.size === 1 && unreadable.size === 0) active = [...records.keys()][0] ?? null;
@@ -146,29 +180,30 @@ export class NodeSnapshot {
           message: 'both machines have applied configs and no journal says which is active',
         });
       }
-    } catch (err) {
+    } else {
       warnings.push({
         code: 'node-state-unreadable',
         file: nodeStatePath(this.#o.stateDir),
-        message: `node state: ${describeError(err)}`,
+        message: `node state: ${describeError(stateRes.err)}`,
       });
     }
     const machines: MachineHealth[] = [];
     const facts = {} as HostFacts;
-    for (const m of MACHINE_NAMES) {
-      try {
-        const info = await this.#o.machines.inspect(m);
+    for (const inspected of await inspections) {
+      const m = inspected.m;
+      if (inspected.ok) {
+        const info = inspected.info;
         const state = info.running ? 'running' : info.registered ? 'stopped' : await this.#presentOnDisk(m);
         machines.push({ name: m, state, kubelet: info.kubelet, healthy: info.healthy });
         facts[m] = inspectedFacts(info, state !== 'absent');
-      } catch (err) {
+      } else {
         warnings.push({
           code: 'machine-uninspectable',
           machine: m,
-          message: `${m}: cannot inspect: ${describeError(err)}`,
+          message: `${m}: cannot inspect: ${describeError(inspected.err)}`,
         });
         machines.push({ name: m, state: await this.#presentOnDisk(m), kubelet: 'unknown', healthy: false });
-        facts[m] = unknownFacts(m, describeError(err));
+        facts[m] = unknownFacts(m, describeError(inspected.err));
       }
     }
     const health = assessServing(active, machines, { unknownBecause: this.#o.unknownBecause?.() });
@@ -181,12 +216,13 @@ export class NodeSnapshot {
       });
     }
     // Trust the host over the files (docs/architecture.md, "Recovery checks"): a file that
-    // disagrees is shown with what agentd does about it. A journal that cannot be read claims
-    // nothing here (its own error is reported where it is read).
-    const journal = await readJournal(this.#o.stateDir).catch(() => null);
-    for (const d of checkStateFiles({ nodeActive, journal, applied }, facts))
-      warnings.push(conflictWarning(d));
+    // disagrees is shown with what agentd does about it.
+    const journal = await journalRead;
+    const claims: StateClaims = { nodeActive, journal, applied };
+    const disagreements = checkStateFiles(claims, facts);
+    for (const d of disagreements) warnings.push(conflictWarning(d));
     const rec = active ? (records.get(active) ?? null) : null;
+    this.checked = { claims, facts, disagreements };
     this.unreadable = unreadable;
     this.activeRecord = rec;
     this.node = {

@@ -4,26 +4,15 @@
  * the active one: when node.json names the wrong machine, that would be the one that serves.
  */
 import { StateConflictError } from '../errors.js';
-import type { MachineManager } from '../host/machines.js';
-import { MACHINE_NAMES, type MachineName } from '../host/types.js';
-import type { AppliedConfigStore } from './applied-config-store.js';
-import {
-  checkStateFiles,
-  observeHost,
-  type AppliedState,
-  type Disagreement,
-  type StateClaims,
-} from './host-truth.js';
-import { readJournal } from './journal.js';
-import { readNodeState } from './node-state.js';
-import type { StateReserve } from './reserve.js';
+import { MACHINE_NAMES } from '../host/types.js';
+import type { Disagreement, HostFacts } from './host-truth.js';
 import type { StatusWarning } from './warnings.js';
 
 export type StateConflictWarning = Extract<StatusWarning, { code: 'state-conflict' }>;
 
 /**
  * What agentd does while `file` disagrees with the host or another file: every update is
- * refused (`refuseOnDisagreement`), and no machine that serves is stopped or removed on it.
+ * refused (the engine's admission), and no machine that serves is stopped or removed on it.
  */
 export function conflictAction(file: string): string {
   return `agentd refuses every update (STATE_CONFLICT) and stops or removes no machine that serves on its word; move ${file} aside (docs/operations.md, "A corrupt state file") and agentd decides from the host`;
@@ -41,48 +30,17 @@ export function conflictWarning(d: Disagreement, action = conflictAction(d.file)
   };
 }
 
-/** What the state files claim; a file that cannot be read claims nothing (its own error is reported where it is read). */
-export async function readClaims(stateDir: string, applied: AppliedConfigStore): Promise<StateClaims> {
-  const appliedStates = {} as Record<MachineName, AppliedState>;
-  for (const m of MACHINE_NAMES) {
-    try {
-      const rec = await applied.read(m);
-      appliedStates[m] = rec === null ? 'missing' : rec.verified ? 'verified' : 'unverified';
-    } catch {
-      appliedStates[m] = 'unreadable';
-    }
-  }
-  const nodeActive = await readNodeState(stateDir).then(
-    (n) => (n === undefined ? undefined : n.activeMachine),
-    () => undefined,
-  );
-  const journal = await readJournal(stateDir).catch(() => null);
-  return { nodeActive, journal, applied: appliedStates };
-}
-
 /**
- * Refuse with STATE_CONFLICT, naming the file and what the host shows, when the state files
- * disagree with the host or with each other.
+ * The refusal of an update while the state files disagree with the host or with each other
+ * (`found`, from the node's read): STATE_CONFLICT, naming the first file and what the host shows.
  */
-export async function refuseOnDisagreement(
-  d: {
-    stateDir: string;
-    machines: Pick<MachineManager, 'inspect'>;
-    reserve?: StateReserve;
-    onDisk?: (m: MachineName) => Promise<boolean>;
-  },
-  applied: AppliedConfigStore,
-): Promise<void> {
-  const claims = await readClaims(d.stateDir, applied);
-  const facts = await observeHost(d.machines, { onDisk: d.onDisk, reserve: d.reserve });
-  const found = checkStateFiles(claims, facts);
+export function stateConflictError(found: readonly Disagreement[], facts: HostFacts): StateConflictError {
   const first = found[0];
-  if (first === undefined) return;
-  throw new StateConflictError(
-    `${found.map((f) => f.message).join('; ')}; agentd acts on no machine while its files disagree with the host: move ${first.file} aside (docs/operations.md, "A corrupt state file") and agentd decides from the host`,
+  return new StateConflictError(
+    `${found.map((f) => f.message).join('; ')}; agentd acts on no machine while its files disagree with the host: move ${first?.file ?? 'the file'} aside (docs/operations.md, "A corrupt state file") and agentd decides from the host`,
     {
       data: {
-        file: first.file,
+        file: first?.file,
         host: Object.fromEntries(
           MACHINE_NAMES.map((m) => [
             m,

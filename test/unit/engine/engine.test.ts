@@ -595,3 +595,56 @@ describe('a node with two applied configs and no node state', () => {
     await engine.shutdown(0);
   });
 });
+
+describe('Engine: an update acts on what the host shows', () => {
+  /** node.json names kube1; the host has no kube1, and kube2 runs and serves. */
+  async function wrongNodeJson() {
+    const f = await createEngineFixture();
+    await f.applied.write('kube1', structuredClone(BASE));
+    await f.applied.write('kube2', structuredClone(BASE));
+    await writeNodeState(f.stateDir, 'kube1', new Date(f.clock.now()));
+    f.machines.running.add('kube2');
+    await f.machines.startServices('kube2');
+    f.log.calls.length = 0;
+    return f;
+  }
+
+  it("the node's read finds node.json against the host: STATE_CONFLICT, nothing done, one read of the host", async () => {
+    const f = await wrongNodeJson();
+    const engine = createEngine(f);
+    await engine.start();
+    const inspect = vi.spyOn(f.machines, 'inspect');
+    const refused = await settle(engine.update(to('1.35.0')));
+    expect(refused.error?.code).toBe('STATE_CONFLICT');
+    expect(refused.error?.message).toMatch(
+      /^node\.json names kube1 as the active machine, but the host has no machine kube1 and kube2 runs and serves; /,
+    );
+    expect(refused.error?.data).toMatchObject({
+      file: 'node.json',
+      host: { kube1: 'absent', kube2: 'serving' },
+    });
+    // The admission's read of the node is the one the refusal is judged on: each machine asked once.
+    expect(inspect.mock.calls.map(([m]) => m)).toEqual(['kube1', 'kube2']);
+    expect(f.log.calls).toEqual([]);
+    await engine.shutdown(0);
+  });
+
+  it('a machine that read could not ask about (no descriptor) is asked again on the reserve, and the update refused', async () => {
+    const f = await wrongNodeJson();
+    const engine = createEngine(f);
+    await engine.start();
+    const inspect = f.machines.inspect.bind(f.machines);
+    let failKube2 = 1;
+    // The node's read asks kube2 as a host without descriptors answers: it cannot say.
+    vi.spyOn(f.machines, 'inspect').mockImplementation(async (m, signal) => {
+      if (m === 'kube2' && failKube2-- > 0)
+        return { name: m, registered: false, running: false, kubelet: 'unknown', healthy: false };
+      return inspect(m, signal);
+    });
+    const refused = await settle(engine.update(to('1.35.0')));
+    expect(refused.error?.code).toBe('STATE_CONFLICT');
+    expect(refused.error?.data).toMatchObject({ host: { kube2: 'serving' } });
+    expect(f.log.calls).toEqual([]);
+    await engine.shutdown(0);
+  });
+});
