@@ -45,13 +45,10 @@ export const updateParams = z
         'Do not pass the fleet gate (no slot, window, pause or halt check: the slot phase is skipped; docs/fleet.md).',
     }),
     dryRun: z.boolean().default(false).meta({ description: 'Return the plan; change nothing.' }),
-    wait: z
-      .boolean()
-      .default(false)
-      .meta({
-        description:
-          'Answer only when the operation has ended (without it: once it has started, its journal on disk).',
-      }),
+    wait: z.boolean().default(false).meta({
+      description:
+        'Answer only when the operation has ended (without it: once it has started, its journal on disk).',
+    }),
     idempotencyKey: z.string().min(1).max(256).optional().meta({
       description:
         'An update with a key seen before returns that operation instead of starting a new one. Not with dryRun: a dry run records no operation to return.',

@@ -84,8 +84,7 @@ export async function waitStopped(node: RealNode, point: string, timeoutMs = 120
       const st = await node.host.exec(['cat', `/proc/${pid}/stat`]);
       if (/\) [Tt] /.test(st.stdout)) return pid;
     }
-    if (Date.now() > deadline)
-      throw new Error(`agentd did not stop at ${point}\n${await node.journal(100)}`);
+    if (Date.now() > deadline) throw new Error(`agentd did not stop at ${point}\n${await node.journal(100)}`);
     await delay(50);
   }
 }
@@ -184,7 +183,11 @@ export async function recordOnDisk(node: RealNode, id: string): Promise<Operatio
  * operation's end on disk as it reports it, with no phase still running; the journal is closed
  * and the space reserve whole. Returns the operation.
  */
-export async function expectCaughtUp(node: RealNode, id: string, timeoutMs = 120_000): Promise<OperationJson> {
+export async function expectCaughtUp(
+  node: RealNode,
+  id: string,
+  timeoutMs = 120_000,
+): Promise<OperationJson> {
   await node.waitReady(timeoutMs);
   const deadline = Date.now() + timeoutMs;
   let status = await node.agentctlJson<StatusJson>(['status']);
