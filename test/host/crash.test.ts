@@ -7,27 +7,9 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { setTimeout as delay } from 'node:timers/promises';
 import { expectNode, type MachineName, type OperationJson } from '../support/real-host/assert-node.js';
+import { agentdUnit, armFailpoints, disarmFailpoints } from '../support/real-host/faults.js';
 import { startJoinedNode, type RealNode } from '../support/real-host/node.js';
 import { requireRealHost } from '../support/real-host/require.js';
-
-const DROP_IN = '/etc/systemd/system/agentd.service.d/failpoint.conf';
-
-/** Read `systemctl show` properties of agentd.service. */
-async function agentdUnit(node: RealNode): Promise<Record<string, string>> {
-  const res = await node.host.execOk([
-    'systemctl',
-    'show',
-    '-p',
-    'NRestarts,SubState,MainPID',
-    'agentd.service',
-  ]);
-  return Object.fromEntries(
-    res.stdout
-      .trim()
-      .split('\n')
-      .map((l) => l.split('=', 2) as [string, string]),
-  );
-}
 
 describe.skipIf(!requireRealHost())(
   'SIGKILL mid switch-over on a real systemd host',
@@ -81,15 +63,7 @@ describe.skipIf(!requireRealHost())(
 
     for (const c of cases) {
       it(`killed at ${c.point}: recovery leaves ${c.ends} running and verified`, async () => {
-        await node.host.execOk(['mkdir', '-p', '/etc/systemd/system/agentd.service.d']);
-        await node.host.execOk([
-          'sh',
-          '-c',
-          `printf '[Service]\\nEnvironment="AGENTD_FAILPOINTS=%s"\\n' "$1" > ${DROP_IN}`,
-          'sh',
-          c.point,
-        ]);
-        await node.host.execOk(['systemctl', 'daemon-reload']);
+        await armFailpoints(node, [c.point]);
         await node.host.execOk(['systemctl', 'restart', 'agentd.service']);
         await node.waitReady();
         const before = await agentdUnit(node);
@@ -111,8 +85,7 @@ describe.skipIf(!requireRealHost())(
             throw new Error(`agentd did not die at ${c.point}\n${await node.journal()}`);
           await delay(100);
         }
-        await node.host.execOk(['rm', '-f', DROP_IN]);
-        await node.host.execOk(['systemctl', 'daemon-reload']);
+        await disarmFailpoints(node);
         await node.waitReady(120_000);
         expect(Number((await agentdUnit(node)).NRestarts)).toBe(Number(before.NRestarts) + 1);
         expect(await node.journal(400)).toContain(`failpoint ${c.point}`);
