@@ -69,7 +69,7 @@ const other = (m: MachineName): MachineName => (m === 'kube1' ? 'kube2' : 'kube1
 
 /**
  * One node, `cells` in order (each from the node the previous one left), then an update with
- * nothing armed. Two files run halves of the matrix, side by side (the suite runs two at a time).
+ * nothing armed. Two files run halves of the matrix, side by side (the suite runs three files at a time).
  */
 export function describeFaultMatrix(label: string, cells: readonly Cell[]): void {
   describe.skipIf(!requireRealHost())(
