@@ -163,7 +163,13 @@ describe('the node check over D-Bus', () => {
       const socket = path.join(root, insideBus(LEADER));
       await mkdir(path.dirname(socket), { recursive: true });
       const accepted: Socket[] = [];
-      const silent = createServer((c) => accepted.push(c));
+      let reached!: () => void;
+      // The inspection has reached the machine's bus (past machined): the moment to cancel.
+      const atMachineBus = new Promise<void>((r) => (reached = r));
+      const silent = createServer((c) => {
+        accepted.push(c);
+        reached();
+      });
       await new Promise<void>((resolve) => silent.listen(socket, resolve));
       const clock = createManualClock();
       const slow = createMachineBus({ paths: createHostPaths(root), clock });
@@ -172,7 +178,7 @@ describe('the node check over D-Bus', () => {
         const pending = slow
           .inspect('kube1', { timeoutMs: 10_000, signal: ac.signal })
           .catch((e: unknown) => e);
-        await new Promise((r) => setTimeout(r, 50));
+        await atMachineBus;
         ac.abort();
         const err = await pending;
         expect(err).toBeInstanceOf(CancelledError);
