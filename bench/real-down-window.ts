@@ -1,46 +1,153 @@
 /**
- * The real down window (the real-systemd issue, item 7): on a real systemd host with real
- * nspawn machines (the real-host harness of docs/testing.md), how long the node serves no
- * kubelet during an update — from the moment the source machine's stop begins to the moment
- * the target's kubelet is verified — in agentd's order against the upstream agent's, measured
- * the same way in the same run.
+ * The real down window (docs/benchmarks.md, "The real down window"): on a real systemd host with
+ * real nspawn machines (the real-host harness of docs/testing.md), how long the node serves no
+ * kubelet during an update, in three orders measured the same way in the same run, alternating:
  *
- * - agentd's order: the installed daemon (`agentd.service`, `--host systemd`) runs
- *   `agentctl update`; the window is the `stop` phase's start to the `verify` phase's end, from
- *   the operation's own phase timestamps.
- * - the upstream order: with agentd.service stopped, `bench/lib/real-upstream-switch.ts` runs
- *   inside the host with agentd's own production pieces in upstream's order (stop the source,
- *   then provision, stage, start, verify the target), timed from the stop's start to verify.
+ * - agentd's standby order (the default, docs/architecture.md "Hot standby"): the target boots
+ *   beside the source before the window; the window moves kubelet and containerd only;
+ * - agentd's cold order (`--switch-order cold`): the source machine stops, the target boots in the
+ *   window;
+ * - the upstream order: with agentd.service stopped, `bench/lib/real-upstream-switch.ts` runs inside
+ *   the host with agentd's own production pieces in upstream's order (stop the source, then
+ *   provision, stage, start, verify the target).
  *
- * Rounds alternate (agentd kube1→kube2, upstream kube2→kube1), each to a Kubernetes version not
- * seen before, so both download the kube binaries afresh and take the rootfs from the blob cache.
+ * agentd's window is its `stop` phase's start to its `verify` phase's end (the operation's own
+ * timestamps). Beside them, in the same rounds:
+ *
+ * - the floor: in the serving, booted machine, with agentd stopped, the same two commands the
+ *   standby switch runs (`systemctl stop kubelet.service containerd.service`, then `systemctl
+ *   enable --now containerd.service kubelet.service`) and the wait for kubelet's /healthz, timed
+ *   inside the host;
+ * - the rollback window of each agentd order: an update to a kubelet that runs but never answers
+ *   /healthz (the mirror's `unhealthyKubelet`), from the `stop` phase's start to the end of the
+ *   rollback (the source verified again). Most of it is the wait for the unhealthy kubelet
+ *   (`verifyTimeout`, 15 s on these nodes, the same in every order), so it is shown without that
+ *   wait as well: the steps the order itself takes.
+ *
+ * And once: the memory a machine booted in standby holds (its cgroup's `memory.current`, read while
+ * agentd is stopped at `update.standby.after`), against the serving machine's.
  *
  * Run as root: `npx tsx bench/real-down-window.ts` (BENCH_ROUNDS=3). Needs the real-host tools
- * (docs/testing.md). Prints medians and the ratio; no assertions on time.
+ * (docs/testing.md). Prints medians and ratios; no assertions on time.
  */
-import { startRealNode } from '../test/support/real-host/node.js';
+import { startRealNode, type RealNode } from '../test/support/real-host/node.js';
 import { REPO } from '../test/support/real-host/install.js';
+import {
+  armFailpoints,
+  disarmFailpoints,
+  resume,
+  setSwitchOrder,
+  waitStopped,
+} from '../test/support/real-host/agentd-unit.js';
 import { renderTable } from './lib/table.js';
 
 const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 3);
+/** Kubelet versions from 1.90 on run but never answer /healthz (the rollback rounds). */
+const UNHEALTHY = '^1\\.9[0-9]\\.';
 
 interface Phase {
   name: string;
   startedAt: string | null;
   finishedAt: string | null;
 }
+interface Op {
+  id: string;
+  state: string;
+  phases: Phase[];
+  result?: { switchOrder?: string } | null;
+}
+type Order = 'standby' | 'cold';
 
 const median = (xs: readonly number[]): number => {
   const s = [...xs].sort((a, b) => a - b);
   const mid = Math.floor(s.length / 2);
   return s.length % 2 ? s[mid]! : (s[mid - 1]! + s[mid]!) / 2;
 };
+const at = (op: Op, name: string, key: 'startedAt' | 'finishedAt'): number =>
+  Date.parse(op.phases.find((p) => p.name === name)?.[key] ?? '');
+
+async function restartAgentd(node: RealNode): Promise<void> {
+  await node.host.execOk(['systemctl', 'restart', 'agentd.service']);
+  await node.waitReady();
+}
+
+async function useOrder(node: RealNode, order: Order): Promise<void> {
+  await setSwitchOrder(node, order);
+  await restartAgentd(node);
+}
+
+async function activeMachine(node: RealNode): Promise<string> {
+  const status = await node.agentctlJson<{ node: { activeMachine: string } }>(['status']);
+  return status.node.activeMachine;
+}
+
+/** An update through the daemon in the order set; `exit` 0 for one that succeeds, 1 for a rollback. */
+async function update(node: RealNode, version: string, order: Order, exit: 0 | 1): Promise<Op> {
+  const op = await node.agentctlJson<Op>(['update', '--kubernetes-version', version], exit, 600_000);
+  const want = exit === 0 ? 'succeeded' : 'rolled_back';
+  if (op.state !== want || op.result?.switchOrder !== order)
+    throw new Error(`${order} update to ${version}: ${JSON.stringify(op)}`);
+  return op;
+}
+
+/** The floor: kubelet and containerd stopped and started in a booted machine, timed in the host. */
+async function floor(node: RealNode): Promise<number> {
+  const m = await activeMachine(node);
+  await node.host.execOk(['systemctl', 'stop', 'agentd.service']);
+  try {
+    const script = [
+      'set -e',
+      't0=$(date +%s%N)',
+      `systemd-run --machine=${m} --pipe --wait systemctl stop kubelet.service containerd.service`,
+      `systemd-run --machine=${m} --pipe --wait systemctl enable --now containerd.service kubelet.service`,
+      'until curl -sf http://127.0.0.1:10248/healthz >/dev/null; do sleep 0.02; done',
+      't1=$(date +%s%N)',
+      'echo $(( (t1 - t0) / 1000000 ))',
+    ].join('\n');
+    const res = await node.host.execOk(['bash', '-c', script], { timeoutMs: 120_000 });
+    return Number(res.stdout.trim().split('\n').pop());
+  } finally {
+    await node.host.execOk(['systemctl', 'start', 'agentd.service']);
+    await node.waitReady();
+  }
+}
+
+/** memory.current (MiB) of the target booted in standby, and of the serving machine, at that moment. */
+async function standbyMemory(node: RealNode, version: string): Promise<{ standby: number; serving: number }> {
+  const source = await activeMachine(node);
+  const target = source === 'kube1' ? 'kube2' : 'kube1';
+  await armFailpoints(node, ['stop:update.standby.after']);
+  await restartAgentd(node);
+  const started = await node.agentctlJson<Op>(['update', '--kubernetes-version', version, '--detach']);
+  const pid = await waitStopped(node, 'update.standby.after');
+  const mib = async (m: string): Promise<number> => {
+    const res = await node.host.execOk([
+      'cat',
+      `/sys/fs/cgroup/machine.slice/systemd-nspawn@${m}.service/memory.current`,
+    ]);
+    return Number(res.stdout.trim()) / 1024 ** 2;
+  };
+  const out = { standby: await mib(target), serving: await mib(source) };
+  await resume(node, pid);
+  await disarmFailpoints(node);
+  for (let op = started; ;) {
+    if (op.state !== 'running' && op.state !== 'pending') {
+      if (op.state !== 'succeeded') throw new Error(`the memory round's update: ${JSON.stringify(op)}`);
+      break;
+    }
+    await new Promise((r) => setTimeout(r, 500));
+    op = await node.agentctlJson<Op>(['ops', 'get', started.id]);
+  }
+  await restartAgentd(node);
+  return out;
+}
 
 async function main(): Promise<void> {
   // The upstream order runs from this checkout, with this machine's Node.js.
   const node = await startRealNode({
     label: 'bench',
     nspawnArgs: [`--bind-ro=${REPO}:/repo`, '--bind-ro=/usr/bin/node'],
+    unhealthyKubelet: UNHEALTHY,
   });
   try {
     await node.waitReady();
@@ -51,63 +158,74 @@ async function main(): Promise<void> {
     );
     if (join.state !== 'succeeded') throw new Error(`join: ${JSON.stringify(join)}`);
 
-    const ours: number[] = [];
-    const ourProvision: number[] = [];
-    const upstream: number[] = [];
-    const upstreamProvision: number[] = [];
+    const down: Record<Order | 'upstream', number[]> = { standby: [], cold: [], upstream: [] };
+    const rollback: Record<Order, number[]> = { standby: [], cold: [] };
+    const rollbackSteps: Record<Order, number[]> = { standby: [], cold: [] };
+    const floors: number[] = [];
     let minor = 40;
+    let unhealthy = 90;
     for (let round = 0; round < ROUNDS; round++) {
-      // agentd's order, through the daemon: kube1 → kube2.
-      const op = await node.agentctlJson<{ state: string; phases: Phase[] }>(
-        ['update', '--kubernetes-version', `1.${minor++}.0`],
-        0,
-        600_000,
-      );
-      if (op.state !== 'succeeded') throw new Error(`agentd update: ${JSON.stringify(op)}`);
-      const at = (name: string, key: 'startedAt' | 'finishedAt'): number =>
-        Date.parse(op.phases.find((p) => p.name === name)?.[key] ?? '');
-      ours.push(at('verify', 'finishedAt') - at('stop', 'startedAt'));
-      ourProvision.push(at('stage', 'finishedAt') - at('provision', 'startedAt'));
+      for (const order of ['standby', 'cold'] as const) {
+        await useOrder(node, order);
+        const op = await update(node, `1.${minor++}.0`, order, 0);
+        down[order].push(at(op, 'verify', 'finishedAt') - at(op, 'stop', 'startedAt'));
+        const rb = await update(node, `1.${unhealthy++}.0`, order, 1);
+        const window = at(rb, 'rollback', 'finishedAt') - at(rb, 'stop', 'startedAt');
+        const verifyWait = at(rb, 'verify', 'finishedAt') - at(rb, 'verify', 'startedAt');
+        rollback[order].push(window);
+        rollbackSteps[order].push(window - verifyWait);
+      }
+      await useOrder(node, 'standby');
+      floors.push(await floor(node));
 
-      // The upstream order, with agentd stopped so nothing else acts: kube2 → kube1.
+      // The upstream order, with agentd stopped so nothing else acts.
+      const source = await activeMachine(node);
+      const target = source === 'kube1' ? 'kube2' : 'kube1';
       await node.host.execOk(['systemctl', 'stop', 'agentd.service']);
       const res = await node.host.execOk(
-        ['node', '--import', 'tsx', 'bench/lib/real-upstream-switch.ts', 'kube2', 'kube1', `1.${minor++}.0`],
+        ['node', '--import', 'tsx', 'bench/lib/real-upstream-switch.ts', source, target, `1.${minor++}.0`],
         { timeoutMs: 600_000, env: { HOME: '/root' }, cwd: '/repo' },
       );
-      const sample = JSON.parse(res.stdout.trim().split('\n').pop() ?? '{}') as {
-        downMs: number;
-        provisionMs: number;
-      };
-      upstream.push(sample.downMs);
-      upstreamProvision.push(sample.provisionMs);
+      const sample = JSON.parse(res.stdout.trim().split('\n').pop() ?? '{}') as { downMs: number };
+      down.upstream.push(sample.downMs);
       await node.host.execOk(['systemctl', 'start', 'agentd.service']);
       await node.waitReady();
     }
+    const memory = await standbyMemory(node, `1.${minor++}.0`);
 
+    const row = (name: string, xs: number[]): string[] => [
+      name,
+      median(xs).toFixed(0),
+      xs.map((x) => x.toFixed(0)).join(' '),
+    ];
     console.log(
       `Down window on a real systemd host (systemd-nspawn machines), medians of ${ROUNDS} rounds\n`,
     );
     console.log(
       renderTable(
-        ['order', 'down window ms', 'provision + stage ms', 'samples'],
+        ['measure', 'median ms', 'samples'],
         [
-          [
-            'agentd (provision before stop)',
-            median(ours).toFixed(0),
-            median(ourProvision).toFixed(0),
-            ours.map((x) => x.toFixed(0)).join(' '),
-          ],
-          [
-            'upstream (provision after stop)',
-            median(upstream).toFixed(0),
-            median(upstreamProvision).toFixed(0),
-            upstream.map((x) => x.toFixed(0)).join(' '),
-          ],
+          row('down window, standby order (default)', down.standby),
+          row('down window, cold order', down.cold),
+          row('down window, upstream order', down.upstream),
+          row('floor: stop + start kubelet and containerd in a booted machine', floors),
+          row('rollback window, standby order', rollback.standby),
+          row('  without the verify wait', rollbackSteps.standby),
+          row('rollback window, cold order', rollback.cold),
+          row('  without the verify wait', rollbackSteps.cold),
         ],
       ),
     );
-    console.log(`\nratio agentd / upstream (down window): ${(median(ours) / median(upstream)).toFixed(2)}`);
+    const ratio = (a: number[], b: number[]): string => (median(a) / median(b)).toFixed(2);
+    console.log(`\nratio standby / cold (down window): ${ratio(down.standby, down.cold)} (target ≤ 0.5)`);
+    console.log(`ratio standby / upstream (down window): ${ratio(down.standby, down.upstream)}`);
+    console.log(`ratio standby down window / floor: ${ratio(down.standby, floors)} (target ≤ 1.5)`);
+    console.log(
+      `ratio standby rollback window / standby down window: ${ratio(rollback.standby, down.standby)}; without the verify wait ${ratio(rollbackSteps.standby, down.standby)} (target ≤ 1.5)`,
+    );
+    console.log(
+      `memory.current of a machine in standby: ${memory.standby.toFixed(1)} MiB (the serving machine: ${memory.serving.toFixed(1)} MiB)`,
+    );
   } finally {
     await node.stop();
   }

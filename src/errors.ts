@@ -68,6 +68,11 @@ export const ERROR_CODES = {
     summary:
       'The state files (node.json, the journal, the applied configs) disagree with the host or with each other; data.file names the file.',
   },
+  INSUFFICIENT_MEMORY: {
+    rpc: 1032,
+    summary:
+      'The host has too little available memory for a second machine in standby; the update switched in the cold order instead (a warning, not a failure).',
+  },
   HEALTH_GATE_FAILED: {
     rpc: 1040,
     summary:

@@ -126,6 +126,12 @@ export function buildAgentdCommand(): Command {
       '--verify-timeout <duration>',
       `how long kubelet may take to turn active and healthy (default ${formatDuration(180_000)})`,
     )
+    .addOption(
+      new Option(
+        '--switch-order <order>',
+        'standby: boot the new machine beside the serving one before the switch; cold: boot it in the down window (default standby)',
+      ).choices(['standby', 'cold']),
+    )
     .option(
       '--download-min-rate <rate>',
       `the floor of a download's average rate, such as 10KiB/s (default ${formatByteRate(DEFAULT_TRANSFER_LIMITS.minRateBytesPerSecond)})`,

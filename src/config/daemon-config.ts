@@ -130,6 +130,7 @@ export const daemonConfigSchema = z.strictObject({
   shutdownGrace: durationMs.default(30_000),
   machineStartTimeout: durationMs.default(120_000),
   verifyTimeout: durationMs.default(180_000),
+  switchOrder: z.enum(['standby', 'cold']).default('standby'),
   downloadMinRate: byteRate.default(DEFAULT_TRANSFER_LIMITS.minRateBytesPerSecond),
   downloadRateWindow: windowMs.default(DEFAULT_TRANSFER_LIMITS.rateWindowMs),
   outboundTimeout: windowMs.default(DEFAULT_TRANSFER_LIMITS.requestTimeoutMs),
@@ -169,6 +170,11 @@ export interface DaemonConfig {
   machineStartTimeoutMs: number;
   /** How long kubelet may take to turn active and healthy before `verify` fails. */
   verifyTimeoutMs: number;
+  /**
+   * How an update switches machines (docs/architecture.md, "Hot standby"): `standby` boots the
+   * target beside the serving source before the node goes down; `cold` boots it in the down window.
+   */
+  switchOrder: 'standby' | 'cold';
   /**
    * Bounds of every download and registry call (docs/operations.md, "Limits"): the floor of a
    * download's average rate over its window, and the total deadline of a call.
@@ -229,6 +235,7 @@ export const DAEMON_OPTIONS: Record<keyof DaemonConfigInput, { flag: string; env
       expects: DURATION,
     },
     verifyTimeout: { flag: '--verify-timeout', env: 'AGENTD_VERIFY_TIMEOUT', expects: DURATION },
+    switchOrder: { flag: '--switch-order', env: 'AGENTD_SWITCH_ORDER', expects: 'standby or cold' },
     downloadMinRate: {
       flag: '--download-min-rate',
       env: 'AGENTD_DOWNLOAD_MIN_RATE',

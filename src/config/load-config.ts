@@ -295,6 +295,7 @@ export function loadDaemonConfig(input: LoadConfigInput): DaemonConfig {
     shutdownGraceMs: c.shutdownGrace,
     machineStartTimeoutMs: c.machineStartTimeout,
     verifyTimeoutMs: c.verifyTimeout,
+    switchOrder: c.switchOrder,
     transferLimits: Object.freeze({
       minRateBytesPerSecond: c.downloadMinRate,
       rateWindowMs: c.downloadRateWindow,

@@ -136,6 +136,8 @@ export function assembleDaemon(o: AssemblyOptions): Assembly {
     stateDir: config.stateDir,
     reserveDescriptors: o.reserveDescriptors ?? RESERVE_DESCRIPTORS,
     machines: host.machines,
+    switchOrder: config.switchOrder,
+    memAvailable: () => host.memAvailable(),
     provisioner,
     clock,
     logger: logger.child({ component: 'engine' }),

@@ -9,6 +9,7 @@ import { createExecaRunner } from '../host/execa-runner.js';
 import { createMachineBus } from '../host/machine-bus.js';
 import { createMachineManager } from '../host/machines.js';
 import { createHostPaths } from '../host/paths.js';
+import { readMemAvailable } from '../host/memory.js';
 import type { Host, HostWiringDeps } from './host.js';
 
 export type { Host, HostWiringDeps } from './host.js';
@@ -36,6 +37,7 @@ export async function createHost(config: DaemonConfig, deps: HostWiringDeps): Pr
   return {
     runner,
     machines,
+    memAvailable: () => readMemAvailable(),
     defaultConfig: null,
     close: async () => {
       bus.close();

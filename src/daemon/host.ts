@@ -8,6 +8,8 @@ import type { CleanupStack } from './cleanup-stack.js';
 export interface Host {
   runner: CommandRunner;
   machines: MachineManager;
+  /** The host's available memory in bytes (the standby check), or null when it cannot say. */
+  memAvailable(): Promise<number | null>;
   /** The config a fresh node joins with when `update` gets none (`--sim` only). */
   defaultConfig: (() => AgentConfig) | null;
   close(): Promise<void>;

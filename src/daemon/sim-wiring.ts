@@ -11,7 +11,7 @@ import { stateWriteError, writeFileAtomic } from '../host/fs-atomic.js';
 import { createMachineManager } from '../host/machines.js';
 import type { HostPaths } from '../host/paths.js';
 import { simDefaultConfig } from '../sim/default-config.js';
-import { parseSimFaults } from '../sim/faults.js';
+import { parseSimFaults, simMemAvailable } from '../sim/faults.js';
 import { createSimHost } from '../sim/host/index.js';
 import { startMirror, type Mirror } from '../sim/mirror/index.js';
 import type { Host, HostWiringDeps } from './host.js';
@@ -98,6 +98,7 @@ export async function createSimWiring(
   return {
     runner,
     machines,
+    memAvailable: async () => simMemAvailable(faults),
     defaultConfig: mirror ? () => simDefaultConfig(mirror) : null,
     // The mirror has a clean-up step of its own (startSimMirror).
     close: async () => undefined,

@@ -30,6 +30,8 @@ export interface DryRunInput {
   fleet: boolean;
   /** A health gate applies now (a fleet policy with health checks): the `health` phase would run. */
   healthGate: boolean;
+  /** The switch order is `standby` (the `standby` phase would run when there is a source). */
+  standby: boolean;
   now: string;
   paths: HostPaths;
   provisioner: Pick<Provisioner, 'plannedFiles'>;
@@ -44,6 +46,7 @@ export function buildDryRun(op: Operation, d: DryRunInput): Operation {
     ...(d.drain ? [] : ['drain', 'uncordon']),
     ...(d.fleet ? [] : ['slot']),
     ...(d.source ? [] : ['stop', 'cleanup']),
+    ...(d.source && d.standby ? [] : ['standby']),
     ...(d.healthGate ? [] : ['health']),
   ]);
   op.phases = op.phases.map((p) => ({ ...p, state: skipped.has(p.name) ? 'skipped' : 'pending' }));
@@ -53,6 +56,7 @@ export function buildDryRun(op: Operation, d: DryRunInput): Operation {
     plan: {
       from: d.source,
       to: d.changed ? d.target : d.source,
+      switchOrder: d.source && d.standby ? 'standby' : 'cold',
       changes: d.changes,
       phases: op.phases.filter((p) => p.state === 'pending').map((p) => p.name),
       files: d.changed ? d.provisioner.plannedFiles(d.target, d.goal) : [],

@@ -76,6 +76,10 @@ export interface EngineOptions {
   defaultConfig?: () => AgentConfig | null;
   appliedStore?: AppliedConfigStore;
   verifyTimeoutMs?: number;
+  /** How an update switches machines (default `cold`; the daemon passes `--switch-order`). */
+  switchOrder?: UpdateDeps['switchOrder'];
+  /** The host's available memory (the standby check). */
+  memAvailable?: UpdateDeps['memAvailable'];
   /**
    * How old the node's facts in `status` may be (default STATUS_MAX_AGE_MS, status-reader.ts):
    * an older snapshot is read again before `status` answers.
@@ -253,6 +257,8 @@ export class Engine {
       drainer: o.drainer ?? null,
       fleet: o.fleet ?? null,
       verifyTimeoutMs: o.verifyTimeoutMs,
+      switchOrder: o.switchOrder,
+      memAvailable: o.memAvailable,
       diagnostics: o.diagnostics ?? null,
       healthGate: o.healthGate ?? null,
       // A new journal carries a pending uncordon on, so a crash during it does not lose it.
@@ -499,6 +505,7 @@ export class Engine {
           drain: Boolean(req.drain),
           fleet: Boolean(this.#o.fleet) && !req.ignoreFleet,
           healthGate: (this.#o.healthGate?.prepare() ?? null) !== null,
+          standby: this.#o.switchOrder === 'standby',
         },
         (to, phases) => this.#slot.create('update', req, source, to, phases),
       );

@@ -24,6 +24,14 @@ export const journalSchema = z.object({
   committed: z.boolean(),
   /** True once the source was asked to stop (the node may be down). */
   sourceStopped: z.boolean(),
+  /**
+   * How the update switches (docs/architecture.md, "Hot standby"): `standby` once the target is
+   * booted in standby beside the source. Absent in journals written before it existed, and in the
+   * cold order.
+   */
+  switchOrder: z.enum(['cold', 'standby']).optional(),
+  /** True once cleanup powered off a source that stayed booted through a standby switch. */
+  sourcePoweredOff: z.boolean().optional(),
   /** True when this operation cordoned the node (so recovery uncordons it). */
   cordonedByUs: z.boolean(),
   /**

@@ -1,8 +1,14 @@
 /**
  * The update procedure (docs/architecture.md): provision and stage the target beside the serving source,
- * then the short down window — stop(source), start(target), verify, the health gate — then commit
- * and clean up. Failure before stop removes the target (the node never stopped serving); failure
- * in start, verify or health rolls back to the source. Every phase transition is journaled before it happens.
+ * boot it in standby beside it (the standby order), then the short down window — stop(source),
+ * start(target), verify, the health gate — then commit and clean up. Failure before stop removes
+ * the target (the node never stopped serving); failure in start, verify or health rolls back to the
+ * source. Every phase transition is journaled before it happens.
+ *
+ * The two switch orders (docs/architecture.md, "Hot standby"): `standby` boots the target before the
+ * node goes down, so the window holds only kubelet and containerd moving from one booted machine to
+ * the other, and a rollback moves them back without a boot; `cold` stops the source machine and
+ * boots the target inside the window.
  */
 import {
   AgentError,
@@ -22,7 +28,14 @@ import type { AgentConfig } from '../config/agent-config.js';
 import type { AppliedConfigStore } from './applied-config-store.js';
 import type { GoalSet } from './goal.js';
 import type { DeferredWrites } from './deferred-writes.js';
-import { describeNode, observeHost, refuseDestroy, stopConfirmed, type HostFacts } from './host-truth.js';
+import {
+  describeNode,
+  observeHost,
+  observeMachine,
+  refuseDestroy,
+  stopConfirmed,
+  type HostFacts,
+} from './host-truth.js';
 import { writeNodeStateOn } from './node-state.js';
 import type { StateReserve } from './reserve.js';
 import type { OperationRecorder } from './operation-recorder.js';
@@ -37,6 +50,7 @@ export const UPDATE_PHASES = [
   'preflight',
   'provision',
   'stage',
+  'standby',
   'slot',
   'drain',
   'stop',
@@ -48,6 +62,17 @@ export const UPDATE_PHASES = [
   'uncordon',
 ] as const;
 export type UpdatePhase = (typeof UPDATE_PHASES)[number];
+
+export const SWITCH_ORDERS = ['standby', 'cold'] as const;
+/** How an update switches machines (`--switch-order`; docs/architecture.md, "Hot standby"). */
+export type SwitchOrder = (typeof SWITCH_ORDERS)[number];
+
+/**
+ * The memory that must be available (MemAvailable) before the target boots in standby: twice what a
+ * machine booted in standby was measured to hold on the real host (docs/architecture.md, "Hot
+ * standby"), so that the second machine never pushes the serving one into reclaim.
+ */
+export const STANDBY_MEMORY_BYTES = 256 * 1024 ** 2;
 
 /** What the health gate checks: the machine that just passed verify and its Kubernetes version. */
 export interface HealthGateTarget {
@@ -139,6 +164,10 @@ export interface UpdateDeps {
   deferred?: DeferredWrites;
   /** Whether a machine's rootfs is on disk (the host checks before a destructive step). */
   onDisk?: (m: MachineName) => Promise<boolean>;
+  /** How a switch goes (default `cold`; the daemon passes `--switch-order`, whose default is `standby`). */
+  switchOrder?: SwitchOrder;
+  /** The host's available memory in bytes (MemAvailable), or null when it cannot be read. */
+  memAvailable?: () => Promise<number | null>;
 }
 
 export interface UpdatePlan {
@@ -201,6 +230,8 @@ export async function runUpdate(
   };
   const result: Record<string, unknown> = { changed: true, from: source, to: target };
   let downStartedAt: number | null = null;
+  /** The standby order needs a source to stand beside; a join boots its only machine. */
+  let order: SwitchOrder = source ? (d.switchOrder ?? 'cold') : 'cold';
   /** Whether this update started the target (a join starts it without stopping anything). */
   let targetStarted = false;
   let slot: FleetSlot | null = null;
@@ -252,7 +283,8 @@ export async function runUpdate(
     await rec.phaseEnded(name, ended === 'skipped' ? 'skipped' : 'succeeded');
     failpoint(`update.${name}.after`);
   };
-  const hostFacts = (): Promise<HostFacts> => observeHost(machines, { onDisk: d.onDisk, reserve: d.reserve });
+  const observing = { onDisk: d.onDisk, reserve: d.reserve };
+  const hostFacts = (): Promise<HostFacts> => observeHost(machines, observing);
   const skip = async (name: UpdatePhase): Promise<void> => rec.phaseEnded(name, 'skipped');
 
   try {
@@ -284,6 +316,39 @@ export async function runUpdate(
       result.cacheHits = r.cacheHits;
     });
     await phase('stage', () => provisioner.stage(target, config, ctx));
+    if (order === 'standby') {
+      await phase('standby', async () => {
+        // A source that does not run serves nothing: there is no window to shorten.
+        const sourceFacts = await observeMachine(machines, source as MachineName, observing);
+        if (sourceFacts.known && !sourceFacts.running) {
+          order = 'cold';
+          result.standby = { skipped: `${source} does not run: there is nothing to stand beside` };
+          return 'skipped';
+        }
+        const shortfall = await standbyShortfall(d);
+        if (shortfall !== null) {
+          // Not a failure: the update goes on in the cold order, and says why.
+          order = 'cold';
+          ((result.warnings ??= []) as string[]).push(describeError(shortfall));
+          result.standby = { skipped: describeError(shortfall), code: 'INSUFFICIENT_MEMORY' };
+          rec.logger.warn({ err: describeError(shortfall) }, 'switching in the cold order');
+          return 'skipped';
+        }
+        await journal.set({ switchOrder: 'standby' });
+        targetStarted = true;
+        try {
+          await provisioner.setStandbyBoot(target, true);
+          failpoint('update.standby.mid');
+          // Not enabled: a host reboot now boots the source alone.
+          await machines.start(target, signal, { enable: false });
+        } catch (err) {
+          throw err instanceof CancelledError ? err : new MachineStartFailedError(target, err);
+        }
+      });
+    } else {
+      await skip('standby');
+    }
+    result.switchOrder = order;
     if (d.fleet && !plan.ignoreFleet) {
       const gate = d.fleet;
       await phase('slot', async () => {
@@ -321,6 +386,11 @@ export async function runUpdate(
         hooks.onPointOfNoReturn?.();
         await journal.set({ sourceStopped: true });
         downStartedAt = clock.now();
+        if (order === 'standby') {
+          // The source stays booted (a rollback needs no boot); kubelet stopped, or this throws.
+          await onReserve(d, () => machines.stopServices(source));
+          return;
+        }
         // Confirmed: a stop whose commands could not run must not leave two machines running.
         await stopConfirmed(machines, source, { onDisk: d.onDisk, reserve: d.reserve });
       });
@@ -331,7 +401,12 @@ export async function runUpdate(
     await phase('start', async () => {
       targetStarted = true;
       try {
-        await machines.start(target, source ? never : signal);
+        if (order === 'standby') {
+          // Booted already: its next boot is a normal one, then its services and normal target.
+          await provisioner.setStandbyBoot(target, false);
+        } else {
+          await machines.start(target, source ? never : signal);
+        }
         failpoint('update.start.mid');
         await machines.startServices(target, source ? never : signal);
       } catch (err) {
@@ -370,6 +445,11 @@ export async function runUpdate(
     // A join has no source to stop: its point of no return is the commit.
     hooks.onPointOfNoReturn?.();
     await phase('commit', async () => {
+      if (order === 'standby' && source) {
+        // Booted at host start from now on: the target, not the source (never both).
+        await machines.setEnabled(source, false);
+        await machines.setEnabled(target, true);
+      }
       // The commit point: the target's applied config (+ sidecar) on disk, then the journal.
       const hash = await d.applied.write(target, config);
       failpoint('update.commit.mid');
@@ -393,7 +473,10 @@ export async function runUpdate(
       }
       await releaseSlot(outcome);
       await journal.close(outcome.state);
-      return { ...outcome, error: withNodeState(outcome.error, await hostFacts()) };
+      // A rollback verified the source moments ago: when the host cannot be asked again now (no
+      // descriptor left), that verification is what the ending says, and says so.
+      const verified = outcome.state === 'rolled_back' ? source : null;
+      return { ...outcome, error: withNodeState(outcome.error, await hostFacts(), verified) };
     }
     // Committed: a failure recording the end of the commit does not unmake it.
     result.warnings = [`the commit of ${target} was not fully recorded: ${describeError(f.error)}`];
@@ -407,11 +490,18 @@ export async function runUpdate(
         'cleanup',
         async () => {
           // Never remove a machine that serves the node on the journal's word alone.
-          const refused = refuseDestroy(source, await hostFacts());
+          const facts = await hostFacts();
+          const refused = refuseDestroy(source, facts);
           if (refused !== null)
             throw new StateConflictError(`refusing to remove ${source}: ${refused}`, {
               data: { machine: source },
             });
+          if (facts[source].running) {
+            // Still booted after a standby switch: powered off now, outside the down window.
+            await stopConfirmed(machines, source, { onDisk: d.onDisk, reserve: d.reserve });
+            await journal.set({ sourcePoweredOff: true }, 'best-effort');
+          }
+          failpoint('update.cleanup.before-remove');
           await onReserve(d, () => machines.remove(source));
           failpoint('update.cleanup.mid');
           await provisioner.removeMachineFiles(source);
@@ -444,6 +534,30 @@ export async function runUpdate(
   return { state: 'succeeded', result };
 }
 
+/**
+ * Why the target may not boot in standby now (INSUFFICIENT_MEMORY), or null when it may: the host
+ * must have STANDBY_MEMORY_BYTES available, and say so.
+ */
+async function standbyShortfall(d: Pick<UpdateDeps, 'memAvailable'>): Promise<AgentError | null> {
+  const need = STANDBY_MEMORY_BYTES;
+  let available: number | null = null;
+  let why = 'the host did not say';
+  try {
+    available = d.memAvailable ? await d.memAvailable() : null;
+  } catch (err) {
+    why = describeError(err);
+  }
+  if (available !== null && available >= need) return null;
+  const mib = (n: number): string => `${Math.floor(n / 1024 ** 2)} MiB`;
+  const found =
+    available === null ? `its available memory could not be read (${why})` : `${mib(available)} is available`;
+  return new AgentError(
+    'INSUFFICIENT_MEMORY',
+    `standby needs ${mib(need)} of available memory for a second booted machine, and ${found}; switching in the cold order`,
+    { data: { neededBytes: need, availableBytes: available } },
+  );
+}
+
 /** Run a host step; when it fails for want of space or descriptors, once more on the reserve. */
 function onReserve<T>(d: Pick<UpdateDeps, 'reserve'>, fn: () => Promise<T>): Promise<T> {
   return d.reserve ? d.reserve.retry(fn) : fn();
@@ -453,9 +567,15 @@ function onReserve<T>(d: Pick<UpdateDeps, 'reserve'>, fn: () => Promise<T>): Pro
  * The operation's error with what serves the node now, in its message and `data.node`: every
  * ending says it (docs/operations.md, "A full disk, exhausted descriptors").
  */
-export function withNodeState(err: unknown, facts: HostFacts): unknown {
+export function withNodeState(err: unknown, read: HostFacts, verified: MachineName | null = null): unknown {
   if (err === undefined) return err;
-  const sentence = describeNode(facts);
+  const fallback = verified !== null && !read[verified].known;
+  const facts: HostFacts = fallback
+    ? { ...read, [verified]: { name: verified, known: true, exists: true, running: true, serving: true } }
+    : read;
+  const sentence = fallback
+    ? `${describeNode(facts)}, as the rollback verified it (the host could not be asked again: ${read[verified].error ?? 'inspect failed'})`
+    : describeNode(facts);
   const node = Object.fromEntries(
     Object.values(facts).map((f) => [
       f.name,
@@ -519,7 +639,10 @@ async function handleFailure(
   // The target started (or tried to): keep what explains its failure before it is removed.
   let diagnostics: MachineDiagnostic[] | undefined;
   if (
-    (failure.phase === 'start' || failure.phase === 'verify' || failure.phase === 'health') &&
+    (failure.phase === 'standby' ||
+      failure.phase === 'start' ||
+      failure.phase === 'verify' ||
+      failure.phase === 'health') &&
     d.diagnostics
   ) {
     diagnostics = await d.diagnostics(target).catch(() => []);
@@ -548,23 +671,40 @@ async function handleFailure(
   const before = await facts();
   // A source the host does not have cannot come back: the target is not stopped for it.
   const sourceMissing = source !== null && before[source].known && !before[source].exists;
+  // Still booted (the standby order): kubelet and containerd move back, no machine boots.
+  const sourceBooted =
+    journal.state.switchOrder === 'standby' &&
+    source !== null &&
+    before[source].known &&
+    before[source].running;
   if (sourceMissing) {
     steps.push({
       step: `start ${source}`,
       ok: false,
       error: `the host has no machine ${source}; ${target} is left as it is`,
     });
-  } else {
+  } else if (!(
+    sourceBooted && (await attempt(`stop services in ${target}`, () => machines.stopServices(target)))
+  )) {
     await attempt(`stop ${target}`, () => stopConfirmed(machines, target, observing));
   }
   failpoint('update.rollback.mid');
   const back =
     source !== null &&
     !sourceMissing &&
-    (await attempt(`start ${source}`, () => machines.start(source))) &&
+    (sourceBooted
+      ? // Booted through the switch: only a failed commit may have taken it out of machines.target.
+        failure.phase !== 'commit' ||
+        (await attempt(`enable ${source}`, () => machines.setEnabled(source, true)))
+      : await attempt(`start ${source}`, () => machines.start(source))) &&
     (await attempt(`start services in ${source}`, () => machines.startServices(source))) &&
     (await attempt(`verify ${source}`, () => machines.verify(source, { timeoutMs: d.verifyTimeoutMs })));
-  if (back && (await mayDestroy(target, false))) await removeTarget();
+  if (back && (await mayDestroy(target, false))) {
+    // A target whose services were stopped still runs: powered off before it is removed.
+    if ((await facts())[target].running)
+      await attempt(`stop ${target}`, () => stopConfirmed(machines, target, observing));
+    await removeTarget();
+  }
   await uncordon();
   result.rollback = steps;
   const failedStep = steps.find((s) => !s.ok && s.step.includes(source ?? ''));

@@ -76,10 +76,25 @@ export interface VerifyOptions {
 
 /** Drives one machine slot through its lifecycle. */
 export interface MachineManager {
-  /** Enable and start the machine (clearing a stale registration), then wait until it answers. */
-  start(m: MachineName, signal?: AbortSignal): Promise<void>;
-  /** `enable --now` containerd, then kubelet, inside the machine. */
+  /**
+   * Enable and start the machine (clearing a stale registration), then wait until it answers.
+   * `enable: false` (a standby boot) leaves it out of machines.target: a host reboot does not boot it.
+   * Starting a machine that runs only waits for its answer.
+   */
+  start(m: MachineName, signal?: AbortSignal, o?: { enable?: boolean }): Promise<void>;
+  /** `machinectl enable` (boot at host start) or `disable`. */
+  setEnabled(m: MachineName, enabled: boolean, signal?: AbortSignal): Promise<void>;
+  /**
+   * `enable --now` containerd and kubelet inside the machine (one transaction: kubelet is ordered
+   * after containerd), then queue its default target, which brings up the rest of a machine booted
+   * into standby (a no-op in one that booted normally).
+   */
   startServices(m: MachineName, signal?: AbortSignal): Promise<void>;
+  /**
+   * Stop kubelet and containerd inside a running machine, which stays booted (the standby switch);
+   * fails when the command cannot run or kubelet is still active after it.
+   */
+  stopServices(m: MachineName, signal?: AbortSignal): Promise<void>;
   /** Wait until kubelet is active and healthy; `VerifyFailedError` with the last state seen otherwise. */
   verify(m: MachineName, options?: VerifyOptions): Promise<void>;
   /** Stop kubelet, containerd, then the machine. Stopping a machine that is not running succeeds. */
@@ -176,11 +191,11 @@ export function createMachineManager(options: MachineManagerOptions): MachineMan
     );
   }
 
-  async function start(m: MachineName, signal?: AbortSignal): Promise<void> {
+  async function start(m: MachineName, signal?: AbortSignal, o: { enable?: boolean } = {}): Promise<void> {
     const what = `start machine ${m}`;
     const deadline = clock.now() + t.startMs;
-    log.info({ machine: m }, `starting machine ${m}`);
-    await run('machinectl', ['enable', m], { signal });
+    log.info({ machine: m, enable: o.enable !== false }, `starting machine ${m}`);
+    if (o.enable !== false) await run('machinectl', ['enable', m], { signal });
     try {
       await run('machinectl', ['start', m], { signal });
     } catch (err) {
@@ -248,10 +263,37 @@ export function createMachineManager(options: MachineManagerOptions): MachineMan
       : null;
   }
 
+  async function setEnabled(m: MachineName, enabled: boolean, signal?: AbortSignal): Promise<void> {
+    await run('machinectl', [enabled ? 'enable' : 'disable', m], { signal });
+  }
+
   async function startServices(m: MachineName, signal?: AbortSignal): Promise<void> {
-    for (const unit of SERVICES) {
-      log.info({ machine: m, unit }, `starting ${unit} in ${m}`);
-      await run('systemd-run', inMachine(m, 'systemctl', 'enable', '--now', unit), { signal });
+    log.info({ machine: m, units: SERVICES }, `starting ${SERVICES.join(' and ')} in ${m}`);
+    await run('systemd-run', inMachine(m, 'systemctl', 'enable', '--now', ...SERVICES), { signal });
+    await run('systemctl', [`--machine=${m}`, 'start', '--no-block', 'default.target'], { signal });
+  }
+
+  async function stopServices(m: MachineName, signal?: AbortSignal): Promise<void> {
+    log.info({ machine: m }, `stopping kubelet and containerd in ${m}`);
+    // One transaction: systemd stops kubelet before containerd (the reverse of its After=).
+    await run('systemd-run', inMachine(m, 'systemctl', 'stop', 'kubelet.service', 'containerd.service'), {
+      signal,
+    });
+    const res = await run('systemctl', [`--machine=${m}`, 'is-active', 'kubelet.service'], {
+      signal,
+      reject: false,
+    });
+    const state = kubeletStateOf(res.stdout.trim());
+    if (state === 'active' || state === 'unknown') {
+      throw new CommandFailedError(
+        `systemctl --machine=${m} is-active kubelet.service`,
+        res.exitCode,
+        res.stderr,
+        {
+          reason: `kubelet in ${m} is ${res.stdout.trim() || 'unknown'} after it was stopped`,
+          data: { machine: m },
+        },
+      );
     }
   }
 
@@ -436,7 +478,7 @@ export function createMachineManager(options: MachineManagerOptions): MachineMan
     }
   }
 
-  return { start, startServices, verify, stop, remove, daemonReload, inspect };
+  return { start, setEnabled, startServices, stopServices, verify, stop, remove, daemonReload, inspect };
 }
 
 /** `machinectl start` refused because machined still holds a registration of that name. */

@@ -25,6 +25,11 @@ export interface Provisioner {
   provision(m: MachineName, config: AgentConfig, ctx: TaskContext): Promise<ProvisionResult>;
   /** Write everything the machine needs to boot (containerd, kubelet, kubeconfig, CA) into its rootfs. */
   stage(m: MachineName, config: AgentConfig, ctx: TaskContext): Promise<void>;
+  /**
+   * Make the machine's next boot a standby boot (`on`: agentd's standby target, docs/architecture.md,
+   * "Hot standby") or a normal one, in its nspawn settings.
+   */
+  setStandbyBoot(m: MachineName, on: boolean): Promise<void>;
   /** Remove the machine's nspawn settings and service drop-in (absent files are fine). */
   removeMachineFiles(m: MachineName): Promise<void>;
   /** The files a provision + stage of `m` writes (dry-run plans). */

@@ -20,6 +20,7 @@ import { checkArtifacts, installArtifacts, type InstallArtifactsResult } from '.
 import type { OpenWrite } from './artifacts/types.js';
 import {
   nspawnFileList,
+  setStandbyBoot,
   readHostInfo,
   removeNspawnFiles,
   stagedFileList,
@@ -271,6 +272,10 @@ export function createProvisioner(o: ProvisionerOptions): Provisioner {
         task('write staging files', () => writeStagingFiles(o.paths.machineDir(m), config)),
         ctx,
       );
+    },
+
+    setStandbyBoot(m, on) {
+      return setStandbyBoot(o.paths, m, on);
     },
 
     async removeMachineFiles(m) {

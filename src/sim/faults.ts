@@ -15,10 +15,15 @@ export type SimFault =
   | { kind: 'start-fails'; machine: SimFaultTarget }
   /** kubelet in the machine never becomes active (it crash-loops). */
   | { kind: 'kubelet-inactive'; machine: SimFaultTarget }
+  /**
+   * The host has too little available memory for a machine in standby (64 MiB); the machine part
+   * is `*` (memory is the host's).
+   */
+  | { kind: 'low-memory'; machine: '*' }
   /** Every host command on the machine takes `ms` longer (on the sim's clock). */
   | { kind: 'latency'; machine: SimFaultTarget; ms: number };
 
-const EXPECTED_FAULTS = 'start-fails, kubelet-inactive or latency=<ms>';
+const EXPECTED_FAULTS = 'start-fails, kubelet-inactive, low-memory or latency=<ms>';
 const EXPECTED_MACHINES = `${MACHINE_NAMES.join(', ')} or *`;
 
 /**
@@ -51,6 +56,11 @@ function parseEntry(entry: string): SimFault {
   }
   const machine = target as SimFaultTarget;
   if (fault === 'start-fails' || fault === 'kubelet-inactive') return { kind: fault, machine };
+  if (fault === 'low-memory') {
+    if (machine !== '*')
+      throw bad(`low-memory applies to the host: write low-memory:*, got ${JSON.stringify(entry)}`);
+    return { kind: fault, machine };
+  }
   const latency = /^latency=(.*)$/.exec(fault);
   if (latency) {
     const value = latency[1] ?? '';
@@ -67,6 +77,11 @@ function parseEntry(entry: string): SimFault {
 /** Whether a fault of `kind` applies to machine `m`. */
 export function hasSimFault(faults: readonly SimFault[], kind: SimFault['kind'], m: MachineName): boolean {
   return faults.some((f) => f.kind === kind && (f.machine === '*' || f.machine === m));
+}
+
+/** The simulated host's MemAvailable: 64 MiB with `low-memory:*`, else 16 GiB. */
+export function simMemAvailable(faults: readonly SimFault[]): number {
+  return faults.some((f) => f.kind === 'low-memory') ? 64 * 1024 ** 2 : 16 * 1024 ** 3;
 }
 
 /** The injected latency of commands on machine `m` (the largest that applies; 0 when none). */

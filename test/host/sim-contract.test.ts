@@ -12,6 +12,8 @@ import { setTimeout as delay } from 'node:timers/promises';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { systemClock } from '../../src/host/clock.js';
 import { classifyHostError, type HostErrorClass } from '../../src/host/machine-errors.js';
+import { createHostPaths } from '../../src/host/paths.js';
+import { setStandbyBoot, withStandbyBoot } from '../../src/host/standby-boot.js';
 import { createSimHost } from '../../src/sim/host/index.js';
 import { startMirror, type Mirror } from '../../src/sim/mirror/index.js';
 import { mirrorAgentConfig, startSimDaemon, updateAndWait } from '../support/provision-fixtures.js';
@@ -25,6 +27,7 @@ interface Outcome {
 }
 type Exec = (argv: string[]) => Promise<Outcome>;
 type Exists = (p: string) => Promise<boolean>;
+type SetStandby = (on: boolean) => Promise<void>;
 
 /** One step's result as compared across the hosts. */
 type Seen = 'ok' | HostErrorClass | `exists=${boolean}` | `${'ok' | HostErrorClass}: ${string}`;
@@ -39,6 +42,8 @@ interface Step {
   either?: Seen[];
   /** Compare what it prints too (trimmed): agentd reads the answer, not only the exit code. */
   answer?: boolean;
+  /** Make kube1's next boot a standby boot (true) or a normal one, as agentd does (its .nspawn file). */
+  standby?: boolean;
 }
 
 const inM = (m: string, ...cmd: string[]): string[] => [
@@ -98,6 +103,27 @@ const SCRIPT: Step[] = [
   { argv: onBus('kube1', 'is-active', 'kubelet.service'), answer: true },
   // starting a running machine is a no-op
   { argv: ['machinectl', 'start', 'kube1'] },
+  // the standby boot (docs/architecture.md, "Hot standby"): the machine's systemd and D-Bus
+  // answer; kubelet and containerd, enabled in its rootfs, stay off
+  { argv: ['systemctl', 'stop', 'systemd-nspawn@kube1.service'] },
+  { argv: ['machinectl', 'show', 'kube1'], until: 'fail' },
+  { standby: true },
+  { argv: ['machinectl', 'start', 'kube1'] },
+  { argv: inM('kube1', '/bin/true'), until: 'ok' },
+  { argv: onBus('kube1', 'is-active', 'kubelet.service'), answer: true },
+  { argv: inM('kube1', 'systemctl', 'is-active', 'kubelet.service'), answer: true },
+  // the switch: the next boot a normal one, the services, then the machine's normal target
+  { standby: false },
+  { argv: inM('kube1', 'systemctl', 'enable', '--now', 'containerd.service', 'kubelet.service') },
+  { argv: onBus('kube1', 'start', '--no-block', 'default.target') },
+  { argv: onBus('kube1', 'is-active', 'kubelet.service'), answer: true, until: 'ok' },
+  // the services stop in one transaction; the machine stays booted
+  { argv: inM('kube1', 'systemctl', 'stop', 'kubelet.service', 'containerd.service') },
+  { argv: onBus('kube1', 'is-active', 'kubelet.service'), answer: true },
+  { argv: inM('kube1', '/bin/true') },
+  // and come back without a boot
+  { argv: inM('kube1', 'systemctl', 'enable', '--now', 'containerd.service', 'kubelet.service') },
+  { argv: onBus('kube1', 'is-active', 'kubelet.service'), answer: true, until: 'ok' },
   // stop it, then remove its image: the directory goes, the .nspawn settings file with it
   { argv: ['systemctl', 'stop', 'systemd-nspawn@kube1.service'] },
   { argv: ['machinectl', 'show', 'kube1'], until: 'fail' },
@@ -111,9 +137,18 @@ const SCRIPT: Step[] = [
 const seenOf = (o: Outcome): 'ok' | HostErrorClass => (o.exitCode === 0 ? 'ok' : classifyHostError(o.stderr));
 
 /** Run the script; one entry per step: what it ended as, and the raw output for messages. */
-async function runScript(exec: Exec, exists: Exists): Promise<Array<{ seen: Seen; raw: string }>> {
+async function runScript(
+  exec: Exec,
+  exists: Exists,
+  setStandby: SetStandby,
+): Promise<Array<{ seen: Seen; raw: string }>> {
   const out: Array<{ seen: Seen; raw: string }> = [];
   for (const step of SCRIPT) {
+    if (step.standby !== undefined) {
+      await setStandby(step.standby);
+      out.push({ seen: 'ok', raw: `standby boot of kube1: ${step.standby}` });
+      continue;
+    }
     if (step.exists) {
       const e = await exists(step.exists);
       out.push({ seen: `exists=${e}`, raw: step.exists });
@@ -158,6 +193,7 @@ describe.skipIf(!requireRealHost())(
             .run(argv[0] as string, argv.slice(1), { reject: false })
             .catch((err: Error) => ({ exitCode: 1, stdout: '', stderr: `sim refused: ${err.message}` })),
         async (p) => existsSync(path.join(d.root, p)),
+        (on) => setStandbyBoot(createHostPaths(d.root), 'kube1', on),
       );
 
       node = await startJoinedNode({ label: 'contract' });
@@ -166,6 +202,13 @@ describe.skipIf(!requireRealHost())(
       real = await runScript(
         (argv) => node.host.exec(argv),
         async (p) => (await node.host.exec(['test', '-e', p])).exitCode === 0,
+        async (on) => {
+          // The same edit agentd makes, of the real host's file.
+          const file = '/etc/systemd/nspawn/kube1.nspawn';
+          const text = withStandbyBoot((await node.host.execOk(['cat', file])).stdout, on);
+          const b64 = Buffer.from(text).toString('base64');
+          await node.host.execOk(['sh', '-c', `echo ${b64} | base64 -d > ${file}`]);
+        },
       );
     }, 900_000);
 

@@ -25,7 +25,9 @@ let d: TestDaemon;
 beforeAll(async () => {
   [slow, failing] = await Promise.all([
     startSimDaemon({ env: { AGENTD_SIM_FAULTS: 'latency=150:kube1,latency=500:kube2' } }),
-    startSimDaemon({ env: { AGENTD_SIM_FAULTS: 'start-fails:kube2' } }),
+    // The cold order: kube2 fails to boot after kube1 stopped, so the update rolls back (in the
+    // standby order it would fail before the node went down: update-rollback.test.ts).
+    startSimDaemon({ env: { AGENTD_SIM_FAULTS: 'start-fails:kube2' }, args: ['--switch-order', 'cold'] }),
   ]);
   d = slow;
 });

@@ -34,6 +34,8 @@ const JOIN_PHASES = {
   preflight: 'succeeded',
   provision: 'succeeded',
   stage: 'succeeded',
+  // A join has no source to stand beside.
+  standby: 'skipped',
   slot: 'skipped',
   drain: 'skipped',
   stop: 'skipped',

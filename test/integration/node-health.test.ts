@@ -48,7 +48,12 @@ describe('node health and repair through the daemon', () => {
   });
 
   it('neither machine starts: ROLLBACK_FAILED with diagnostics; the node says it does not serve', async () => {
-    d = await startSimDaemon({ dir, env: { AGENTD_SIM_FAULTS: 'start-fails:*' }, args: ['--no-repair'] });
+    // The cold order: kube1 stops before kube2 fails to boot, and then cannot boot again.
+    d = await startSimDaemon({
+      dir,
+      env: { AGENTD_SIM_FAULTS: 'start-fails:*' },
+      args: ['--no-repair', '--switch-order', 'cold'],
+    });
     const op = await updateAndWait(d, { set: { kubernetesVersion: '1.35.0' } });
     expect(op.state).toBe('failed');
     expect(op.error?.code).toBe('ROLLBACK_FAILED');

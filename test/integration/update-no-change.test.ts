@@ -58,6 +58,7 @@ describe('updates that change nothing', () => {
       'preflight',
       'provision',
       'stage',
+      'standby',
       'stop',
       'start',
       'verify',

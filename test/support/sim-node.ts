@@ -389,15 +389,16 @@ export async function crashAndRestart(
   node: SimNode,
   failpoint: string,
   trigger: (node: SimNode) => Promise<unknown>,
+  args: string[] = [],
 ): Promise<void> {
-  await node.start({ failpoints: failpoint });
+  await node.start({ failpoints: failpoint, args });
   // The daemon may die before it answers: the answer does not matter, the journal does.
   await trigger(node).catch(() => undefined);
   await node.waitKilled();
   expect(node.daemon?.logs()).toContain(`failpoint ${failpoint}`);
   const journal = await node.readJournal();
   expect(journal.closed, 'the crash must leave the journal open').toBe(false);
-  await node.start();
+  await node.start({ args });
 }
 
 /**
@@ -489,12 +490,20 @@ export interface UpdateCrashCase {
   phase: string;
   /** Whether the journal had committed the switch: recovery then goes forward to kube2. */
   committed: boolean;
+  /** The switch order (`--switch-order`; default standby, the daemon's default). */
+  order?: 'standby' | 'cold';
 }
 
 /** Crash a clone of `template` during an update to NEW_VERSION and check what recovery left. */
 export async function runUpdateCrashCase(template: SimNode, c: UpdateCrashCase): Promise<void> {
   const node = await cloneSimNode(template);
-  await crashAndRestart(node, c.failpoint, (n) => n.update({ set: { kubernetesVersion: NEW_VERSION } }));
+  const args = c.order === 'cold' ? ['--switch-order', 'cold'] : [];
+  await crashAndRestart(
+    node,
+    c.failpoint,
+    (n) => n.update({ set: { kubernetesVersion: NEW_VERSION } }),
+    args,
+  );
   const op = await expectRecovered(
     node,
     c.committed ? { active: 'kube2', version: NEW_VERSION } : { active: 'kube1', version: JOIN_VERSION },
@@ -522,7 +531,7 @@ export function describeUpdateCrashes(
     afterAll(async () => {
       await disposeSimNode(template);
     });
-    it.each(cases)('$failpoint', async (c) => {
+    it.each(cases.map((c) => ({ order: 'standby' as const, ...c })))('$failpoint ($order)', async (c) => {
       await runUpdateCrashCase(template, c);
     });
     more?.(() => template);

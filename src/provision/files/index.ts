@@ -10,6 +10,7 @@ export {
   renderNspawnDropIn,
 } from './nspawn-files.js';
 export type { HostFilePlan } from './nspawn-files.js';
+export { setStandbyBoot, bootsIntoStandby, STANDBY_TARGET } from '../../host/standby-boot.js';
 export { writeStagingFiles, renderStagingFiles, stagedFileList } from './staging-files.js';
 export type { StagedFile } from './staging-files.js';
 export type { RootfsEntry, RootfsFile, RootfsSymlink } from './rootfs-entry.js';

@@ -40,6 +40,8 @@ export const ROOTFS_FILES = Object.freeze({
   kubeconfig: 'var/lib/kubelet/kubeconfig',
   kubeletConfig: 'var/lib/kubelet/config.yaml',
   staticPodDir: 'etc/kubernetes/manifests',
+  /** agentd's boot target for a machine in standby (src/host/standby-boot.ts). */
+  standbyTarget: 'etc/systemd/system/agentd-standby.target',
 });
 
 /** The line of `10-agentd.conf` the simulated host reads to learn the kubelet version. */

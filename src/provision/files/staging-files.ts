@@ -15,6 +15,7 @@ import {
 import { renderKubeletDropIn, renderKubeletNodeDropIn, renderKubeletService } from './kubelet-units.js';
 import { renderOsFiles } from './os-files.js';
 import { ROOTFS_FILES } from './rootfs-layout.js';
+import { renderStandbyTarget } from '../../host/standby-boot.js';
 import { writeRootfsEntries } from './rootfs-entry.js';
 import { ensureRootfsDir } from './rootfs-path.js';
 import type { RootfsEntry } from './rootfs-entry.js';
@@ -42,6 +43,7 @@ export function renderStagingFiles(config: AgentConfig): RootfsEntry[] {
     file(ROOTFS_FILES.kubeletService, renderKubeletService()),
     file(ROOTFS_FILES.kubeletDropIn, renderKubeletDropIn(config)),
     file(ROOTFS_FILES.kubeletNodeDropIn, renderKubeletNodeDropIn(config)),
+    file(ROOTFS_FILES.standbyTarget, renderStandbyTarget()),
   ];
 }
 

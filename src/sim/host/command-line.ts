@@ -27,8 +27,12 @@ const MACHINECTL_VERBS: readonly MachinectlVerb[] = [
  */
 export type InMachineAction =
   | { type: 'true' }
-  | { type: 'enable-now'; unit: SimUnitName }
-  | { type: 'stop'; unit: SimUnitName }
+  /** `systemctl enable --now <unit>…`: one transaction (containerd before kubelet). */
+  | { type: 'enable-now'; units: SimUnitName[] }
+  /** `systemctl stop <unit>…`: one transaction. */
+  | { type: 'stop'; units: SimUnitName[] }
+  /** `systemctl start --no-block default.target`: the machine's normal target (out of standby). */
+  | { type: 'start-default' }
   | { type: 'is-active'; unit: 'kubelet.service' }
   /** `journalctl -u <unit> -n <lines> --no-pager`: diagnostics of a failed machine. */
   | { type: 'journal'; unit: SimUnitName; lines: number }
@@ -109,8 +113,17 @@ function parseHostSystemctl(args: readonly string[]): SimCommand | undefined {
   if (upstream) return { kind: 'upstream-daemon', verb: upstream };
   const busMachine = asMachine(/^--machine=(.*)$/.exec(args[0] ?? '')?.[1]);
   if (busMachine) {
-    return args.length === 3 && args[1] === 'is-active' && args[2] === 'kubelet.service'
-      ? { kind: 'in-machine', machine: busMachine, action: { type: 'is-active', unit: 'kubelet.service' } }
+    if (args.length === 3 && args[1] === 'is-active' && args[2] === 'kubelet.service')
+      return {
+        kind: 'in-machine',
+        machine: busMachine,
+        action: { type: 'is-active', unit: 'kubelet.service' },
+      };
+    return args.length === 4 &&
+      args[1] === 'start' &&
+      args[2] === '--no-block' &&
+      args[3] === 'default.target'
+      ? { kind: 'in-machine', machine: busMachine, action: { type: 'start-default' } }
       : undefined;
   }
   if (args.length === UNIT_STATE_ARGS.length + 1 && UNIT_STATE_ARGS.every((a, i) => args[i] === a)) {
@@ -147,18 +160,24 @@ function parseInMachine(inner: readonly string[]): InMachineAction | undefined {
   // systemctl and journalctl are agentd's own lines: only the exact forms above and below.
   if (inner[0] === 'journalctl') return undefined;
   if (inner[0] !== 'systemctl') return inner.length > 0 ? { type: 'exec', argv: [...inner] } : undefined;
-  if (inner.length === 4 && inner[1] === 'enable' && inner[2] === '--now') {
-    const unit = asUnit(inner[3]);
-    return unit ? { type: 'enable-now', unit } : undefined;
+  if (inner.length >= 4 && inner[1] === 'enable' && inner[2] === '--now') {
+    const units = asUnits(inner.slice(3));
+    return units ? { type: 'enable-now', units } : undefined;
   }
-  if (inner.length === 3 && inner[1] === 'stop') {
-    const unit = asUnit(inner[2]);
-    return unit ? { type: 'stop', unit } : undefined;
+  if (inner.length >= 3 && inner[1] === 'stop') {
+    const units = asUnits(inner.slice(2));
+    return units ? { type: 'stop', units } : undefined;
   }
   if (inner.length === 3 && inner[1] === 'is-active' && inner[2] === 'kubelet.service') {
     return { type: 'is-active', unit: 'kubelet.service' };
   }
   return undefined;
+}
+
+/** Each word a unit of the sim, else undefined. */
+function asUnits(words: readonly string[]): SimUnitName[] | undefined {
+  const units = words.map(asUnit);
+  return units.every((u): u is SimUnitName => u !== undefined) ? units : undefined;
 }
 
 /** The command line as one string, shell-quoted where needed (for results, logs and errors). */

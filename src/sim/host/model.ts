@@ -22,6 +22,7 @@ import {
   kubeletBinaryPresent,
   pathExists,
 } from './rootfs.js';
+import { bootsIntoStandby } from '../../host/standby-boot.js';
 import { SIM_UNITS } from './state.js';
 import type { SimPersistedState, SimUnitName, SimUnitRecord } from './state.js';
 
@@ -205,13 +206,26 @@ async function startMachine(
   rec.registration = 'running';
   rec.serviceFailed = false;
   rec.booting = true;
-  // Boot: the units enabled in the rootfs start, containerd first (kubelet is ordered after it).
-  for (const u of SIM_UNITS) {
-    rec.units[u] = (await isUnitEnabled(dir, u))
-      ? await evaluateUnit(ctx, state, m, u)
-      : { active: 'inactive' };
-  }
+  // `Parameters=systemd.unit=agentd-standby.target`: systemd, journald and D-Bus only.
+  rec.standby = bootsIntoStandby(await readFile(nspawn, 'utf8'));
+  for (const u of SIM_UNITS) rec.units[u] = { active: 'inactive' };
+  if (!rec.standby) await reachDefaultTarget(ctx, state, m);
   return ok();
+}
+
+/** The machine's default target: the units enabled in its rootfs start, containerd first (kubelet is ordered after it). */
+async function reachDefaultTarget(
+  ctx: SimModelContext,
+  state: SimPersistedState,
+  m: MachineName,
+): Promise<void> {
+  const rec = state.machines[m];
+  rec.standby = false;
+  for (const u of SIM_UNITS) {
+    if (rec.units[u].active !== 'active' && (await isUnitEnabled(ctx.paths.machineDir(m), u))) {
+      rec.units[u] = await evaluateUnit(ctx, state, m, u);
+    }
+  }
 }
 
 async function removeImage(
@@ -253,7 +267,10 @@ async function applyInMachine(
       return { exitCode: active === 'active' ? 0 : 3, stdout: active, stderr: '' };
     }
     case 'stop':
-      rec.units[action.unit] = { active: 'inactive' };
+      for (const u of action.units) rec.units[u] = { active: 'inactive' };
+      return ok();
+    case 'start-default':
+      await reachDefaultTarget(ctx, state, m);
       return ok();
     case 'journal': {
       // The sim keeps no log history: the journal's tail is the unit's state and why.
@@ -265,13 +282,15 @@ async function applyInMachine(
       return simExec(ctx.paths.machineDir(m), action.argv);
     case 'enable-now': {
       const rootfs = ctx.paths.machineDir(m);
-      await enableUnit(rootfs, action.unit);
-      if (rec.units[action.unit].active !== 'active') {
-        rec.units[action.unit] = await evaluateUnit(ctx, state, m, action.unit);
+      for (const u of action.units) await enableUnit(rootfs, u);
+      // One transaction, in the units' order (kubelet is ordered after containerd).
+      const failed: string[] = [];
+      for (const u of SIM_UNITS.filter((x) => action.units.includes(x))) {
+        if (rec.units[u].active !== 'active') rec.units[u] = await evaluateUnit(ctx, state, m, u);
+        // A crash-looping kubelet (activating) still "starts": systemctl returns once it is forked.
+        if (rec.units[u].active === 'failed') failed.push(jobFailed(u, rec.units[u].reason));
       }
-      const after = rec.units[action.unit];
-      // A crash-looping kubelet (activating) still "starts": systemctl returns once it is forked.
-      return after.active === 'failed' ? fail(jobFailed(action.unit, after.reason)) : ok();
+      return failed.length > 0 ? fail(failed.join('\n')) : ok();
     }
   }
 }
@@ -412,6 +431,7 @@ function shutDown(state: SimPersistedState, m: MachineName, registration: 'none'
   const rec = state.machines[m];
   rec.registration = registration;
   rec.booting = false;
+  rec.standby = false;
   for (const u of SIM_UNITS) rec.units[u] = { active: 'inactive' };
 }
 

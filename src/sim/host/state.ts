@@ -45,6 +45,11 @@ export interface SimMachineRecord {
    * file or directory" until the machine's bus is up. Absent in older state files (= false).
    */
   booting?: boolean;
+  /**
+   * Booted into agentd's standby target (its `.nspawn` file said so): containerd and kubelet stay
+   * off until `systemctl start default.target`. Absent in older state files (= false).
+   */
+  standby?: boolean;
   units: Record<SimUnitName, SimUnitRecord>;
 }
 

@@ -96,6 +96,12 @@ export async function expectNode(
   expect(await exists(node, `/var/lib/machines/${m}/usr/local/bin/kubelet`)).toBe(true);
   expect(await exists(node, `/var/lib/machines/${other(m)}`)).toBe(false);
   expect(await exists(node, `/etc/systemd/nspawn/${m}.nspawn`)).toBe(true);
+  // Its next boot (a host reboot) is a normal one, and happens: never a standby boot, never off.
+  const settings = await node.host.execOk(['cat', `/etc/systemd/nspawn/${m}.nspawn`]);
+  expect(settings.stdout).not.toContain('agentd-standby.target');
+  expect(
+    (await node.host.exec(['systemctl', 'is-enabled', `systemd-nspawn@${m}.service`])).stdout.trim(),
+  ).toBe('enabled');
   expect(await exists(node, `/etc/systemd/nspawn/${other(m)}.nspawn`)).toBe(false);
   expect(await exists(node, `/etc/systemd/system/systemd-nspawn@${other(m)}.service.d/override.conf`)).toBe(
     false,

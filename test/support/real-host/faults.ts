@@ -12,12 +12,19 @@ import { expect } from 'vitest';
 import type { OperationJson, StatusJson } from './assert-node.js';
 import type { RealNode } from './node.js';
 
+export {
+  agentdUnit,
+  armFailpoints,
+  disarmFailpoints,
+  resume,
+  setSwitchOrder,
+  waitStopped,
+} from './agentd-unit.js';
+
 export type Fault = 'disk-full' | 'descriptors';
 export const FAULTS: readonly Fault[] = ['disk-full', 'descriptors'];
 
 const STATE_DIR = '/var/lib/agentd';
-const DROP_IN_DIR = '/etc/systemd/system/agentd.service.d';
-const DROP_IN = `${DROP_IN_DIR}/failpoint.conf`;
 
 /** Move /var/lib/agentd onto a tmpfs of its own: what it holds now and room for an update. */
 export async function mountStateTmpfs(node: RealNode): Promise<void> {
@@ -37,56 +44,6 @@ export async function mountStateTmpfs(node: RealNode): Promise<void> {
   ]);
   await node.host.execOk(['systemctl', 'start', 'agentd.service']);
   await node.waitReady();
-}
-
-/** Arm `points` (AGENTD_FAILPOINTS) for agentd's next start, and restart it when asked. */
-export async function armFailpoints(node: RealNode, points: string[]): Promise<void> {
-  await node.host.execOk(['mkdir', '-p', DROP_IN_DIR]);
-  await node.host.execOk([
-    'sh',
-    '-c',
-    `printf '[Service]\\nEnvironment="AGENTD_FAILPOINTS=%s"\\n' "$1" > ${DROP_IN}`,
-    'sh',
-    points.join(','),
-  ]);
-  await node.host.execOk(['systemctl', 'daemon-reload']);
-}
-
-/** Remove the failpoint drop-in (the running agentd keeps what it read at its start). */
-export async function disarmFailpoints(node: RealNode): Promise<void> {
-  await node.host.execOk(['rm', '-f', DROP_IN]);
-  await node.host.execOk(['systemctl', 'daemon-reload']);
-}
-
-/** `systemctl show` properties of agentd.service. */
-export async function agentdUnit(node: RealNode): Promise<Record<string, string>> {
-  const res = await node.host.execOk([
-    'systemctl',
-    'show',
-    '-p',
-    'NRestarts,SubState,MainPID,InvocationID',
-    'agentd.service',
-  ]);
-  return Object.fromEntries(
-    res.stdout
-      .trim()
-      .split('\n')
-      .map((l) => l.split('=', 2) as [string, string]),
-  );
-}
-
-/** Wait until agentd's main process (whichever systemd runs now) is SIGSTOPped at `point`; returns its PID. */
-export async function waitStopped(node: RealNode, point: string, timeoutMs = 120_000): Promise<number> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    const pid = Number((await agentdUnit(node)).MainPID);
-    if (pid > 0) {
-      const st = await node.host.exec(['cat', `/proc/${pid}/stat`]);
-      if (/\) [Tt] /.test(st.stdout)) return pid;
-    }
-    if (Date.now() > deadline) throw new Error(`agentd did not stop at ${point}\n${await node.journal(100)}`);
-    await delay(50);
-  }
 }
 
 /** Fill the file system of /var/lib/agentd to ENOSPC; returns the undo. */
@@ -132,12 +89,6 @@ async function exhaustDescriptors(node: RealNode, pid: number): Promise<() => Pr
 /** Apply `fault` to agentd, stopped at its failpoint as `pid`; returns the undo. */
 export function applyFault(node: RealNode, fault: Fault, pid: number): Promise<() => Promise<void>> {
   return fault === 'disk-full' ? fillStateDisk(node) : exhaustDescriptors(node, pid);
-}
-
-/** SIGCONT to the stopped agentd. */
-export async function resume(node: RealNode, pid: number): Promise<void> {
-  // `kill` is the shell's: the host's minimal rootfs has no procps.
-  await node.host.execOk(['sh', '-c', 'kill -CONT "$1"', 'sh', String(pid)]);
 }
 
 /** The JSON log lines of agentd's process `pid` (journald; no socket needed). */

@@ -76,6 +76,7 @@ describe('loadDaemonConfig defaults', () => {
       shutdownGraceMs: 30_000,
       machineStartTimeoutMs: 120_000,
       verifyTimeoutMs: 180_000,
+      switchOrder: 'standby',
       transferLimits: { minRateBytesPerSecond: 10 * 1024, rateWindowMs: 60_000, requestTimeoutMs: 120_000 },
       logLevel: 'info',
       logFormat: 'json',

@@ -49,6 +49,7 @@ function input(o: Partial<UpdatePlanInput> = {}): UpdatePlanInput {
     drain: false,
     fleet: false,
     healthGate: false,
+    standby: false,
     ...o,
   };
 }
@@ -78,6 +79,26 @@ describe('planUpdate', () => {
     expect(result.plan.phases).not.toContain('drain');
     expect(result.plan.phases).toContain('provision');
     expect(await f.store.load().then(() => f.store.list())).toEqual([]);
+  });
+
+  it('the standby order: the standby phase is planned beside a source, never for a join', async () => {
+    const f = await createEngineFixture();
+    const create = (to: MachineName | null, phases: readonly string[]): Operation =>
+      fresh('update', to, phases);
+    const standby = await planUpdate(f, input({ standby: true }), create);
+    const plan = (standby.result as { plan: { phases: string[]; switchOrder: string } }).plan;
+    expect(plan.switchOrder).toBe('standby');
+    expect(plan.phases.slice(0, 4)).toEqual(['preflight', 'provision', 'stage', 'standby']);
+    const cold = await planUpdate(f, input({ standby: false }), create);
+    expect((cold.result as { plan: { phases: string[]; switchOrder: string } }).plan).toMatchObject({
+      switchOrder: 'cold',
+    });
+    expect((cold.result as { plan: { phases: string[] } }).plan.phases).not.toContain('standby');
+    const join = await planUpdate(f, input({ standby: true, source: null, target: 'kube1' }), create);
+    expect((join.result as { plan: { phases: string[]; switchOrder: string } }).plan).toMatchObject({
+      switchOrder: 'cold',
+    });
+    expect((join.result as { plan: { phases: string[] } }).plan.phases).not.toContain('standby');
   });
 
   it('nothing would change: no preflight, no phases', async () => {

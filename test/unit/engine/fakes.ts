@@ -139,13 +139,20 @@ export function createFakeMachines(log: CallLog): FakeMachines {
     running,
     present,
     inspectGate: null,
-    async start(m, signal) {
-      await log.record(`start ${m}`, signal);
+    async start(m, signal, o = {}) {
+      await log.record(o.enable === false ? `start ${m} (not enabled)` : `start ${m}`, signal);
       running.add(m);
+    },
+    async setEnabled(m, enabled, signal) {
+      await log.record(`${enabled ? 'enable' : 'disable'} ${m}`, signal);
     },
     async startServices(m, signal) {
       await log.record(`startServices ${m}`, signal);
       kubelet.add(m);
+    },
+    async stopServices(m, signal) {
+      await log.record(`stopServices ${m}`, signal);
+      kubelet.delete(m);
     },
     async verify(m, options = {}) {
       await log.record(`verify ${m}`, options.signal);
@@ -198,6 +205,9 @@ export function createFakeProvisioner(log: CallLog, machines?: FakeMachines): Fa
     },
     async stage(m, _config, ctx) {
       await log.record(`stage ${m}`, ctx.signal);
+    },
+    async setStandbyBoot(m, on) {
+      await log.record(`setStandbyBoot ${m} ${on}`);
     },
     async removeMachineFiles(m) {
       await log.record(`removeMachineFiles ${m}`);

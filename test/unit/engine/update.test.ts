@@ -70,6 +70,7 @@ describe('runUpdate: success', () => {
       provision: 'succeeded',
       slot: 'skipped',
       stage: 'succeeded',
+      standby: 'skipped',
       drain: 'skipped',
       stop: 'skipped',
       start: 'succeeded',
@@ -582,5 +583,138 @@ describe('runUpdate: the health gate', () => {
     // The join started kube1 itself: it is stopped and removed, not kept as "never started".
     expect(f.log.calls).toEqual(expect.arrayContaining(['stop kube1', 'remove kube1']));
     expect(f.machines.running.has('kube1')).toBe(false);
+  });
+});
+
+describe('runUpdate: the standby order (docs/architecture.md, "Hot standby")', () => {
+  async function standbyFixture(memAvailable: number | null = 16 * 1024 ** 3): Promise<EngineFixture> {
+    const f = await joinedFixture();
+    f.deps.switchOrder = 'standby';
+    f.deps.memAvailable = async () => memAvailable;
+    return f;
+  }
+
+  it('boots kube2 in standby before kube1 stops; the window moves only kubelet and containerd; kube1 is powered off in cleanup', async () => {
+    const f = await standbyFixture();
+    const { outcome, phases } = await switchToKube2(f);
+    expect(outcome.state).toBe('succeeded');
+    expect(f.log.calls).toEqual([
+      'preflight',
+      'provision kube2',
+      'stage kube2',
+      'setStandbyBoot kube2 true',
+      'start kube2 (not enabled)',
+      'stopServices kube1',
+      'setStandbyBoot kube2 false',
+      'startServices kube2',
+      'verify kube2',
+      'disable kube1',
+      'enable kube2',
+      'stop kube1',
+      'remove kube1',
+      'removeMachineFiles kube1',
+      'daemonReload',
+    ]);
+    expect(phases).toMatchObject({ standby: 'succeeded', stop: 'succeeded', start: 'succeeded' });
+    expect(outcome.result).toMatchObject({ switchOrder: 'standby', downWindowMs: 0 });
+    expect(await readJournal(f.stateDir)).toMatchObject({
+      switchOrder: 'standby',
+      sourcePoweredOff: true,
+      committed: true,
+      outcome: 'succeeded',
+    });
+    expect(f.machines.running).toEqual(new Set(['kube2']));
+  });
+
+  it.each([
+    ['too little', 64 * 1024 ** 2, /standby needs 256 MiB of available memory .* and 64 MiB is available/],
+    ['unreadable', null, /its available memory could not be read/],
+  ])('%s memory: INSUFFICIENT_MEMORY as a warning, and the cold order', async (_what, mem, message) => {
+    const f = await standbyFixture(mem);
+    const { outcome, phases } = await switchToKube2(f);
+    expect(outcome.state).toBe('succeeded');
+    expect(phases.standby).toBe('skipped');
+    expect(f.log.calls.slice(3, 6)).toEqual(['stop kube1', 'start kube2', 'startServices kube2']);
+    expect(outcome.result).toMatchObject({
+      switchOrder: 'cold',
+      standby: { skipped: expect.stringMatching(message), code: 'INSUFFICIENT_MEMORY' },
+    });
+    expect((outcome.result.warnings as string[])[0]).toMatch(message);
+  });
+
+  it('a standby boot that fails changes nothing for kube1: kube2 is stopped and removed, the update fails', async () => {
+    const f = await standbyFixture();
+    f.log.fail('start kube2 (not enabled)');
+    const { outcome, phases } = await switchToKube2(f);
+    expect(outcome.state).toBe('failed');
+    expect((outcome.error as AgentError).code).toBe('MACHINE_START_FAILED');
+    expect(phases).toMatchObject({ standby: 'failed', stop: 'skipped' });
+    expect(f.log.calls.slice(f.log.calls.indexOf('start kube2 (not enabled)') + 1)).toEqual(REMOVE_KUBE2);
+    expect(f.log.calls).not.toContain('stopServices kube1');
+    expect(f.machines.running).toEqual(new Set(['kube1']));
+  });
+
+  it.each([
+    ['start', 'startServices kube2', 'MACHINE_START_FAILED'],
+    ['verify', 'verify kube2', 'VERIFY_FAILED'],
+  ])(
+    '%s fails (%s) → rolled_back with %s without a boot: services move back, then kube2 is powered off and removed',
+    async (phase, call, code) => {
+      const f = await standbyFixture();
+      f.log.fail(call);
+      const { outcome, phases } = await switchToKube2(f);
+      expect(outcome.state).toBe('rolled_back');
+      expect((outcome.error as AgentError).code).toBe(code);
+      expect(phases).toMatchObject({ [phase]: 'failed', rollback: 'succeeded' });
+      expect(f.log.calls.slice(f.log.calls.indexOf(call) + 1)).toEqual([
+        'stopServices kube2',
+        'startServices kube1',
+        'verify kube1',
+        'stop kube2',
+        ...REMOVE_KUBE2.slice(1),
+      ]);
+      expect(f.machines.running).toEqual(new Set(['kube1']));
+    },
+  );
+
+  it('a failed commit rolls back and puts kube1 back in machines.target', async () => {
+    const f = await standbyFixture();
+    f.log.fail('enable kube2');
+    const { outcome } = await switchToKube2(f);
+    expect(outcome.state).toBe('rolled_back');
+    expect(f.log.calls.slice(f.log.calls.indexOf('enable kube2') + 1, -4)).toEqual([
+      'stopServices kube2',
+      'enable kube1',
+      'startServices kube1',
+      'verify kube1',
+    ]);
+  });
+
+  it('a source that does not run: nothing to stand beside, the cold order without a warning', async () => {
+    const f = await standbyFixture();
+    f.machines.running.delete('kube1');
+    const { outcome, phases } = await switchToKube2(f);
+    expect(outcome.state).toBe('succeeded');
+    expect(phases.standby).toBe('skipped');
+    expect(outcome.result).toMatchObject({
+      switchOrder: 'cold',
+      standby: { skipped: 'kube1 does not run: there is nothing to stand beside' },
+    });
+    expect(outcome.result.warnings).toBeUndefined();
+  });
+
+  it('a join boots its only machine the cold way: there is nothing to stand beside', async () => {
+    const f = await createEngineFixture();
+    f.deps.switchOrder = 'standby';
+    f.deps.memAvailable = async () => 16 * 1024 ** 3;
+    const rec = f.recorder(UPDATE_PHASES);
+    const outcome = await runUpdate(
+      f.deps,
+      rec,
+      { source: null, target: 'kube1', config: OLD, drain: false },
+      new AbortController().signal,
+    );
+    expect(outcome).toMatchObject({ state: 'succeeded', result: { switchOrder: 'cold' } });
+    expect(f.log.calls).toContain('start kube1');
   });
 });

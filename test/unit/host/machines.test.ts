@@ -196,8 +196,8 @@ describe('startServices and verify', () => {
     await machines.startServices('kube1');
     await machines.verify('kube1', { timeoutMs: 10_000 });
     expect(runner.lines).toEqual([
-      'systemd-run --machine=kube1 --pipe --wait systemctl enable --now containerd.service',
-      'systemd-run --machine=kube1 --pipe --wait systemctl enable --now kubelet.service',
+      'systemd-run --machine=kube1 --pipe --wait systemctl enable --now containerd.service kubelet.service',
+      'systemctl --machine=kube1 start --no-block default.target',
       'systemd-run --machine=kube1 --pipe --wait systemctl is-active kubelet.service',
     ]);
     expect(clock.sleeps).toEqual([]);

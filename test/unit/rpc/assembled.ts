@@ -54,6 +54,7 @@ export async function assembled(o: AssembledOptions = {}): Promise<Assembled> {
   const host: Host = {
     runner: noCommands,
     machines: f.machines,
+    memAvailable: async () => 16 * 1024 ** 3,
     defaultConfig: () => config(o.machineName ? { MachineName: o.machineName } : {}),
     close: async () => undefined,
   };

@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { AgentError } from '../../../src/errors.js';
-import { hasSimFault, parseSimFaults, simLatencyMs } from '../../../src/sim/faults.js';
+import { hasSimFault, parseSimFaults, simLatencyMs, simMemAvailable } from '../../../src/sim/faults.js';
 
 function parseError(spec: string): AgentError {
   try {
@@ -21,6 +21,14 @@ describe('parseSimFaults', () => {
     ]);
   });
 
+  it("low-memory is the host's: 64 MiB available with it, 16 GiB without; a machine target is refused", () => {
+    expect(simMemAvailable(parseSimFaults('low-memory:*'))).toBe(64 * 1024 ** 2);
+    expect(simMemAvailable(parseSimFaults('start-fails:kube2'))).toBe(16 * 1024 ** 3);
+    expect(parseError('low-memory:kube1').message).toMatch(
+      /low-memory applies to the host: write low-memory:\*/,
+    );
+  });
+
   it('treats an empty value and empty items as no faults', () => {
     expect(parseSimFaults('')).toEqual([]);
     expect(parseSimFaults(' , start-fails:kube2,')).toEqual([{ kind: 'start-fails', machine: 'kube2' }]);
@@ -30,7 +38,10 @@ describe('parseSimFaults', () => {
     ['start-fails', /expected <fault>:<machine>/],
     ['start-fails:kube1:x', /expected <fault>:<machine>/],
     ['start-fails:kube3', /machine must be kube1, kube2 or \*, got "kube3"/],
-    ['explode:kube1', /unknown fault "explode"; expected start-fails, kubelet-inactive or latency=<ms>/],
+    [
+      'explode:kube1',
+      /unknown fault "explode"; expected start-fails, kubelet-inactive, low-memory or latency=<ms>/,
+    ],
     ['latency=fast:kube1', /latency must be a whole number of milliseconds/],
     ['latency=-5:*', /latency must be a whole number/],
   ])('rejects %j with INVALID_CONFIG naming the entry', (spec, message) => {

@@ -55,17 +55,40 @@ describe('parseSimCommand', () => {
     [
       'systemd-run',
       run('kube1', 'systemctl', 'enable', '--now', 'containerd.service'),
-      { kind: 'in-machine', machine: 'kube1', action: { type: 'enable-now', unit: 'containerd.service' } },
+      { kind: 'in-machine', machine: 'kube1', action: { type: 'enable-now', units: ['containerd.service'] } },
     ],
     [
       'systemd-run',
       run('kube2', 'systemctl', 'enable', '--now', 'kubelet.service'),
-      { kind: 'in-machine', machine: 'kube2', action: { type: 'enable-now', unit: 'kubelet.service' } },
+      { kind: 'in-machine', machine: 'kube2', action: { type: 'enable-now', units: ['kubelet.service'] } },
+    ],
+    [
+      'systemd-run',
+      run('kube2', 'systemctl', 'enable', '--now', 'containerd.service', 'kubelet.service'),
+      {
+        kind: 'in-machine',
+        machine: 'kube2',
+        action: { type: 'enable-now', units: ['containerd.service', 'kubelet.service'] },
+      },
+    ],
+    [
+      'systemd-run',
+      run('kube1', 'systemctl', 'stop', 'kubelet.service', 'containerd.service'),
+      {
+        kind: 'in-machine',
+        machine: 'kube1',
+        action: { type: 'stop', units: ['kubelet.service', 'containerd.service'] },
+      },
+    ],
+    [
+      'systemctl',
+      ['--machine=kube2', 'start', '--no-block', 'default.target'],
+      { kind: 'in-machine', machine: 'kube2', action: { type: 'start-default' } },
     ],
     [
       'systemd-run',
       run('kube2', 'systemctl', 'stop', 'containerd.service'),
-      { kind: 'in-machine', machine: 'kube2', action: { type: 'stop', unit: 'containerd.service' } },
+      { kind: 'in-machine', machine: 'kube2', action: { type: 'stop', units: ['containerd.service'] } },
     ],
     [
       'systemd-run',
