@@ -24,8 +24,8 @@
  *   (`verifyTimeout`, 15 s on these nodes, the same in every order), so it is shown without that
  *   wait as well: the steps the order itself takes.
  *
- * And once: the memory a machine booted in standby holds (its cgroup's `memory.current`, read while
- * agentd is stopped at `update.standby.after`), against the serving machine's.
+ * And once: the memory a machine booted in standby holds (the PSS and anonymous memory of its
+ * processes, read while agentd is stopped at `update.standby.after`), against the serving machine's.
  *
  * Run as root: `npx tsx bench/real-down-window.ts` (BENCH_ROUNDS=3). Needs the real-host tools
  * (docs/testing.md). Prints medians and ratios; no assertions on time.
@@ -57,6 +57,10 @@ interface Op {
   result?: { switchOrder?: string } | null;
 }
 type Order = 'standby' | 'cold';
+interface MachineMemory {
+  pss: number;
+  anonymous: number;
+}
 
 const median = (xs: readonly number[]): number => {
   const s = [...xs].sort((a, b) => a - b);
@@ -112,20 +116,30 @@ async function floor(node: RealNode): Promise<number> {
   }
 }
 
-/** memory.current (MiB) of the target booted in standby, and of the serving machine, at that moment. */
-async function standbyMemory(node: RealNode, version: string): Promise<{ standby: number; serving: number }> {
+/**
+ * The memory (MiB) of the target booted in standby, and of the serving machine, at that moment:
+ * the PSS and the anonymous memory of each machine's processes (the harness's host cgroup has no
+ * memory controller, so no memory.current).
+ */
+async function standbyMemory(
+  node: RealNode,
+  version: string,
+): Promise<{ standby: MachineMemory; serving: MachineMemory }> {
   const source = await activeMachine(node);
   const target = source === 'kube1' ? 'kube2' : 'kube1';
   await armFailpoints(node, ['stop:update.standby.after']);
   await restartAgentd(node);
   const started = await node.agentctlJson<Op>(['update', '--kubernetes-version', version, '--detach']);
   const pid = await waitStopped(node, 'update.standby.after');
-  const mib = async (m: string): Promise<number> => {
-    const res = await node.host.execOk([
-      'cat',
-      `/sys/fs/cgroup/machine.slice/systemd-nspawn@${m}.service/memory.current`,
-    ]);
-    return Number(res.stdout.trim()) / 1024 ** 2;
+  const mib = async (m: string): Promise<MachineMemory> => {
+    const script = [
+      `cg=$(systemctl show -p ControlGroup --value systemd-nspawn@${m}.service)`,
+      'find /sys/fs/cgroup$cg -name cgroup.procs -exec cat {} + | while read p; do',
+      "  awk '/^(Pss|Anonymous):/{print $1, $2}' /proc/$p/smaps_rollup 2>/dev/null",
+      `done | awk '{s[$1]+=$2} END {print s["Pss:"] / 1024, s["Anonymous:"] / 1024}'`,
+    ].join('\n');
+    const [pss, anon] = (await node.host.execOk(['bash', '-c', script])).stdout.trim().split(' ').map(Number);
+    return { pss: pss ?? NaN, anonymous: anon ?? NaN };
   };
   const out = { standby: await mib(target), serving: await mib(source) };
   await resume(node, pid);
@@ -223,8 +237,10 @@ async function main(): Promise<void> {
     console.log(
       `ratio standby rollback window / standby down window: ${ratio(rollback.standby, down.standby)}; without the verify wait ${ratio(rollbackSteps.standby, down.standby)} (target ≤ 1.5)`,
     );
+    const mem = (x: MachineMemory): string =>
+      `PSS ${x.pss.toFixed(1)} MiB, anonymous ${x.anonymous.toFixed(1)} MiB`;
     console.log(
-      `memory.current of a machine in standby: ${memory.standby.toFixed(1)} MiB (the serving machine: ${memory.serving.toFixed(1)} MiB)`,
+      `memory of a machine in standby: ${mem(memory.standby)} (the serving machine: ${mem(memory.serving)})`,
     );
   } finally {
     await node.stop();

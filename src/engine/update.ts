@@ -68,9 +68,10 @@ export const SWITCH_ORDERS = ['standby', 'cold'] as const;
 export type SwitchOrder = (typeof SWITCH_ORDERS)[number];
 
 /**
- * The memory that must be available (MemAvailable) before the target boots in standby: twice what a
- * machine booted in standby was measured to hold on the real host (docs/architecture.md, "Hot
- * standby"), so that the second machine never pushes the serving one into reclaim.
+ * The memory that must be available (MemAvailable) before the target boots in standby
+ * (docs/architecture.md, "Hot standby"). A machine booted in standby held 21 MiB (PSS; 4.7 MiB of
+ * it anonymous) on the real host (bench/real-down-window.ts); a production image's sysinit holds
+ * more, and the serving machine must not be pushed into reclaim for it: about twelve times that.
  */
 export const STANDBY_MEMORY_BYTES = 256 * 1024 ** 2;
 

@@ -21,8 +21,13 @@ import type { MachineName } from './types.js';
 /** agentd's boot target for a machine in standby (in the rootfs: `etc/systemd/system/agentd-standby.target`). */
 export const STANDBY_TARGET = 'agentd-standby.target';
 
-/** The `.nspawn` line that boots a machine into standby. */
+/**
+ * The `.nspawn` line that boots a machine into standby. nspawn reads `Parameters=` of a settings
+ * file only together with its start mode (`Boot=`): without `Boot=yes` beside it, systemd 252
+ * boots the machine's default target (seen on the real host, test/host/sim-contract.test.ts).
+ */
 export const STANDBY_PARAMETERS = `Parameters=systemd.unit=${STANDBY_TARGET}`;
+const STANDBY_BOOT = 'Boot=yes';
 
 /** `/etc/systemd/system/agentd-standby.target` in a machine's rootfs. */
 export function renderStandbyTarget(): string {
@@ -40,11 +45,13 @@ AllowIsolate=yes
 
 /** `settings` (a `.nspawn` file's text) booting into standby (`on`) or normally. */
 export function withStandbyBoot(settings: string, on: boolean): string {
-  const lines = settings.split('\n').filter((l) => l.trim() !== STANDBY_PARAMETERS);
+  // agentd's settings never say Boot= (the unit's --boot does): both lines are the standby's.
+  const ours = new Set([STANDBY_PARAMETERS, STANDBY_BOOT]);
+  const lines = settings.split('\n').filter((l) => !ours.has(l.trim()));
   if (!on) return lines.join('\n');
   const exec = lines.findIndex((l) => l.trim() === '[Exec]');
-  if (exec === -1) return `${lines.join('\n').trimEnd()}\n\n[Exec]\n${STANDBY_PARAMETERS}\n`;
-  return [...lines.slice(0, exec + 1), STANDBY_PARAMETERS, ...lines.slice(exec + 1)].join('\n');
+  if (exec === -1) return `${lines.join('\n').trimEnd()}\n\n[Exec]\n${STANDBY_BOOT}\n${STANDBY_PARAMETERS}\n`;
+  return [...lines.slice(0, exec + 1), STANDBY_BOOT, STANDBY_PARAMETERS, ...lines.slice(exec + 1)].join('\n');
 }
 
 /** Whether a `.nspawn` file's text boots into standby. */
