@@ -54,9 +54,13 @@ export function withStandbyBoot(settings: string, on: boolean): string {
   return [...lines.slice(0, exec + 1), STANDBY_BOOT, STANDBY_PARAMETERS, ...lines.slice(exec + 1)].join('\n');
 }
 
-/** Whether a `.nspawn` file's text boots into standby. */
+/**
+ * Whether a `.nspawn` file's text boots into standby, as systemd-nspawn 252 reads it: the standby
+ * `Parameters=` counts only beside `Boot=yes` (the simulated host decides with this).
+ */
 export function bootsIntoStandby(settings: string): boolean {
-  return settings.split('\n').some((l) => l.trim() === STANDBY_PARAMETERS);
+  const lines = new Set(settings.split('\n').map((l) => l.trim()));
+  return lines.has(STANDBY_PARAMETERS) && lines.has(STANDBY_BOOT);
 }
 
 /**

@@ -392,6 +392,7 @@ describe('loadDaemonConfig rejects bad values with INVALID_CONFIG naming the opt
     ['metrics address port too big', { metricsAddress: '127.0.0.1:70000' }, /--metrics-address.*65535/],
     ['metrics address with a path', { metricsAddress: 'http://x:1' }, /--metrics-address/],
     ['host not systemd or sim', { host: 'docker' }, /--host.*"docker"/],
+    ['switch order not standby or cold', { switchOrder: 'warm' }, /--switch-order.*"warm"/],
     ['log level not a level', { logLevel: 'loud' }, /--log-level.*"loud"/],
     ['log format not json or pretty', { logFormat: 'xml' }, /--log-format.*"xml"/],
     ['crd group not a DNS name', { crdGroup: 'Not_A_Group' }, /--crd-group.*"Not_A_Group"/],
@@ -413,6 +414,8 @@ describe('loadDaemonConfig rejects bad values with INVALID_CONFIG naming the opt
     expect(err2.message).toContain('AGENTD_LOG_LEVEL');
     const err3 = invalid(() => load({ env: { AGENTD_SIM: 'maybe' } }));
     expect(err3.message).toContain('AGENTD_SIM');
+    const err4 = invalid(() => load({ env: { AGENTD_SWITCH_ORDER: 'hot' } }));
+    expect(err4.message).toContain('--switch-order (from env AGENTD_SWITCH_ORDER)');
   });
 
   it('names the file and key when the value came from the file', async () => {

@@ -27,6 +27,8 @@ describe('the standby boot', () => {
     );
     expect(bootsIntoStandby(standby)).toBe(true);
     expect(bootsIntoStandby(normal)).toBe(false);
+    // nspawn ignores Parameters= without Boot= (real systemd 252): so does the simulated host.
+    expect(bootsIntoStandby(standby.replace('Boot=yes\n', ''))).toBe(false);
     expect(withStandbyBoot(standby, true)).toBe(standby);
     expect(withStandbyBoot(standby, false)).toBe(normal);
     expect(withStandbyBoot(normal, false)).toBe(normal);
