@@ -13,6 +13,7 @@ import {
   DAEMON_OPTIONS,
   DEFAULT_CONFIG_FILE,
   DEFAULT_REGISTRY_AUTH_FILE,
+  SWITCH_ORDERS,
   type DaemonConfigInput,
 } from '../config/daemon-config.js';
 import { describeError, isAgentError } from '../errors.js';
@@ -130,7 +131,7 @@ export function buildAgentdCommand(): Command {
       new Option(
         '--switch-order <order>',
         'standby: boot the new machine beside the serving one before the switch; cold: boot it in the down window (default standby)',
-      ).choices(['standby', 'cold']),
+      ).choices(SWITCH_ORDERS),
     )
     .option(
       '--download-min-rate <rate>',

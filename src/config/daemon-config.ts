@@ -99,6 +99,9 @@ const boolish = z.union([
     .transform((s) => ['1', 'true', 'yes', 'on'].includes(s)),
 ]);
 
+/** How an update switches machines (`--switch-order`; docs/architecture.md, "Hot standby"). */
+export const SWITCH_ORDERS = ['standby', 'cold'] as const;
+
 /** Every daemon option, as it may appear in the YAML file (camelCase keys). */
 export const daemonConfigSchema = z.strictObject({
   socket: z.string().min(1).optional(),
@@ -130,7 +133,7 @@ export const daemonConfigSchema = z.strictObject({
   shutdownGrace: durationMs.default(30_000),
   machineStartTimeout: durationMs.default(120_000),
   verifyTimeout: durationMs.default(180_000),
-  switchOrder: z.enum(['standby', 'cold']).default('standby'),
+  switchOrder: z.enum(SWITCH_ORDERS).default('standby'),
   downloadMinRate: byteRate.default(DEFAULT_TRANSFER_LIMITS.minRateBytesPerSecond),
   downloadRateWindow: windowMs.default(DEFAULT_TRANSFER_LIMITS.rateWindowMs),
   outboundTimeout: windowMs.default(DEFAULT_TRANSFER_LIMITS.requestTimeoutMs),
@@ -174,7 +177,7 @@ export interface DaemonConfig {
    * How an update switches machines (docs/architecture.md, "Hot standby"): `standby` boots the
    * target beside the serving source before the node goes down; `cold` boots it in the down window.
    */
-  switchOrder: 'standby' | 'cold';
+  switchOrder: (typeof SWITCH_ORDERS)[number];
   /**
    * Bounds of every download and registry call (docs/operations.md, "Limits"): the floor of a
    * download's average rate over its window, and the total deadline of a call.

@@ -25,6 +25,7 @@ import type { MachineManager } from '../host/machines.js';
 import type { Clock, MachineName } from '../host/types.js';
 import type { Metrics } from '../metrics/metrics.js';
 import type { AgentConfig } from '../config/agent-config.js';
+import type { DaemonConfig } from '../config/daemon-config.js';
 import type { AppliedConfigStore } from './applied-config-store.js';
 import type { GoalSet } from './goal.js';
 import type { DeferredWrites } from './deferred-writes.js';
@@ -63,9 +64,8 @@ export const UPDATE_PHASES = [
 ] as const;
 export type UpdatePhase = (typeof UPDATE_PHASES)[number];
 
-export const SWITCH_ORDERS = ['standby', 'cold'] as const;
 /** How an update switches machines (`--switch-order`; docs/architecture.md, "Hot standby"). */
-export type SwitchOrder = (typeof SWITCH_ORDERS)[number];
+export type SwitchOrder = DaemonConfig['switchOrder'];
 
 /**
  * The memory that must be available (MemAvailable) before the target boots in standby
