@@ -104,7 +104,10 @@ async function floor(node: RealNode): Promise<number> {
       't0=$(date +%s%N)',
       `systemd-run --machine=${m} --pipe --wait systemctl stop kubelet.service containerd.service`,
       `systemd-run --machine=${m} --pipe --wait systemctl enable --now containerd.service kubelet.service`,
-      'until curl -sf http://127.0.0.1:10248/healthz >/dev/null; do sleep 0.02; done',
+      // The host's rootfs has no curl: bash's /dev/tcp asks kubelet's /healthz, as agentd's verify does.
+      'healthy() { exec 3<>/dev/tcp/127.0.0.1/10248 && printf "GET /healthz HTTP/1.0\\r\\n\\r\\n" >&3 && grep -q "^ok" <&3; }',
+      'deadline=$(( $(date +%s) + 60 ))',
+      'until (healthy) 2>/dev/null; do [ $(date +%s) -lt $deadline ] || { echo "kubelet not healthy" >&2; exit 1; }; sleep 0.02; done',
       't1=$(date +%s%N)',
       'echo $(( (t1 - t0) / 1000000 ))',
     ].join('\n');
