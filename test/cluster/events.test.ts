@@ -78,7 +78,9 @@ describe.skipIf(!controlPlaneAvailable())('Kubernetes Events against kube-apiser
   it('records a rollback with its reason, and a second one as a repeat: one Event, series count 2', async () => {
     const a = await startClusterAgent(cp(), {
       name: `events-${++n}`,
-      env: { AGENTD_SIM_FAULTS: 'start-fails:kube2' },
+      // A kubelet that never becomes active in kube2: verify fails and the node rolls back (in
+      // the standby order, the default, a target that cannot boot fails before any switch).
+      env: { AGENTD_SIM_FAULTS: 'kubelet-inactive:kube2' },
     });
     await registered(a);
     await repave(a.name, 1);
@@ -92,7 +94,7 @@ describe.skipIf(!controlPlaneAvailable())('Kubernetes Events against kube-apiser
     );
     expect(others).toEqual([]);
     expect(rolledBack).toMatchObject({ type: 'Warning', action: 'Update' });
-    expect(rolledBack?.note).toMatch(/^update rolled back to kube1 \(MACHINE_START_FAILED\): /);
+    expect(rolledBack?.note).toMatch(/^update rolled back to kube1 \(VERIFY_FAILED\): /);
     expect(rolledBack?.series).toBeUndefined();
     const objects = (await eventsAbout('Machine', a.name)).length;
 

@@ -35,7 +35,8 @@ describe.skipIf(!controlPlaneAvailable())('what runs, in Machine status, against
     const good = await startClusterAgent(cp(), { name: `status-${tag}-ok-${++n}` });
     const bad = await startClusterAgent(cp(), {
       name: `status-${tag}-rb-${++n}`,
-      env: { AGENTD_SIM_FAULTS: 'start-fails:kube2' },
+      // kube2's kubelet never becomes active: verify fails, the node rolls back to kube1.
+      env: { AGENTD_SIM_FAULTS: 'kubelet-inactive:kube2' },
     });
     for (const a of [good, bad]) {
       await waitUntil('the Machine to be registered', async () => (await a.machine()) !== null, a.d);
@@ -87,7 +88,7 @@ describe.skipIf(!controlPlaneAvailable())('what runs, in Machine status, against
       message: 'kube1 runs Kubernetes v1.34.0',
     });
     expect(condition(rb, 'LastOperation')).toMatchObject({ status: 'False', reason: 'RolledBack' });
-    expect(condition(rb, 'LastOperation')?.message).toMatch(/ rolled_back at .*: MACHINE_START_FAILED: /);
+    expect(condition(rb, 'LastOperation')?.message).toMatch(/ rolled_back at .*: VERIFY_FAILED: /);
     expect(condition(rb, 'NodeUpdated')).toMatchObject({ status: 'False', reason: 'RolledBack' });
     // Every condition carries what both schemas require of it.
     for (const c of [...(ok?.status.conditions ?? []), ...(rb?.status.conditions ?? [])] as KubeJson[])

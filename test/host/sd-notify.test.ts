@@ -1,14 +1,15 @@
 /**
  * agentd's `Type=notify` protocol on real systemd 252, through `systemd-notify` with the unit's
  * `NotifyAccess=main` (src/daemon/sd-notify.ts): the unit becomes active only once startup
- * recovery is done (a crash mid switch-over left kube1 stopped, and recovery must bring it
- * back first); the watchdog's pings arrive at half of `WatchdogSec=`; and a daemon that stops
+ * recovery is done (a crash mid switch-over in the cold order left kube1 stopped, and recovery
+ * must boot it back first: the longest recovery there is); the watchdog's pings arrive at half of `WatchdogSec=`; and a daemon that stops
  * answering (SIGSTOP) is killed and restarted by systemd once `WatchdogSec=` has passed, after
  * which the node is as it was.
  */
 import { setTimeout as delay } from 'node:timers/promises';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { expectNode, runningMachines, type OperationJson } from '../support/real-host/assert-node.js';
+import { setSwitchOrder } from '../support/real-host/agentd-unit.js';
 import { startJoinedNode, type RealNode } from '../support/real-host/node.js';
 import { requireRealHost } from '../support/real-host/require.js';
 
@@ -57,7 +58,9 @@ describe.skipIf(!requireRealHost())('sd_notify on a real systemd host', { timeou
   }, 120_000);
 
   it('the unit is active only once startup recovery has brought the node back', async () => {
-    // Killed with kube1 stopped and kube2 not started: recovery must start and verify kube1.
+    // Killed with kube1 stopped and kube2 not started: recovery must start and verify kube1. In
+    // the cold order: in the standby order (the default) kube1 is still booted at that point.
+    await setSwitchOrder(node, 'cold');
     await dropIn(
       node,
       'failpoint',
@@ -112,6 +115,9 @@ describe.skipIf(!requireRealHost())('sd_notify on a real systemd host', { timeou
     ]);
     expect(status.stdout.trim()).toBe('serving on /run/agentd/agentd.sock');
     await expectNode(node, { active: 'kube1', version: '1.34.0' });
+    await setSwitchOrder(node, 'standby');
+    await node.host.execOk(['systemctl', 'restart', 'agentd.service']);
+    await node.waitReady();
   });
 
   it('pings the watchdog at half WatchdogSec', { timeout: 120_000 }, async () => {
